@@ -1,0 +1,93 @@
+//! `flotilla bench tpch`: the 22 TPC-H queries on a local cluster (through the
+//! statement protocol, as a client sees it) and on single-node DataFusion over the
+//! same generated data in the same process. Prints per-query medians, the ratio
+//! distributed / single-node and the totals. Speed is measured here, never asserted
+//! in tests.
+
+use std::time::{Duration, Instant};
+
+use crate::client::StatementClient;
+use crate::coordinator::planner::single_node_context;
+use crate::local::{LocalCluster, LocalOptions, TPCH_QUERIES};
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// `1` -> `sf1`, `0.1` -> `sf0_1`.
+pub fn schema_for_scale(scale: &str) -> Result<String, String> {
+    let s = scale.trim();
+    let value: f64 = s.parse().map_err(|_| format!("'{scale}' is not a scale factor"))?;
+    if value <= 0.0 {
+        return Err(format!("scale factor must be positive, got {scale}"));
+    }
+    Ok(format!("sf{}", s.replace('.', "_")))
+}
+
+/// Peak resident memory of this process, from the kernel.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+pub async fn run_tpch(scale: &str, workers: usize, iterations: usize, only: &[usize]) -> Result<(), String> {
+    let schema = schema_for_scale(scale)?;
+    let selected: Vec<usize> = if only.is_empty() { (1..=22).collect() } else { only.to_vec() };
+    if let Some(bad) = selected.iter().find(|q| !(1..=22).contains(*q)) {
+        return Err(format!("there is no TPC-H query {bad}"));
+    }
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+    let cluster = LocalCluster::start(workers.max(1), LocalOptions::default()).await?;
+    let client = StatementClient::new(cluster.url()).with_catalog("tpch").with_schema(&schema);
+    let single = single_node_context(&schema, cores);
+    println!("TPC-H {schema}: {workers} workers vs single-node DataFusion ({cores} partitions), median of {iterations}");
+    println!("{:>5} {:>12} {:>12} {:>7} {:>9}", "query", "flotilla ms", "datafusion ms", "ratio", "rows");
+    let (mut total_d, mut total_s) = (Duration::ZERO, Duration::ZERO);
+    let mut failures = Vec::new();
+    for q in selected {
+        let sql = TPCH_QUERIES[q - 1];
+        let (mut dist, mut local) = (Vec::new(), Vec::new());
+        let mut rows = 0;
+        let mut failed = None;
+        for _ in 0..iterations {
+            let t = Instant::now();
+            match single.sql(sql).await {
+                Ok(df) => match df.collect().await {
+                    Ok(b) => rows = b.iter().map(|b| b.num_rows()).sum::<usize>(),
+                    Err(e) => failed = Some(format!("datafusion: {e}")),
+                },
+                Err(e) => failed = Some(format!("datafusion: {e}")),
+            }
+            local.push(t.elapsed());
+            let t = Instant::now();
+            match client.execute(sql).await {
+                Ok(out) if out.rows.len() == rows => {}
+                Ok(out) => failed = Some(format!("flotilla returned {} rows, datafusion {rows}", out.rows.len())),
+                Err(e) => failed = Some(format!("flotilla: {e}")),
+            }
+            dist.push(t.elapsed());
+        }
+        let (d, s) = (median(dist), median(local));
+        total_d += d;
+        total_s += s;
+        let ratio = d.as_secs_f64() / s.as_secs_f64().max(1e-9);
+        println!("{:>5} {:>12.1} {:>12.1} {:>7.2} {:>9}", format!("q{q}"), d.as_secs_f64() * 1e3, s.as_secs_f64() * 1e3, ratio, rows);
+        if let Some(f) = failed {
+            failures.push(format!("q{q}: {f}"));
+        }
+    }
+    let ratio = total_d.as_secs_f64() / total_s.as_secs_f64().max(1e-9);
+    println!("{:>5} {:>12.1} {:>12.1} {:>7.2}", "total", total_d.as_secs_f64() * 1e3, total_s.as_secs_f64() * 1e3, ratio);
+    if let Some(rss) = peak_rss_bytes() {
+        println!("peak RSS of this process (cluster and single node together): {:.0} MiB", rss as f64 / (1 << 20) as f64);
+    }
+    cluster.shutdown().await;
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{} queries failed: {}", failures.len(), failures.join("; ")))
+    }
+}

@@ -1,0 +1,477 @@
+//! Rust client of the coordinator's Trino-compatible statement endpoint (`/v1/statement`).
+//!
+//! `flotilla sql`, `flotilla local` and the integration tests use [`StatementClient`] to submit
+//! SQL and collect results. This module owns the client half of the protocol: the `X-Trino-*`
+//! request headers, following `nextUri` until the query is done, collecting columns and rows,
+//! mapping transport, HTTP and query failures onto [`ClientError`], and cancellation.
+//!
+//! Clones of a client share the `nextUri` of the query in flight, so a Ctrl-C handler holding a
+//! clone can call [`StatementClient::cancel_current`] while the original awaits `execute`.
+//! Clones running queries concurrently overwrite each other's slot; build separate clients with
+//! [`StatementClient::new`] when each needs its own cancel handle.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use reqwest::{Method, RequestBuilder, StatusCode};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::format::Column;
+
+const DEFAULT_USER: &str = "flotilla";
+/// Bounds every request, so a coordinator that stops answering cannot hang the client.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// A coordinator still handing out `nextUri` after this many pages is treated as broken rather
+/// than followed forever.
+const MAX_PAGES: usize = 1_000_000;
+/// Ceiling of the pause between consecutive pages that carried no rows. It keeps the client from
+/// spinning on a coordinator that answers polls immediately, at a small cost in latency.
+const MAX_IDLE_PAUSE: Duration = Duration::from_millis(100);
+
+#[derive(thiserror::Error, Debug)]
+pub enum ClientError {
+    #[error("cannot reach {server}: {source}")]
+    Connect {
+        server: String,
+        source: reqwest::Error,
+    },
+    #[error("{message}")]
+    Query {
+        error_name: String,
+        error_code: i64,
+        message: String,
+    },
+    #[error("server error {status}: {message}")]
+    Http {
+        status: u16,
+        code: String,
+        message: String,
+    },
+    #[error("bad response: {0}")]
+    Protocol(String),
+}
+
+/// One `QueryResults` document as the coordinator sends it. Every field is optional so that a
+/// sparse page (a bare poll answer) still parses.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct QueryResultsPage {
+    pub id: String,
+    pub info_uri: Option<String>,
+    pub partial_cancel_uri: Option<String>,
+    pub next_uri: Option<String>,
+    pub columns: Option<Vec<ColumnInfo>>,
+    pub data: Option<Vec<Vec<Value>>>,
+    pub stats: Value,
+    pub error: Option<QueryError>,
+    pub warnings: Option<Vec<Value>>,
+    pub update_type: Option<String>,
+    pub update_count: Option<i64>,
+}
+
+impl QueryResultsPage {
+    /// The query state from `stats.state`, e.g. `QUEUED`, `RUNNING`, `FINISHED`, `FAILED`.
+    pub fn state(&self) -> Option<&str> {
+        self.stats.get("state")?.as_str()
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ColumnInfo {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub type_name: String,
+    pub type_signature: Option<Value>,
+}
+
+impl From<ColumnInfo> for Column {
+    fn from(c: ColumnInfo) -> Self {
+        Column {
+            name: c.name,
+            type_name: c.type_name,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct QueryError {
+    pub message: String,
+    pub error_code: i64,
+    pub error_name: String,
+    pub error_type: String,
+    pub failure_info: Option<Value>,
+}
+
+impl From<QueryError> for ClientError {
+    fn from(e: QueryError) -> Self {
+        ClientError::Query {
+            error_name: e.error_name,
+            error_code: e.error_code,
+            message: e.message,
+        }
+    }
+}
+
+/// Everything a finished query returned.
+#[derive(Debug, Clone, Default)]
+pub struct QueryOutcome {
+    pub id: String,
+    pub columns: Vec<Column>,
+    pub rows: Vec<Vec<Value>>,
+    /// `stats` of the last page, i.e. the final state of the query.
+    pub stats: Value,
+}
+
+/// The flotilla HTTP error shape, `{"error": {"code": ..., "message": ...}}`.
+#[derive(Deserialize)]
+struct HttpErrorBody {
+    error: HttpErrorDetail,
+}
+
+#[derive(Deserialize)]
+struct HttpErrorDetail {
+    // Required: a Trino `QueryResults` error has no `code`, which is how the two shapes differ.
+    code: String,
+    #[serde(default)]
+    message: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct StatementClient {
+    http: reqwest::Client,
+    server: String,
+    user: String,
+    catalog: Option<String>,
+    schema: Option<String>,
+    session: Vec<(String, String)>,
+    timeout: Duration,
+    current: Arc<Mutex<Option<String>>>,
+}
+
+impl StatementClient {
+    /// A client for the coordinator at `server` (`host:port` or a full `http://` URL).
+    pub fn new(server: impl Into<String>) -> Self {
+        let server = server.into();
+        let server = server.trim().trim_end_matches('/');
+        let server = if server.contains("://") {
+            server.to_string()
+        } else {
+            format!("http://{server}")
+        };
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()
+            .expect("a plain-HTTP reqwest client has nothing that can fail to initialise");
+        StatementClient {
+            http,
+            server,
+            user: DEFAULT_USER.to_string(),
+            catalog: None,
+            schema: None,
+            session: Vec::new(),
+            timeout: REQUEST_TIMEOUT,
+            current: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    pub fn with_user(mut self, user: impl Into<String>) -> Self {
+        self.user = user.into();
+        self
+    }
+
+    pub fn with_catalog(mut self, catalog: impl Into<String>) -> Self {
+        self.catalog = Some(catalog.into());
+        self
+    }
+
+    pub fn with_schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = Some(schema.into());
+        self
+    }
+
+    /// Adds a session property; setting the same key again replaces the earlier value.
+    pub fn with_session(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        let key = key.into();
+        self.session.retain(|(k, _)| *k != key);
+        self.session.push((key, value.into()));
+        self
+    }
+
+    /// Overrides the per-request timeout (60 s by default).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The normalised server URL, without a trailing slash.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The `nextUri` of the query this client (or a clone) is running, if any.
+    pub fn current_next_uri(&self) -> Option<String> {
+        self.current.lock().clone()
+    }
+
+    /// Runs `sql` to completion and returns all of its rows.
+    pub async fn execute(&self, sql: &str) -> Result<QueryOutcome, ClientError> {
+        self.execute_with_progress(sql, |_| {}).await
+    }
+
+    /// Runs `sql` to completion, calling `on_page` with every page as it arrives (before its
+    /// error, if any, is raised) so a caller can show progress from `stats`.
+    pub async fn execute_with_progress<F>(
+        &self,
+        sql: &str,
+        mut on_page: F,
+    ) -> Result<QueryOutcome, ClientError>
+    where
+        F: FnMut(&QueryResultsPage),
+    {
+        let result = self.run(sql, &mut on_page).await;
+        // The slot must not outlive the query, or a later Ctrl-C would cancel a finished one.
+        *self.current.lock() = None;
+        result
+    }
+
+    async fn run<F>(&self, sql: &str, on_page: &mut F) -> Result<QueryOutcome, ClientError>
+    where
+        F: FnMut(&QueryResultsPage),
+    {
+        let mut request = self
+            .request(Method::POST, format!("{}/v1/statement", self.server))
+            .header(reqwest::header::CONTENT_TYPE, "text/plain; charset=utf-8")
+            .body(sql.to_string());
+        if let Some(catalog) = &self.catalog {
+            request = request.header("X-Trino-Catalog", catalog);
+        }
+        if let Some(schema) = &self.schema {
+            request = request.header("X-Trino-Schema", schema);
+        }
+        if !self.session.is_empty() {
+            let pairs: Vec<String> = self
+                .session
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            request = request.header("X-Trino-Session", pairs.join(","));
+        }
+        let mut page = self.send(request).await?;
+        let mut outcome = QueryOutcome::default();
+        let mut idle_pages: u32 = 0;
+        for _ in 0..MAX_PAGES {
+            on_page(&page);
+            *self.current.lock() = page.next_uri.clone();
+            if let Some(error) = page.error.take() {
+                return Err(error.into());
+            }
+            if outcome.id.is_empty() {
+                outcome.id = std::mem::take(&mut page.id);
+            }
+            if let Some(columns) = page.columns.take() {
+                outcome.columns = columns.into_iter().map(Column::from).collect();
+            }
+            match page.data.take() {
+                Some(rows) if !rows.is_empty() => {
+                    outcome.rows.extend(rows);
+                    idle_pages = 0;
+                }
+                _ => idle_pages += 1,
+            }
+            outcome.stats = std::mem::take(&mut page.stats);
+            let Some(next) = page.next_uri.take() else {
+                check_row_widths(&outcome)?;
+                return Ok(outcome);
+            };
+            if idle_pages > 1 {
+                let pause = Duration::from_millis(5 * u64::from(idle_pages));
+                tokio::time::sleep(pause.min(MAX_IDLE_PAUSE)).await;
+            }
+            page = self
+                .send(self.request(Method::GET, self.resolve(&next)))
+                .await?;
+        }
+        Err(ClientError::Protocol(format!(
+            "query {} still had a nextUri after {MAX_PAGES} pages",
+            outcome.id
+        )))
+    }
+
+    /// Cancels the query behind `next_uri` (a `nextUri` it returned). A query the coordinator no
+    /// longer knows counts as cancelled.
+    pub async fn cancel(&self, next_uri: &str) -> Result<(), ClientError> {
+        let response = self
+            .request(Method::DELETE, self.resolve(next_uri))
+            .send()
+            .await
+            .map_err(|e| self.transport_error(e))?;
+        let status = response.status();
+        if status.is_success() || status == StatusCode::NOT_FOUND || status == StatusCode::GONE {
+            return Ok(());
+        }
+        let body = response.text().await.unwrap_or_default();
+        Err(http_error(status, &body))
+    }
+
+    /// Cancels the query this client (or a clone) is running; `Ok(false)` when there is none.
+    pub async fn cancel_current(&self) -> Result<bool, ClientError> {
+        let next_uri = self.current.lock().take();
+        let Some(next_uri) = next_uri else {
+            return Ok(false);
+        };
+        self.cancel(&next_uri).await.map(|()| true)
+    }
+
+    fn request(&self, method: Method, url: String) -> RequestBuilder {
+        self.http
+            .request(method, url)
+            .timeout(self.timeout)
+            .header("X-Trino-User", &self.user)
+    }
+
+    /// The coordinator sends absolute URIs, but relative ones are accepted as well.
+    fn resolve(&self, uri: &str) -> String {
+        if uri.contains("://") {
+            uri.to_string()
+        } else if uri.starts_with('/') {
+            format!("{}{uri}", self.server)
+        } else {
+            format!("{}/{uri}", self.server)
+        }
+    }
+
+    async fn send(&self, request: RequestBuilder) -> Result<QueryResultsPage, ClientError> {
+        let response = request.send().await.map_err(|e| self.transport_error(e))?;
+        let status = response.status();
+        let body = response.text().await.map_err(|e| self.transport_error(e))?;
+        if !status.is_success() {
+            return Err(http_error(status, &body));
+        }
+        serde_json::from_str(&body)
+            .map_err(|e| ClientError::Protocol(format!("{e} in {}", excerpt(&body))))
+    }
+
+    fn transport_error(&self, source: reqwest::Error) -> ClientError {
+        // A request that could not even be built (say, a header value with a newline) is the
+        // caller's input at fault, not the network.
+        if source.is_builder() {
+            return ClientError::Protocol(format!("invalid request: {source}"));
+        }
+        ClientError::Connect {
+            server: self.server.clone(),
+            source,
+        }
+    }
+}
+
+/// Prefers the flotilla error shape; a Trino `QueryResults` carrying an error is honoured too, and
+/// anything else is reported by status with the start of the body.
+fn http_error(status: StatusCode, body: &str) -> ClientError {
+    if let Ok(parsed) = serde_json::from_str::<HttpErrorBody>(body) {
+        return ClientError::Http {
+            status: status.as_u16(),
+            code: parsed.error.code,
+            message: parsed.error.message,
+        };
+    }
+    if let Ok(QueryResultsPage {
+        error: Some(error), ..
+    }) = serde_json::from_str::<QueryResultsPage>(body)
+    {
+        return error.into();
+    }
+    let message = match body.trim() {
+        "" => status
+            .canonical_reason()
+            .unwrap_or("no message")
+            .to_string(),
+        text => excerpt(text),
+    };
+    ClientError::Http {
+        status: status.as_u16(),
+        code: String::new(),
+        message,
+    }
+}
+
+fn check_row_widths(outcome: &QueryOutcome) -> Result<(), ClientError> {
+    let width = outcome.columns.len();
+    match outcome.rows.iter().find(|row| row.len() != width) {
+        Some(row) if width > 0 => Err(ClientError::Protocol(format!(
+            "a row has {} values but the query has {width} columns",
+            row.len()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Keeps error messages readable when a proxy answers with a whole HTML page.
+fn excerpt(text: &str) -> String {
+    const LIMIT: usize = 300;
+    match text.char_indices().nth(LIMIT) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_parse_sparse_and_full() {
+        let sparse: QueryResultsPage =
+            serde_json::from_str(r#"{"id":"q1","stats":{"state":"QUEUED"}}"#).unwrap();
+        assert_eq!(sparse.state(), Some("QUEUED"));
+        assert!(sparse.next_uri.is_none() && sparse.columns.is_none());
+        let full = r#"{"id":"q1","infoUri":"http://c/ui/q1","nextUri":"http://c/v1/statement/q1/2",
+            "columns":[{"name":"n","type":"bigint","typeSignature":{"rawType":"bigint","arguments":[]}}],
+            "data":[[1],[2]],"stats":{"state":"RUNNING"},"warnings":null}"#;
+        let page: QueryResultsPage = serde_json::from_str(full).unwrap();
+        assert_eq!(page.next_uri.as_deref(), Some("http://c/v1/statement/q1/2"));
+        assert_eq!(page.columns.unwrap()[0].type_name, "bigint");
+        assert_eq!(page.data.unwrap().len(), 2);
+    }
+
+    #[test]
+    fn http_errors_use_the_flotilla_shape() {
+        let body = r#"{"error":{"code":"NOT_FOUND","message":"no such query"}}"#;
+        match http_error(StatusCode::NOT_FOUND, body) {
+            ClientError::Http {
+                status,
+                code,
+                message,
+            } => {
+                assert_eq!(
+                    (status, code.as_str(), message.as_str()),
+                    (404, "NOT_FOUND", "no such query")
+                );
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let body = r#"{"id":"q","error":{"message":"line 1:1: boom","errorCode":1,"errorName":"SYNTAX_ERROR"}}"#;
+        let err = http_error(StatusCode::BAD_REQUEST, body);
+        assert!(matches!(err, ClientError::Query { error_code: 1, .. }));
+        assert_eq!(err.to_string(), "line 1:1: boom");
+        let err = http_error(StatusCode::BAD_GATEWAY, "");
+        assert_eq!(err.to_string(), "server error 502: Bad Gateway");
+    }
+
+    #[test]
+    fn servers_and_uris_are_normalised() {
+        let client = StatementClient::new("localhost:8080/");
+        assert_eq!(client.server(), "http://localhost:8080");
+        assert_eq!(
+            client.resolve("/v1/statement/q/1"),
+            "http://localhost:8080/v1/statement/q/1"
+        );
+        assert_eq!(client.resolve("http://other:1/x"), "http://other:1/x");
+        let client = client.with_session("a", "1").with_session("a", "2");
+        assert_eq!(client.session, vec![("a".to_string(), "2".to_string())]);
+    }
+}

@@ -1,0 +1,105 @@
+//! Session properties and their defaults. The coordinator reads them from the client
+//! (`--session k=v`, `X-Trino-Session`), checks them, and forwards the ones that shape
+//! execution to workers inside each task update.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Properties a user may set, with a one-line description each (shown by errors).
+pub const SESSION_PROPERTIES: &[(&str, &str)] = &[
+    ("execution_policy", "phased | all-at-once"),
+    ("retry_policy", "none"),
+    ("batch_size", "rows per batch inside tasks"),
+    ("output_buffer_max_bytes", "bytes a task's output buffer holds before the producer waits, e.g. 1MB"),
+    ("exchange_max_buffer_bytes", "bytes a consumer buffers from its upstream tasks, e.g. 64KB"),
+    ("exchange_max_error_duration", "how long an exchange link may fail before the query fails, e.g. 10s"),
+    ("hash_partition_count", "partitions of hash exchanges (default: workers x 2)"),
+];
+
+/// Parses `1024`, `64KB`, `1MB`, `2GB` (also `KiB` etc., all powers of 1024).
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("'{text}' is not a byte size"))?;
+    let mult = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return Err(format!("'{text}' has an unknown unit")),
+    };
+    Ok(n * mult)
+}
+
+/// Parses `500ms`, `10s`, `2m`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("'{text}' is not a duration"))?;
+    Ok(match unit.trim() {
+        "ms" => Duration::from_millis(n),
+        "" | "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n * 60),
+        _ => return Err(format!("'{text}' has an unknown unit")),
+    })
+}
+
+/// Checks every property name and value; the error names the bad one.
+pub fn validate_session(session: &BTreeMap<String, String>) -> Result<(), String> {
+    for (k, v) in session {
+        let ok = match k.as_str() {
+            "execution_policy" => matches!(v.as_str(), "phased" | "all-at-once"),
+            "retry_policy" => v == "none",
+            "batch_size" | "hash_partition_count" => v.parse::<usize>().map(|n| n > 0).unwrap_or(false),
+            "output_buffer_max_bytes" | "exchange_max_buffer_bytes" => parse_bytes(v).map(|n| n > 0).unwrap_or(false),
+            "exchange_max_error_duration" => parse_duration(v).is_ok(),
+            _ => {
+                let known: Vec<&str> = SESSION_PROPERTIES.iter().map(|(n, _)| *n).collect();
+                return Err(format!("unknown session property '{k}' (known: {})", known.join(", ")));
+            }
+        };
+        if !ok {
+            let hint = SESSION_PROPERTIES.iter().find(|(n, _)| n == k).map(|(_, h)| *h).unwrap_or("");
+            return Err(format!("invalid value '{v}' for session property '{k}' ({hint})"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_sizes_parse() {
+        assert_eq!(parse_bytes("1024").unwrap(), 1024);
+        assert_eq!(parse_bytes("64KB").unwrap(), 65536);
+        assert_eq!(parse_bytes("1MB").unwrap(), 1 << 20);
+        assert_eq!(parse_bytes("2gib").unwrap(), 2 << 30);
+        assert!(parse_bytes("lots").is_err());
+        assert!(parse_bytes("5XB").is_err());
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("3s").unwrap(), Duration::from_secs(3));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn sessions_are_validated() {
+        let mut s = BTreeMap::new();
+        s.insert("execution_policy".to_string(), "all-at-once".to_string());
+        s.insert("output_buffer_max_bytes".to_string(), "1MB".to_string());
+        assert!(validate_session(&s).is_ok());
+        s.insert("execution_policy".to_string(), "sometimes".to_string());
+        assert!(validate_session(&s).unwrap_err().contains("execution_policy"));
+        let mut u = BTreeMap::new();
+        u.insert("nope".to_string(), "1".to_string());
+        assert!(validate_session(&u).unwrap_err().contains("unknown session property 'nope'"));
+    }
+}

@@ -1,0 +1,323 @@
+//! The fragmenter: cuts an optimized DataFusion physical plan into fragments at
+//! exchange boundaries and links them into a petgraph DAG. The coordinator's query
+//! execution calls it after planning; the scheduler runs one stage per fragment.
+//!
+//! Cuts: a `RepartitionExec` (hash or round robin) becomes a repartition exchange,
+//! the producer partitioning its own rows into the consumer's partitions; a
+//! `CoalescePartitionsExec` becomes a broadcast exchange to each consumer task (one
+//! task when the consumer is a single partition); a `SortPreservingMergeExec` keeps
+//! the producer's partitions apart (passthrough) so the merge stays in the consumer.
+//! The build side of a collect-left join is always broadcast, so every task of the
+//! probe stage sees all of it.
+
+use std::collections::BTreeSet;
+use std::fmt::Write;
+use std::sync::Arc;
+
+use datafusion::error::{DataFusionError, Result};
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::joins::{CrossJoinExec, HashJoinExec, NestedLoopJoinExec, PartitionMode};
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
+use datafusion::physical_plan::{displayable, ExecutionPlan, ExecutionPlanProperties};
+use petgraph::graph::DiGraph;
+
+use crate::connector::tpch::TpchScanExec;
+use crate::exchange::remote_source::{ExchangeMode, RemoteSourceExec};
+use crate::scheduling::phased::DependencyKind;
+
+/// How a fragment's output leaves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FragmentOutput {
+    /// The root fragment: runs in the coordinator, output goes to the client.
+    Root,
+    /// The fragment root is a `RepartitionExec` into `partitions` consumer partitions.
+    Repartition { partitions: usize },
+    /// Every consumer task gets all rows.
+    Broadcast,
+    /// Each partition goes to the consumer partition of the same number.
+    Passthrough,
+}
+
+#[derive(Debug, Clone)]
+pub struct Fragment {
+    /// Stage id; the root is 0 and producers have larger ids than their consumer.
+    pub id: usize,
+    pub plan: Arc<dyn ExecutionPlan>,
+    pub output: FragmentOutput,
+    /// Partitions the tasks of the stage divide among themselves.
+    pub partitions: usize,
+    pub consumer: Option<usize>,
+    /// Upstream stages read through remote sources.
+    pub inputs: Vec<usize>,
+    /// Reads table data itself (a leaf stage).
+    pub has_scan: bool,
+}
+
+impl Fragment {
+    fn exchange_mode(&self) -> ExchangeMode {
+        match self.output {
+            FragmentOutput::Repartition { .. } => ExchangeMode::Repartition,
+            FragmentOutput::Passthrough => ExchangeMode::Passthrough,
+            _ => ExchangeMode::Broadcast,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct FragmentedPlan {
+    /// Indexed by stage id.
+    pub fragments: Vec<Fragment>,
+    pub graph: DiGraph<usize, ExchangeMode>,
+}
+
+impl FragmentedPlan {
+    pub fn root(&self) -> &Fragment {
+        &self.fragments[0]
+    }
+
+    /// Worker stages, deepest (largest id) first, so producers come before consumers.
+    pub fn worker_stages(&self) -> Vec<usize> {
+        (1..self.fragments.len()).rev().collect()
+    }
+
+    /// The schedule dependencies of Trino's phased policy, from the joins.
+    pub fn dependencies(&self) -> Vec<(usize, usize, DependencyKind)> {
+        let mut deps = Vec::new();
+        for f in &self.fragments {
+            collect_join_dependencies(&f.plan, f.id, &mut deps);
+        }
+        deps.retain(|(a, b, _)| *a != 0 && *b != 0 && a != b);
+        deps
+    }
+
+    /// `EXPLAIN`: each fragment with its partitioning, tasks and the exchanges feeding it.
+    pub fn explain(&self, task_counts: &dyn Fn(&Fragment) -> usize) -> String {
+        let mut out = String::new();
+        for f in &self.fragments {
+            let output = match f.output {
+                FragmentOutput::Root => "SINGLE (to client)".to_string(),
+                FragmentOutput::Repartition { partitions } => {
+                    let kind = match f.plan.output_partitioning() {
+                        datafusion::physical_plan::Partitioning::Hash(exprs, _) => {
+                            let e: Vec<String> = exprs.iter().map(|e| e.to_string()).collect();
+                            format!("HASH [{}]", e.join(", "))
+                        }
+                        _ => "ROUND_ROBIN".to_string(),
+                    };
+                    format!("{kind} into {partitions} partitions")
+                }
+                FragmentOutput::Broadcast => "BROADCAST".to_string(),
+                FragmentOutput::Passthrough => "PASSTHROUGH (partitions kept apart)".to_string(),
+            };
+            let location = if f.id == 0 { "coordinator".to_string() } else { format!("{} tasks", task_counts(f)) };
+            let _ = writeln!(out, "Fragment {} [{}]", f.id, if f.has_scan { "SOURCE" } else { "INTERMEDIATE" });
+            let _ = writeln!(out, "    Partitions: {}, {location}", f.partitions);
+            let _ = writeln!(out, "    Output: {output}{}", f.consumer.map(|c| format!(" -> fragment {c}")).unwrap_or_default());
+            if !f.inputs.is_empty() {
+                let inputs: Vec<String> = f
+                    .inputs
+                    .iter()
+                    .map(|i| format!("fragment {} ({})", i, self.fragments[*i].exchange_mode()))
+                    .collect();
+                let _ = writeln!(out, "    Inputs: {}", inputs.join(", "));
+            }
+            for line in displayable(f.plan.as_ref()).indent(false).to_string().lines() {
+                let _ = writeln!(out, "    {line}");
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// The DAG in Graphviz DOT, fragments as nodes and exchanges as edges.
+    pub fn to_dot(&self) -> String {
+        let mut out = String::from("digraph fragments {\n  rankdir=BT;\n");
+        for f in &self.fragments {
+            let _ = writeln!(out, "  f{} [shape=box,label=\"Fragment {}\\n{} partitions\"];", f.id, f.id, f.partitions);
+        }
+        for e in self.graph.edge_indices() {
+            let (a, b) = self.graph.edge_endpoints(e).expect("edge");
+            let _ = writeln!(out, "  f{} -> f{} [label=\"{}\"];", self.graph[a], self.graph[b], self.graph[e]);
+        }
+        out.push_str("}\n");
+        out
+    }
+}
+
+/// True when the plan runs anything that must execute on workers.
+pub fn reads_tables(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    is::<TpchScanExec>(plan) || plan.children().iter().any(|c| reads_tables(c))
+}
+
+fn is<T: 'static>(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    (plan.as_ref() as &dyn std::any::Any).is::<T>()
+}
+
+fn as_<T: 'static>(plan: &Arc<dyn ExecutionPlan>) -> Option<&T> {
+    (plan.as_ref() as &dyn std::any::Any).downcast_ref::<T>()
+}
+
+fn remote_sources(plan: &Arc<dyn ExecutionPlan>, out: &mut BTreeSet<usize>) {
+    if let Some(rs) = as_::<RemoteSourceExec>(plan) {
+        out.insert(rs.stage());
+    }
+    for c in plan.children() {
+        remote_sources(c, out);
+    }
+}
+
+fn collect_join_dependencies(plan: &Arc<dyn ExecutionPlan>, fragment: usize, deps: &mut Vec<(usize, usize, DependencyKind)>) {
+    let sides = if let Some(j) = as_::<HashJoinExec>(plan) {
+        Some((j.left(), j.right(), *j.partition_mode() == PartitionMode::CollectLeft))
+    } else if let Some(j) = as_::<NestedLoopJoinExec>(plan) {
+        Some((j.left(), j.right(), true))
+    } else {
+        as_::<CrossJoinExec>(plan).map(|j| (j.left(), j.right(), true))
+    };
+    if let Some((left, right, broadcast)) = sides {
+        let (mut build, mut probe) = (BTreeSet::new(), BTreeSet::new());
+        remote_sources(left, &mut build);
+        remote_sources(right, &mut probe);
+        for &b in &build {
+            if broadcast {
+                deps.push((b, fragment, DependencyKind::BroadcastJoinBuild));
+            }
+            for &p in &probe {
+                deps.push((b, p, DependencyKind::PartitionedJoinBuild));
+            }
+        }
+    }
+    for c in plan.children() {
+        collect_join_dependencies(c, fragment, deps);
+    }
+}
+
+struct Fragmenter {
+    fragments: Vec<Option<Fragment>>,
+}
+
+/// Cuts `plan` into fragments. The root fragment is always a single partition that
+/// reads only remote sources, so the coordinator never scans.
+pub fn fragment_plan(plan: Arc<dyn ExecutionPlan>) -> Result<FragmentedPlan> {
+    let plan = if plan.output_partitioning().partition_count() > 1 {
+        Arc::new(CoalescePartitionsExec::new(plan)) as Arc<dyn ExecutionPlan>
+    } else {
+        plan
+    };
+    let mut f = Fragmenter { fragments: vec![None] };
+    let mut root = f.visit(plan)?;
+    if reads_tables(&root) {
+        // Nothing was cut above the scans: run the whole plan on one worker task.
+        let partitions = root.output_partitioning().partition_count();
+        let id = f.add(root.clone(), FragmentOutput::Passthrough, partitions);
+        let rs: Arc<dyn ExecutionPlan> = Arc::new(RemoteSourceExec::new(id, ExchangeMode::Passthrough, partitions, root.schema()));
+        root = if partitions > 1 { Arc::new(CoalescePartitionsExec::new(rs)) } else { rs };
+    }
+    if root.output_partitioning().partition_count() != 1 {
+        return Err(DataFusionError::Internal("root fragment must have one partition".into()));
+    }
+    f.fragments[0] = Some(Fragment {
+        id: 0,
+        partitions: 1,
+        output: FragmentOutput::Root,
+        consumer: None,
+        inputs: Vec::new(),
+        has_scan: false,
+        plan: root,
+    });
+    let mut fragments: Vec<Fragment> = f.fragments.into_iter().map(|x| x.expect("every fragment filled")).collect();
+    // Link inputs and consumers from the remote sources each fragment reads.
+    let mut graph = DiGraph::new();
+    let nodes: Vec<_> = fragments.iter().map(|fr| graph.add_node(fr.id)).collect();
+    for i in 0..fragments.len() {
+        let mut inputs = BTreeSet::new();
+        remote_sources(&fragments[i].plan, &mut inputs);
+        fragments[i].inputs = inputs.iter().copied().collect();
+        fragments[i].has_scan = reads_tables(&fragments[i].plan);
+        for &input in &inputs {
+            fragments[input].consumer = Some(i);
+        }
+    }
+    for fr in &fragments {
+        for &input in &fr.inputs {
+            graph.add_edge(nodes[input], nodes[fr.id], fragments[input].exchange_mode());
+        }
+    }
+    Ok(FragmentedPlan { fragments, graph })
+}
+
+impl Fragmenter {
+    fn add(&mut self, plan: Arc<dyn ExecutionPlan>, output: FragmentOutput, partitions: usize) -> usize {
+        let id = self.fragments.len();
+        self.fragments.push(Some(Fragment { id, plan, output, partitions, consumer: None, inputs: vec![], has_scan: false }));
+        id
+    }
+
+    /// Cuts a subtree into a producer fragment feeding a broadcast remote source.
+    fn broadcast(&mut self, producer: Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
+        let partitions = producer.output_partitioning().partition_count();
+        let schema = producer.schema();
+        let id = self.add(producer, FragmentOutput::Broadcast, partitions);
+        Arc::new(RemoteSourceExec::new(id, ExchangeMode::Broadcast, 1, schema))
+    }
+
+    fn visit(&mut self, plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+        if let Some(rep) = as_::<RepartitionExec>(&plan) {
+            if rep.preserve_order() {
+                return Err(DataFusionError::NotImplemented("order-preserving repartition cannot be distributed".into()));
+            }
+            let input = self.visit(rep.input().clone())?;
+            let input_partitions = input.output_partitioning().partition_count();
+            let partitions = rep.partitioning().partition_count();
+            let schema = plan.schema();
+            let producer = replace_children(&plan, vec![input])?;
+            let id = self.add(producer, FragmentOutput::Repartition { partitions }, input_partitions);
+            return Ok(Arc::new(RemoteSourceExec::new(id, ExchangeMode::Repartition, partitions, schema)));
+        }
+        if let Some(c) = as_::<CoalescePartitionsExec>(&plan) {
+            let input = self.visit(c.input().clone())?;
+            if input.output_partitioning().partition_count() <= 1 && !reads_tables(&input) {
+                return replace_children(&plan, vec![input]);
+            }
+            let rs = self.broadcast(input);
+            return replace_children(&plan, vec![rs]);
+        }
+        if let Some(spm) = as_::<SortPreservingMergeExec>(&plan) {
+            let input = self.visit(spm.input().clone())?;
+            let partitions = input.output_partitioning().partition_count();
+            if partitions <= 1 && !reads_tables(&input) {
+                return replace_children(&plan, vec![input]);
+            }
+            let schema = input.schema();
+            let id = self.add(input, FragmentOutput::Passthrough, partitions);
+            let rs: Arc<dyn ExecutionPlan> = Arc::new(RemoteSourceExec::new(id, ExchangeMode::Passthrough, partitions, schema));
+            return replace_children(&plan, vec![rs]);
+        }
+        let collect_left = as_::<HashJoinExec>(&plan).map(|j| *j.partition_mode() == PartitionMode::CollectLeft).unwrap_or(false)
+            || is::<NestedLoopJoinExec>(&plan)
+            || is::<CrossJoinExec>(&plan);
+        let children: Vec<Arc<dyn ExecutionPlan>> = plan.children().into_iter().cloned().collect();
+        let mut new_children = Vec::with_capacity(children.len());
+        for (i, child) in children.into_iter().enumerate() {
+            let is_build = collect_left && i == 0;
+            let was_coalesce = is::<CoalescePartitionsExec>(&child);
+            let visited = self.visit(child)?;
+            // Each task of this stage runs the build side itself; if that side reads an
+            // exchange, tasks would compete for the same buffers, so broadcast it.
+            let mut sources = BTreeSet::new();
+            remote_sources(&visited, &mut sources);
+            let needs_broadcast = is_build && !was_coalesce && !sources.is_empty() && !is::<RemoteSourceExec>(&visited);
+            new_children.push(if needs_broadcast { self.broadcast(visited) } else { visited });
+        }
+        if new_children.is_empty() {
+            return Ok(plan);
+        }
+        replace_children(&plan, new_children)
+    }
+}
+
+fn replace_children(plan: &Arc<dyn ExecutionPlan>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+    #[allow(deprecated)]
+    plan.clone().with_new_children(children)
+}

@@ -1,0 +1,282 @@
+//! The coordinator: owns cluster membership (`NodeManager`), the queries
+//! (`QueryExecution`, each with its own scheduler task) and the HTTP surface: the
+//! statement protocol, query info, worker announcements. Started by
+//! `flotilla coordinator` and by `flotilla local`.
+
+pub mod fragmenter;
+pub mod node_manager;
+pub mod planner;
+pub mod query;
+pub mod remote_task;
+pub mod statement;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use parking_lot::RwLock;
+use tokio::sync::watch;
+
+use crate::exchange::client::ExchangeConfig;
+use crate::http::ApiError;
+use crate::protocol::Announcement;
+use crate::scheduling::node_scheduler::NodeScheduler;
+use node_manager::NodeManager;
+use planner::SessionSpec;
+use query::QueryExecution;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CoordinatorError {
+    #[error("unknown query {0}")]
+    QueryNotFound(String),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ApiError for CoordinatorError {
+    fn status(&self) -> StatusCode {
+        match self {
+            CoordinatorError::QueryNotFound(_) => StatusCode::NOT_FOUND,
+            CoordinatorError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            CoordinatorError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn code(&self) -> &'static str {
+        match self {
+            CoordinatorError::QueryNotFound(_) => "QUERY_NOT_FOUND",
+            CoordinatorError::BadRequest(_) => "BAD_REQUEST",
+            CoordinatorError::Internal(_) => "INTERNAL_ERROR",
+        }
+    }
+}
+
+impl IntoResponse for CoordinatorError {
+    fn into_response(self) -> Response {
+        crate::http::error_response(&self)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct CoordinatorConfig {
+    pub bind: String,
+    /// Silence after which a worker counts as lost.
+    pub worker_timeout: Duration,
+    /// Hash partitions per live worker (the query's H = workers x this).
+    pub partitions_per_worker: usize,
+    pub exchange: ExchangeConfig,
+    /// Finished queries kept for `/v1/query`.
+    pub max_history: usize,
+}
+
+impl CoordinatorConfig {
+    pub fn new(bind: &str) -> Self {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+        CoordinatorConfig {
+            bind: bind.to_string(),
+            worker_timeout: Duration::from_secs(10),
+            partitions_per_worker: cores.max(2),
+            exchange: ExchangeConfig::default(),
+            max_history: 200,
+        }
+    }
+}
+
+pub struct CoordinatorState {
+    pub config: CoordinatorConfig,
+    pub nodes: Arc<NodeManager>,
+    pub node_scheduler: Arc<NodeScheduler>,
+    pub http: reqwest::Client,
+    queries: RwLock<BTreeMap<String, Arc<QueryExecution>>>,
+    history: parking_lot::Mutex<VecDeque<String>>,
+    counter: AtomicU64,
+    pub(crate) pages: statement::PageCache,
+}
+
+impl CoordinatorState {
+    /// Starts a query on its own task and returns it at once (QUEUED).
+    pub fn submit(self: &Arc<Self>, sql: String, session: SessionSpec) -> Arc<QueryExecution> {
+        let id = format!(
+            "{}_{:06}_{}",
+            chrono::Utc::now().format("%Y%m%d"),
+            self.counter.fetch_add(1, Ordering::Relaxed) + 1,
+            crate::util::random_suffix(5)
+        );
+        let q = QueryExecution::new(id.clone(), sql, session);
+        self.queries.write().insert(id.clone(), q.clone());
+        self.remember(id);
+        tokio::spawn(query::run_query(self.clone(), q.clone()));
+        q
+    }
+
+    fn remember(&self, id: String) {
+        let mut h = self.history.lock();
+        h.push_back(id);
+        while h.len() > self.config.max_history {
+            let Some(old) = h.front().cloned() else { break };
+            let done = self.queries.read().get(&old).map(|q| q.state().is_done()).unwrap_or(true);
+            if !done {
+                break;
+            }
+            h.pop_front();
+            self.queries.write().remove(&old);
+        }
+    }
+
+    pub fn query(&self, id: &str) -> Result<Arc<QueryExecution>, CoordinatorError> {
+        self.queries.read().get(id).cloned().ok_or_else(|| CoordinatorError::QueryNotFound(id.to_string()))
+    }
+
+    pub fn queries(&self) -> Vec<Arc<QueryExecution>> {
+        self.queries.read().values().cloned().collect()
+    }
+
+    /// Exchange settings for the root stage, with the query's session overrides.
+    pub fn exchange_config(&self, session: &BTreeMap<String, String>) -> ExchangeConfig {
+        let mut c = self.config.exchange.clone();
+        if let Some(v) = session.get("exchange_max_buffer_bytes").and_then(|v| crate::config::parse_bytes(v).ok()) {
+            c.buffer_bytes = v as usize;
+            c.max_response_bytes = c.max_response_bytes.min(v.max(1));
+        }
+        if let Some(v) = session.get("exchange_max_error_duration").and_then(|v| crate::config::parse_duration(v).ok()) {
+            c.max_error_duration = v;
+        }
+        c
+    }
+}
+
+trait DoneState {
+    fn is_done(self) -> bool;
+}
+
+impl DoneState for crate::scheduling::state_machine::QueryState {
+    fn is_done(self) -> bool {
+        use crate::scheduling::state_machine::StateKind;
+        self.is_final()
+    }
+}
+
+pub struct CoordinatorHandle {
+    pub url: String,
+    pub state: Arc<CoordinatorState>,
+    stop: watch::Sender<bool>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl CoordinatorHandle {
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        let _ = self.server.await;
+    }
+
+    /// Waits until `n` workers are alive, at most `timeout`.
+    pub async fn wait_for_workers(&self, n: usize, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while tokio::time::Instant::now() < deadline {
+            if self.state.nodes.live_workers().len() >= n {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+}
+
+pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<CoordinatorHandle> {
+    let listener = crate::http::bind(&config.bind).await?;
+    let addr = listener.local_addr()?;
+    let url = format!("http://{addr}");
+    let state = Arc::new(CoordinatorState {
+        nodes: Arc::new(NodeManager::new(config.worker_timeout)),
+        node_scheduler: Arc::new(NodeScheduler::new()),
+        http: crate::http::http_client(),
+        queries: RwLock::new(BTreeMap::new()),
+        history: parking_lot::Mutex::new(VecDeque::new()),
+        counter: AtomicU64::new(0),
+        pages: statement::PageCache::default(),
+        config,
+    });
+    let app = router(state.clone());
+    let (stop, mut stopped) = watch::channel(false);
+    let server = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        };
+        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
+            tracing::error!("coordinator server failed: {e}");
+        }
+    });
+    Ok(CoordinatorHandle { url, state, stop, server })
+}
+
+fn router(state: Arc<CoordinatorState>) -> Router {
+    Router::new()
+        .route("/v1/statement", post(statement::post_statement))
+        .route(
+            "/v1/statement/executing/{query_id}/{token}",
+            get(statement::get_results).delete(statement::cancel_query),
+        )
+        .route("/v1/announcement", post(announce))
+        .route("/v1/node", get(list_nodes))
+        .route("/v1/query", get(list_queries))
+        .route("/v1/query/{query_id}", get(query_info).delete(cancel))
+        .route("/v1/info", get(info))
+        .route("/v1/query/{query_id}/cancel", delete(cancel))
+        .fallback(not_found)
+        .with_state(state)
+}
+
+type St = State<Arc<CoordinatorState>>;
+
+async fn not_found() -> Response {
+    let mut r = CoordinatorError::BadRequest("no such endpoint".into()).into_response();
+    *r.status_mut() = StatusCode::NOT_FOUND;
+    r
+}
+
+async fn announce(State(s): St, body: Bytes) -> Result<Response, CoordinatorError> {
+    let a: Announcement = serde_json::from_slice(&body).map_err(|e| CoordinatorError::BadRequest(format!("malformed announcement: {e}")))?;
+    if !a.url.starts_with("http://") && !a.url.starts_with("https://") {
+        return Err(CoordinatorError::BadRequest(format!("worker url '{}' is not http(s)", a.url)));
+    }
+    s.nodes.announce(&a.node_id, &a.url);
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn list_nodes(State(s): St) -> Response {
+    Json(s.nodes.all()).into_response()
+}
+
+async fn list_queries(State(s): St) -> Response {
+    let mut v: Vec<_> = s.queries().iter().map(|q| q.summary()).collect();
+    v.sort_by(|a, b| a.query_id.cmp(&b.query_id));
+    Json(v).into_response()
+}
+
+async fn query_info(State(s): St, Path(id): Path<String>) -> Result<Response, CoordinatorError> {
+    Ok(Json(s.query(&id)?.detail()).into_response())
+}
+
+async fn cancel(State(s): St, Path(id): Path<String>) -> Result<Response, CoordinatorError> {
+    s.query(&id)?.cancel();
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn info(State(s): St) -> Response {
+    Json(serde_json::json!({
+        "nodeVersion": {"version": env!("CARGO_PKG_VERSION")},
+        "coordinator": true,
+        "starting": false,
+        "workers": s.nodes.live_workers().len(),
+    }))
+    .into_response()
+}

@@ -1,0 +1,93 @@
+//! `NodeManager`: cluster membership as the coordinator sees it. Workers announce
+//! themselves and keep announcing (heartbeats); a worker silent for longer than the
+//! timeout is lost. The scheduler asks it for the live workers when it places tasks.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use parking_lot::RwLock;
+use serde::Serialize;
+
+/// A worker as the scheduler uses it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkerNode {
+    pub node_id: String,
+    pub url: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeState {
+    pub node_id: String,
+    pub url: String,
+    pub alive: bool,
+    pub last_seen_ms_ago: u64,
+}
+
+#[derive(Debug)]
+pub struct NodeManager {
+    nodes: RwLock<HashMap<String, (String, Instant)>>,
+    timeout: Duration,
+}
+
+impl NodeManager {
+    pub fn new(timeout: Duration) -> Self {
+        NodeManager { nodes: RwLock::new(HashMap::new()), timeout }
+    }
+
+    /// Records a heartbeat; a worker that restarts on a new address replaces the old.
+    pub fn announce(&self, node_id: &str, url: &str) {
+        self.nodes.write().insert(node_id.to_string(), (url.trim_end_matches('/').to_string(), Instant::now()));
+    }
+
+    pub fn live_workers(&self) -> Vec<WorkerNode> {
+        let nodes = self.nodes.read();
+        let mut v: Vec<WorkerNode> = nodes
+            .iter()
+            .filter(|(_, (_, seen))| seen.elapsed() <= self.timeout)
+            .map(|(id, (url, _))| WorkerNode { node_id: id.clone(), url: url.clone() })
+            .collect();
+        v.sort_by(|a, b| a.node_id.cmp(&b.node_id));
+        v
+    }
+
+    pub fn is_alive(&self, node_id: &str) -> bool {
+        self.nodes.read().get(node_id).map(|(_, seen)| seen.elapsed() <= self.timeout).unwrap_or(false)
+    }
+
+    pub fn all(&self) -> Vec<NodeState> {
+        let nodes = self.nodes.read();
+        let mut v: Vec<NodeState> = nodes
+            .iter()
+            .map(|(id, (url, seen))| NodeState {
+                node_id: id.clone(),
+                url: url.clone(),
+                alive: seen.elapsed() <= self.timeout,
+                last_seen_ms_ago: seen.elapsed().as_millis() as u64,
+            })
+            .collect();
+        v.sort_by(|a, b| a.node_id.cmp(&b.node_id));
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn silent_workers_are_lost_and_return_on_heartbeat() {
+        let m = NodeManager::new(Duration::from_millis(50));
+        m.announce("w1", "http://127.0.0.1:1/");
+        m.announce("w2", "http://127.0.0.1:2");
+        assert_eq!(m.live_workers().len(), 2);
+        assert_eq!(m.live_workers()[0].url, "http://127.0.0.1:1");
+        std::thread::sleep(Duration::from_millis(80));
+        m.announce("w2", "http://127.0.0.1:2");
+        let live = m.live_workers();
+        assert_eq!(live.len(), 1);
+        assert_eq!(live[0].node_id, "w2");
+        assert!(!m.is_alive("w1"));
+        m.announce("w1", "http://127.0.0.1:1");
+        assert!(m.is_alive("w1"));
+    }
+}

@@ -1,0 +1,155 @@
+//! The coordinator's planner: a DataFusion `SessionContext` per query, configured for
+//! plans that will be cut (no dynamic filters, no round-robin repartitions), with the
+//! `tpch` catalog registered. Also turns planning errors into the user-facing
+//! `QueryError` with Trino's error names.
+
+use std::collections::BTreeMap;
+
+use datafusion::error::DataFusionError;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use serde::Serialize;
+
+/// An error as the client protocol reports it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct QueryError {
+    pub error_name: String,
+    pub error_code: i64,
+    /// USER_ERROR, INTERNAL_ERROR, INSUFFICIENT_RESOURCES or EXTERNAL.
+    pub error_type: String,
+    pub message: String,
+}
+
+impl QueryError {
+    pub fn new(name: &str, message: impl Into<String>) -> Self {
+        let (code, kind) = match name {
+            "GENERIC_USER_ERROR" => (0, "USER_ERROR"),
+            "SYNTAX_ERROR" => (1, "USER_ERROR"),
+            "USER_CANCELED" => (3, "USER_ERROR"),
+            "NOT_SUPPORTED" => (13, "USER_ERROR"),
+            "INVALID_SESSION_PROPERTY" => (25, "USER_ERROR"),
+            "TABLE_NOT_FOUND" => (46, "USER_ERROR"),
+            "SCHEMA_NOT_FOUND" => (47, "USER_ERROR"),
+            "CATALOG_NOT_FOUND" => (48, "USER_ERROR"),
+            "EXECUTION_ERROR" => (59, "USER_ERROR"),
+            "NO_NODES_AVAILABLE" => (65537, "INSUFFICIENT_RESOURCES"),
+            "REMOTE_TASK_ERROR" => (65542, "INTERNAL_ERROR"),
+            "REMOTE_HOST_GONE" => (65545, "EXTERNAL"),
+            _ => (65536, "INTERNAL_ERROR"),
+        };
+        QueryError { error_name: name.to_string(), error_code: code, error_type: kind.to_string(), message: message.into() }
+    }
+}
+
+impl std::fmt::Display for QueryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.error_name, self.message)
+    }
+}
+
+/// Classifies a DataFusion error raised while planning.
+pub fn planning_error(e: &DataFusionError) -> QueryError {
+    let root = e.find_root();
+    let message = root.to_string();
+    let lower = message.to_lowercase();
+    let name = match root {
+        DataFusionError::SQL(..) => "SYNTAX_ERROR",
+        DataFusionError::NotImplemented(_) => "NOT_SUPPORTED",
+        DataFusionError::Plan(_) | DataFusionError::SchemaError(..) => {
+            if lower.contains("table") && (lower.contains("not found") || lower.contains("doesn't exist") || lower.contains("does not exist")) {
+                "TABLE_NOT_FOUND"
+            } else {
+                "GENERIC_USER_ERROR"
+            }
+        }
+        DataFusionError::Execution(_) | DataFusionError::ArrowError(..) => "EXECUTION_ERROR",
+        _ => "GENERIC_INTERNAL_ERROR",
+    };
+    QueryError::new(name, strip_prefixes(&message))
+}
+
+/// DataFusion prefixes messages with its error kind ("Error during planning: ..."),
+/// which says nothing to a SQL user.
+fn strip_prefixes(message: &str) -> String {
+    let mut m = message.trim();
+    for p in ["Error during planning: ", "SQL error: ", "This feature is not implemented: ", "Execution error: ", "Schema error: "] {
+        if let Some(rest) = m.strip_prefix(p) {
+            m = rest;
+        }
+    }
+    m.to_string()
+}
+
+/// What the client chose for this query.
+#[derive(Debug, Clone)]
+pub struct SessionSpec {
+    pub user: String,
+    pub catalog: String,
+    pub schema: String,
+    pub properties: BTreeMap<String, String>,
+}
+
+impl Default for SessionSpec {
+    fn default() -> Self {
+        SessionSpec { user: "flotilla".into(), catalog: "tpch".into(), schema: "tiny".into(), properties: BTreeMap::new() }
+    }
+}
+
+/// A planning context whose `target_partitions` is the query's partition count.
+pub fn session_context(spec: &SessionSpec, partitions: usize) -> SessionContext {
+    let mut config = SessionConfig::new()
+        .with_target_partitions(partitions.max(1))
+        .with_information_schema(true)
+        .with_create_default_catalog_and_schema(true)
+        .with_default_catalog_and_schema(&spec.catalog, &spec.schema)
+        .with_round_robin_repartition(false);
+    if let Some(bs) = spec.properties.get("batch_size").and_then(|v| v.parse().ok()) {
+        config = config.with_batch_size(bs);
+    }
+    let opts = config.options_mut();
+    // Dynamic filters are state shared between operators in one process; across a cut
+    // they would travel as a stale snapshot, so plans that are cut do without them.
+    opts.optimizer.enable_dynamic_filter_pushdown = false;
+    opts.optimizer.enable_join_dynamic_filter_pushdown = false;
+    opts.optimizer.enable_topk_dynamic_filter_pushdown = false;
+    opts.optimizer.enable_aggregate_dynamic_filter_pushdown = false;
+    opts.execution.parquet.pushdown_filters = false;
+    let ctx = SessionContext::new_with_config(config);
+    crate::connector::tpch::register_tpch(&ctx);
+    ctx
+}
+
+/// The same context for single-node DataFusion: the oracle of the tests and the
+/// baseline of the benchmark, over the same generated data.
+pub fn single_node_context(schema: &str, partitions: usize) -> SessionContext {
+    let spec = SessionSpec { schema: schema.to_string(), ..Default::default() };
+    let config = SessionConfig::new()
+        .with_target_partitions(partitions.max(1))
+        .with_information_schema(true)
+        .with_default_catalog_and_schema(&spec.catalog, &spec.schema);
+    let ctx = SessionContext::new_with_config(config);
+    crate::connector::tpch::register_tpch(&ctx);
+    ctx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn bad_sql_is_a_syntax_error() {
+        let ctx = session_context(&SessionSpec::default(), 2);
+        let e = ctx.sql("SELEC 1").await.unwrap_err();
+        let q = planning_error(&e);
+        assert_eq!(q.error_name, "SYNTAX_ERROR");
+        assert_eq!(q.error_type, "USER_ERROR");
+    }
+
+    #[tokio::test]
+    async fn unknown_tables_are_named() {
+        let ctx = session_context(&SessionSpec::default(), 2);
+        let e = ctx.sql("SELECT * FROM no_such_table").await.unwrap_err();
+        let q = planning_error(&e);
+        assert_eq!(q.error_name, "TABLE_NOT_FOUND", "{q:?}");
+        assert!(q.message.contains("no_such_table"), "{}", q.message);
+    }
+}

@@ -1,0 +1,416 @@
+//! `QueryExecution`: one query's life on the coordinator. It plans the SQL, cuts the
+//! plan into fragments, drives the `PipelinedQueryScheduler` for the worker stages and
+//! runs the root stage itself, streaming its batches into a bounded results channel
+//! that the statement protocol drains. Whatever way the query ends, every task of it
+//! is deleted from every worker before the query reaches a final state.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::{execute_stream, ExecutionPlan};
+use futures::StreamExt;
+use parking_lot::Mutex;
+use serde::Serialize;
+use tokio::sync::{mpsc, watch};
+
+use super::fragmenter::{fragment_plan, reads_tables, FragmentedPlan};
+use super::planner::{planning_error, session_context, QueryError, SessionSpec};
+use super::CoordinatorState;
+use crate::exchange::client::{ExchangeClient, ExchangeError, ExchangeStats};
+use crate::exchange::remote_source::{attach_resolver, SourceLocations, SourceResolver};
+use crate::protocol::SourceUpdate;
+use crate::scheduling::phased::{AllAtOnceExecutionSchedule, ExecutionSchedule, PhasedExecutionSchedule};
+use crate::scheduling::pipelined::{task_count, PipelinedQueryScheduler, RootSourceSink, SchedulerError, SchedulerSettings, StageExecution, StageInfo};
+use crate::scheduling::state_machine::{QueryState, StateKind, StateMachine};
+
+impl RootSourceSink for SourceLocations {
+    fn add_source(&self, update: SourceUpdate) {
+        self.add(vec![update]);
+    }
+}
+
+pub struct QueryExecution {
+    pub id: String,
+    pub sql: String,
+    pub session: SessionSpec,
+    machine: Mutex<StateMachine<QueryState>>,
+    state_tx: watch::Sender<QueryState>,
+    created: Instant,
+    created_at: SystemTime,
+    ended: Mutex<Option<Instant>>,
+    error: Mutex<Option<QueryError>>,
+    schema: Mutex<Option<SchemaRef>>,
+    results_rx: tokio::sync::Mutex<mpsc::Receiver<RecordBatch>>,
+    results_tx: Mutex<Option<mpsc::Sender<RecordBatch>>>,
+    stages: Mutex<Vec<Arc<StageExecution>>>,
+    fragments: Mutex<Option<Arc<FragmentedPlan>>>,
+    cancel: watch::Sender<bool>,
+    output_rows: AtomicU64,
+    pub root_input: Arc<ExchangeStats>,
+    nodes: AtomicU64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct QuerySummary {
+    pub query_id: String,
+    pub state: QueryState,
+    pub user: String,
+    pub sql: String,
+    pub elapsed_ms: u64,
+    pub rows: u64,
+    pub created_epoch_ms: u64,
+    pub error: Option<QueryError>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct QueryDetail {
+    #[serde(flatten)]
+    pub summary: QuerySummary,
+    pub stages: Vec<StageInfo>,
+    pub fragment_dag: Option<String>,
+}
+
+impl QueryExecution {
+    pub fn new(id: String, sql: String, session: SessionSpec) -> Arc<Self> {
+        let (tx, rx) = mpsc::channel(8);
+        let (cancel, _) = watch::channel(false);
+        let (state_tx, _) = watch::channel(QueryState::Queued);
+        Arc::new(QueryExecution {
+            machine: Mutex::new(StateMachine::new(format!("query {id}"), QueryState::Queued)),
+            id,
+            sql,
+            session,
+            state_tx,
+            created: Instant::now(),
+            created_at: SystemTime::now(),
+            ended: Mutex::new(None),
+            error: Mutex::new(None),
+            schema: Mutex::new(None),
+            results_rx: tokio::sync::Mutex::new(rx),
+            results_tx: Mutex::new(Some(tx)),
+            stages: Mutex::new(Vec::new()),
+            fragments: Mutex::new(None),
+            cancel,
+            output_rows: AtomicU64::new(0),
+            root_input: Arc::new(ExchangeStats::default()),
+            nodes: AtomicU64::new(0),
+        })
+    }
+
+    pub fn state(&self) -> QueryState {
+        self.machine.lock().state()
+    }
+
+    pub fn watch_state(&self) -> watch::Receiver<QueryState> {
+        self.state_tx.subscribe()
+    }
+
+    fn transition(&self, to: QueryState) -> bool {
+        let changed = self.machine.lock().try_transition(to);
+        if changed {
+            if to.is_final() {
+                *self.ended.lock() = Some(Instant::now());
+                // Closing the channel tells readers no more batches come.
+                self.results_tx.lock().take();
+            }
+            self.state_tx.send_replace(to);
+        }
+        changed
+    }
+
+    pub fn error(&self) -> Option<QueryError> {
+        self.error.lock().clone()
+    }
+
+    pub fn schema(&self) -> Option<SchemaRef> {
+        self.schema.lock().clone()
+    }
+
+    pub fn elapsed(&self) -> Duration {
+        self.ended.lock().unwrap_or_else(Instant::now).duration_since(self.created)
+    }
+
+    pub fn output_rows(&self) -> u64 {
+        self.output_rows.load(Ordering::Relaxed)
+    }
+
+    pub fn node_count(&self) -> u64 {
+        self.nodes.load(Ordering::Relaxed)
+    }
+
+    pub fn stages(&self) -> Vec<Arc<StageExecution>> {
+        self.stages.lock().clone()
+    }
+
+    /// Asks the query to stop; it ends FAILED with USER_CANCELED.
+    pub fn cancel(&self) {
+        self.cancel.send_replace(true);
+    }
+
+    /// Takes up to `max_rows` buffered rows, waiting up to `wait` for the first batch.
+    /// Returns the batches and whether the results are exhausted.
+    pub async fn take_results(&self, max_rows: usize, wait: Duration) -> (Vec<RecordBatch>, bool) {
+        let mut rx = self.results_rx.lock().await;
+        let mut out = Vec::new();
+        let mut rows = 0;
+        let first = tokio::time::timeout(wait, rx.recv()).await;
+        match first {
+            Err(_) => return (out, false),
+            Ok(None) => return (out, true),
+            Ok(Some(b)) => {
+                rows += b.num_rows();
+                out.push(b);
+            }
+        }
+        while rows < max_rows {
+            match rx.try_recv() {
+                Ok(b) => {
+                    rows += b.num_rows();
+                    out.push(b);
+                }
+                Err(mpsc::error::TryRecvError::Empty) => return (out, false),
+                Err(mpsc::error::TryRecvError::Disconnected) => return (out, true),
+            }
+        }
+        (out, false)
+    }
+
+    pub fn summary(&self) -> QuerySummary {
+        QuerySummary {
+            query_id: self.id.clone(),
+            state: self.state(),
+            user: self.session.user.clone(),
+            sql: self.sql.clone(),
+            elapsed_ms: self.elapsed().as_millis() as u64,
+            rows: self.output_rows(),
+            created_epoch_ms: self.created_at.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
+            error: self.error(),
+        }
+    }
+
+    pub fn detail(&self) -> QueryDetail {
+        QueryDetail {
+            summary: self.summary(),
+            stages: self.stages().iter().map(|s| s.info()).collect(),
+            fragment_dag: self.fragments.lock().as_ref().map(|f| f.to_dot()),
+        }
+    }
+
+    fn fail(&self, e: QueryError) {
+        {
+            let mut err = self.error.lock();
+            if err.is_none() && !self.machine.lock().is_final() {
+                *err = Some(e);
+            }
+        }
+        self.transition(QueryState::Failed);
+    }
+
+    async fn emit(&self, batch: RecordBatch) -> bool {
+        if batch.num_rows() == 0 {
+            return true;
+        }
+        let tx = self.results_tx.lock().clone();
+        let Some(tx) = tx else { return false };
+        self.output_rows.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+        tx.send(batch).await.is_ok()
+    }
+
+    async fn cancelled(&self) {
+        let mut rx = self.cancel.subscribe();
+        let _ = rx.wait_for(|c| *c).await;
+    }
+}
+
+/// Runs the query to a final state.
+pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
+    let outcome = tokio::select! {
+        r = execute(&coord, &q) => r,
+        _ = q.cancelled() => Err(QueryError::new("USER_CANCELED", "Query was canceled")),
+    };
+    // Tasks are deleted inside `execute` on every path it finishes; a cancel that
+    // dropped it mid-way leaves the stages' tasks, which are removed here.
+    if outcome.is_err() {
+        remove_stage_tasks(&q).await;
+    }
+    match outcome {
+        Ok(()) => {
+            q.transition(QueryState::Finishing);
+            q.transition(QueryState::Finished);
+        }
+        Err(e) => q.fail(e),
+    }
+}
+
+async fn remove_stage_tasks(q: &QueryExecution) {
+    let deletes = q.stages().into_iter().flat_map(|s| s.tasks()).map(|t| async move { t.delete(true).await });
+    futures::future::join_all(deletes).await;
+}
+
+async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>) -> Result<(), QueryError> {
+    q.transition(QueryState::Planning);
+    crate::config::validate_session(&q.session.properties).map_err(|m| QueryError::new("INVALID_SESSION_PROPERTY", m))?;
+    let workers = coord.nodes.live_workers();
+    let partitions = q
+        .session
+        .properties
+        .get("hash_partition_count")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(workers.len().max(1) * coord.config.partitions_per_worker);
+    let ctx = session_context(&q.session, partitions);
+    let logical = ctx.state().create_logical_plan(&q.sql).await.map_err(|e| planning_error(&e))?;
+    if let LogicalPlan::Explain(explain) = &logical {
+        let physical = ctx.state().create_physical_plan(&explain.plan).await.map_err(|e| planning_error(&e))?;
+        let graphviz = matches!(explain.explain_format, datafusion::common::format::ExplainFormat::Graphviz);
+        let text = if reads_tables(&physical) {
+            let fragmented = fragment_plan(physical).map_err(|e| planning_error(&e))?;
+            if graphviz {
+                fragmented.to_dot()
+            } else {
+                fragmented.explain(&|f| task_count(f, workers.len()))
+            }
+        } else {
+            format!("Fragment 0 [COORDINATOR ONLY]\n{}", datafusion::physical_plan::displayable(physical.as_ref()).indent(false))
+        };
+        return emit_text(q, "Query Plan", text).await;
+    }
+    let df = ctx.execute_logical_plan(logical).await.map_err(|e| planning_error(&e))?;
+    let physical = df.create_physical_plan().await.map_err(|e| planning_error(&e))?;
+    *q.schema.lock() = Some(physical.schema());
+    if !reads_tables(&physical) {
+        // Metadata and constant queries need no workers.
+        q.transition(QueryState::Starting);
+        q.transition(QueryState::Running);
+        let mut stream = execute_stream(physical, ctx.task_ctx()).map_err(|e| planning_error(&e))?;
+        while let Some(b) = stream.next().await {
+            let b = b.map_err(|e| QueryError::new("EXECUTION_ERROR", e.to_string()))?;
+            if !q.emit(b).await {
+                break;
+            }
+        }
+        return Ok(());
+    }
+    if workers.is_empty() {
+        return Err(QueryError::new(
+            "NO_NODES_AVAILABLE",
+            "no live workers: start one with `flotilla worker --coordinator <coordinator url>`",
+        ));
+    }
+    q.nodes.store(workers.len() as u64, Ordering::Relaxed);
+    let fragmented = Arc::new(fragment_plan(physical).map_err(|e| planning_error(&e))?);
+    *q.fragments.lock() = Some(fragmented.clone());
+    let stage_ids = fragmented.worker_stages();
+    let schedule: Box<dyn ExecutionSchedule> = match q.session.properties.get("execution_policy").map(String::as_str) {
+        Some("all-at-once") => Box::new(AllAtOnceExecutionSchedule::new(&stage_ids)),
+        _ => Box::new(
+            PhasedExecutionSchedule::new(&stage_ids, &fragmented.dependencies())
+                .map_err(|e| QueryError::new("GENERIC_INTERNAL_ERROR", e.to_string()))?,
+        ),
+    };
+    let exchange = coord.exchange_config(&q.session.properties);
+    let max_error_duration = exchange.max_error_duration;
+    let client = ExchangeClient::new(coord.http.clone(), exchange, q.root_input.clone());
+    let sources = Arc::new(SourceLocations::new(0, client));
+    let settings = SchedulerSettings {
+        query_id: q.id.clone(),
+        http: coord.http.clone(),
+        workers,
+        node_scheduler: coord.node_scheduler.clone(),
+        session: q.session.properties.clone(),
+        max_error_duration,
+    };
+    let mut scheduler = PipelinedQueryScheduler::new(settings, fragmented.clone(), schedule, sources.clone());
+    *q.stages.lock() = scheduler.stages();
+    q.transition(QueryState::Starting);
+    let resolver: Arc<dyn SourceResolver> = sources;
+    let root = attach_resolver(fragmented.root().plan.clone(), &resolver).map_err(|e| planning_error(&e))?;
+    let outcome = run_stages(q, &mut scheduler, root, &ctx).await;
+    let aborting = outcome.is_err();
+    let reported = scheduler.remove_all_tasks(aborting).await;
+    match outcome {
+        Ok(()) => Ok(()),
+        Err(RunFailure::Scheduler(SchedulerError::TaskFailed(report))) => {
+            let best = scheduler.pick_root_cause(std::iter::once(report).chain(reported).collect()).expect("one report");
+            Err(task_failure_error(&best))
+        }
+        Err(RunFailure::Scheduler(e)) => Err(QueryError::new("REMOTE_TASK_ERROR", e.to_string())),
+        Err(RunFailure::Root(e)) => match scheduler.pick_root_cause(reported) {
+            Some(best) if best.failure.upstream.is_none() => Err(task_failure_error(&best)),
+            _ => Err(e),
+        },
+    }
+}
+
+enum RunFailure {
+    Scheduler(SchedulerError),
+    Root(QueryError),
+}
+
+/// Runs the worker stages and the root stage together until the root has all rows.
+async fn run_stages(
+    q: &Arc<QueryExecution>,
+    scheduler: &mut PipelinedQueryScheduler,
+    root: Arc<dyn ExecutionPlan>,
+    ctx: &datafusion::prelude::SessionContext,
+) -> Result<(), RunFailure> {
+    let task_ctx = ctx.task_ctx();
+    let pump = async {
+        let mut stream = root.execute(0, task_ctx).map_err(|e| RunFailure::Root(QueryError::new("GENERIC_INTERNAL_ERROR", e.to_string())))?;
+        q.transition(QueryState::Running);
+        while let Some(batch) = stream.next().await {
+            let batch = batch.map_err(|e| RunFailure::Root(root_error(&e)))?;
+            if !q.emit(batch).await {
+                break;
+            }
+        }
+        Ok::<(), RunFailure>(())
+    };
+    let scheduling = scheduler.run();
+    tokio::pin!(pump, scheduling);
+    let mut scheduled = false;
+    loop {
+        tokio::select! {
+            r = &mut scheduling, if !scheduled => match r {
+                Ok(()) => scheduled = true,
+                Err(e) => return Err(RunFailure::Scheduler(e)),
+            },
+            r = &mut pump => return r,
+        }
+    }
+}
+
+fn root_error(e: &datafusion::error::DataFusionError) -> QueryError {
+    let failure = crate::worker::task::failure_from_error(e);
+    if failure.upstream.is_some() {
+        let name = if failure.code == "REMOTE_TASK_UNREACHABLE" { "REMOTE_HOST_GONE" } else { "REMOTE_TASK_ERROR" };
+        return QueryError::new(name, format!("root stage could not read from task {}: {}", failure.upstream.map(|t| t.to_string()).unwrap_or_default(), failure.message));
+    }
+    let _ = std::any::type_name::<ExchangeError>();
+    QueryError::new("EXECUTION_ERROR", failure.message)
+}
+
+fn task_failure_error(r: &crate::scheduling::pipelined::TaskFailureReport) -> QueryError {
+    let name = match r.failure.code.as_str() {
+        "EXECUTION_ERROR" => "EXECUTION_ERROR",
+        "REMOTE_HOST_GONE" | "REMOTE_TASK_UNREACHABLE" | "TASK_LOST" => "REMOTE_HOST_GONE",
+        _ => "REMOTE_TASK_ERROR",
+    };
+    QueryError::new(name, format!("stage {} task {} on worker {} failed: {}", r.stage, r.task, r.worker, r.failure.message))
+}
+
+async fn emit_text(q: &QueryExecution, column: &str, text: String) -> Result<(), QueryError> {
+    use datafusion::arrow::array::StringArray;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    let schema = Arc::new(Schema::new(vec![Field::new(column, DataType::Utf8, false)]));
+    *q.schema.lock() = Some(schema.clone());
+    let batch = RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec![text]))])
+        .map_err(|e| QueryError::new("GENERIC_INTERNAL_ERROR", e.to_string()))?;
+    q.transition(QueryState::Starting);
+    q.transition(QueryState::Running);
+    q.emit(batch).await;
+    Ok(())
+}

@@ -1,0 +1,198 @@
+//! `HttpRemoteTask`: the coordinator's handle on one task running on a worker. It
+//! creates the task, sends later updates (upstream locations), long-polls its status
+//! and aborts it. Owned by the stage that created it; status changes wake the query's
+//! scheduler through a `watch` channel.
+//!
+//! Request errors are retried with backoff until `max_error_duration`; past that the
+//! task counts as failed (the worker is unreachable), which the scheduler turns into a
+//! query failure naming the worker.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+use super::node_manager::WorkerNode;
+use crate::protocol::{self, ErrorBody, SourceUpdate, TaskFailure, TaskId, TaskState, TaskStats, TaskStatus, TaskUpdateRequest};
+
+#[derive(Debug)]
+pub struct HttpRemoteTask {
+    pub task_id: TaskId,
+    pub worker: WorkerNode,
+    pub partitions: Vec<usize>,
+    http: reqwest::Client,
+    status: Mutex<TaskStatus>,
+    max_error_duration: Duration,
+    /// Bumped on every status change; the stage and scheduler watch it.
+    changed: watch::Sender<u64>,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RemoteTaskError {
+    #[error("worker {url} rejected task {task}: {code}: {message}")]
+    Rejected { task: TaskId, url: String, code: String, message: String },
+    #[error("worker {url} unreachable for task {task}: {message}")]
+    Unreachable { task: TaskId, url: String, message: String },
+}
+
+impl HttpRemoteTask {
+    pub fn new(task_id: TaskId, worker: WorkerNode, partitions: Vec<usize>, http: reqwest::Client, max_error_duration: Duration, changed: watch::Sender<u64>) -> Self {
+        let status = TaskStatus {
+            task_id: task_id.clone(),
+            state: TaskState::Planned,
+            version: 0,
+            node_id: worker.node_id.clone(),
+            failure: None,
+            output_buffer_overutilized: false,
+            output_buffer_bytes: 0,
+            stats: TaskStats::default(),
+        };
+        HttpRemoteTask { task_id, worker, partitions, http, status: Mutex::new(status), max_error_duration, changed }
+    }
+
+    pub fn status(&self) -> TaskStatus {
+        self.status.lock().clone()
+    }
+
+    fn task_url(&self) -> String {
+        format!("{}/v1/task/{}", self.worker.url, self.task_id)
+    }
+
+    fn backoff(&self) -> impl Iterator<Item = Duration> {
+        ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(50))
+            .with_max_delay(Duration::from_millis(500))
+            .with_jitter()
+            .without_max_times()
+            .build()
+    }
+
+    /// Creates the task, or sends an update to it.
+    pub async fn send_update(&self, req: &TaskUpdateRequest) -> Result<(), RemoteTaskError> {
+        let started = Instant::now();
+        let mut backoff = self.backoff();
+        loop {
+            let sent = self.http.post(self.task_url()).json(req).timeout(Duration::from_secs(30)).send().await;
+            match sent {
+                Ok(resp) if resp.status().is_success() => return Ok(()),
+                Ok(resp) if resp.status().is_client_error() => {
+                    let body = resp.bytes().await.unwrap_or_default();
+                    let (code, message) = match serde_json::from_slice::<ErrorBody>(&body) {
+                        Ok(e) => (e.error.code, e.error.message),
+                        Err(_) => ("UNKNOWN".into(), String::from_utf8_lossy(&body).into_owned()),
+                    };
+                    return Err(RemoteTaskError::Rejected { task: self.task_id.clone(), url: self.worker.url.clone(), code, message });
+                }
+                other => {
+                    let message = match other {
+                        Ok(resp) => format!("HTTP {}", resp.status()),
+                        Err(e) => e.to_string(),
+                    };
+                    if started.elapsed() >= self.max_error_duration {
+                        return Err(RemoteTaskError::Unreachable { task: self.task_id.clone(), url: self.worker.url.clone(), message });
+                    }
+                    tokio::time::sleep(backoff.next().unwrap_or(Duration::from_millis(500))).await;
+                }
+            }
+        }
+    }
+
+    pub async fn add_sources(&self, sources: Vec<SourceUpdate>) -> Result<(), RemoteTaskError> {
+        self.send_update(&TaskUpdateRequest { sources, ..Default::default() }).await
+    }
+
+    fn set_status(&self, status: TaskStatus) {
+        let changed = {
+            let mut cur = self.status.lock();
+            // Final states are final even if a late poll says otherwise.
+            if cur.state.is_done() || *cur == status {
+                false
+            } else {
+                *cur = status;
+                true
+            }
+        };
+        if changed {
+            self.changed.send_modify(|v| *v += 1);
+        }
+    }
+
+    /// Marks the task failed from the coordinator's side (unreachable worker).
+    pub fn mark_failed(&self, code: &str, message: String) {
+        let mut s = self.status();
+        s.state = TaskState::Failed;
+        s.failure = Some(TaskFailure { code: code.to_string(), message, upstream: None, upstream_url: None });
+        self.set_status(s);
+    }
+
+    /// Long-polls the task's status until it is done; ends early when `stop` fires.
+    pub async fn poll_status(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        let url = format!("{}/status", self.task_url());
+        let mut failing_since: Option<Instant> = None;
+        let mut backoff = self.backoff();
+        loop {
+            if *stop.borrow() || self.status().state.is_done() {
+                return;
+            }
+            let version = self.status().version;
+            let request = self
+                .http
+                .get(&url)
+                .header(protocol::HEADER_CURRENT_VERSION, version.to_string())
+                .header(protocol::HEADER_MAX_WAIT, "1000")
+                .timeout(Duration::from_secs(10))
+                .send();
+            let outcome = tokio::select! {
+                r = request => r,
+                _ = stop.wait_for(|s| *s) => return,
+            };
+            match outcome {
+                Ok(resp) if resp.status().is_success() => match resp.json::<TaskStatus>().await {
+                    Ok(status) => {
+                        failing_since = None;
+                        backoff = self.backoff();
+                        self.set_status(status);
+                        continue;
+                    }
+                    Err(e) => self.on_poll_error(&mut failing_since, format!("bad status body: {e}")),
+                },
+                Ok(resp) if resp.status() == reqwest::StatusCode::NOT_FOUND => {
+                    self.mark_failed("TASK_LOST", format!("task {} is gone from worker {}", self.task_id, self.worker.url));
+                    return;
+                }
+                Ok(resp) => self.on_poll_error(&mut failing_since, format!("HTTP {}", resp.status())),
+                Err(e) => self.on_poll_error(&mut failing_since, e.to_string()),
+            }
+            if self.status().state.is_done() {
+                return;
+            }
+            tokio::time::sleep(backoff.next().unwrap_or(Duration::from_millis(500))).await;
+        }
+    }
+
+    fn on_poll_error(&self, failing_since: &mut Option<Instant>, message: String) {
+        let since = *failing_since.get_or_insert_with(Instant::now);
+        if since.elapsed() >= self.max_error_duration {
+            self.mark_failed(
+                "REMOTE_HOST_GONE",
+                format!("worker {} ({}) unreachable for {:?}: {message}", self.worker.node_id, self.worker.url, since.elapsed()),
+            );
+        }
+    }
+
+    /// Deletes the task on its worker (abort or cancel); returns its final status when
+    /// the worker answered, so a failure not yet polled is still learned.
+    pub async fn delete(&self, abort: bool) -> Option<TaskStatus> {
+        let url = format!("{}?abort={abort}", self.task_url());
+        for attempt in 0..3 {
+            match self.http.delete(&url).timeout(Duration::from_secs(5)).send().await {
+                Ok(resp) if resp.status().is_success() => return resp.json::<TaskStatus>().await.ok(),
+                Ok(resp) if resp.status() == reqwest::StatusCode::NOT_FOUND => return None,
+                _ => tokio::time::sleep(Duration::from_millis(100 * (attempt + 1))).await,
+            }
+        }
+        None
+    }
+}

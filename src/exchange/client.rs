@@ -1,0 +1,289 @@
+//! `ExchangeClient`: pulls the pages of a set of upstream buffers over HTTP and hands
+//! them on as one stream of record batches. Used by `RemoteSourceExec` inside worker
+//! fragments and inside the coordinator's root stage.
+//!
+//! One puller per upstream buffer asks for pages by token (so a retried request gets
+//! the same pages), acknowledges by asking for the next token, and deletes the buffer
+//! when it is complete or the consumer stops reading. Transient request errors are
+//! retried with backoff until `max_error_duration`; after that, or when the upstream
+//! task reports failure, the stream ends with an `ExchangeError` that names the
+//! upstream task and worker, so the consumer can tell the coordinator which task broke.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::error::DataFusionError;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::SendableRecordBatchStream;
+use futures::StreamExt;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+
+use super::page::{unframe_pages, Page};
+use crate::protocol::{self, ErrorBody, TaskId};
+
+/// Tunables of the exchange, from session properties or the node's configuration.
+#[derive(Debug, Clone)]
+pub struct ExchangeConfig {
+    /// How long a link may keep failing before it counts as failed for good.
+    pub max_error_duration: Duration,
+    /// Largest response a puller asks for.
+    pub max_response_bytes: u64,
+    /// How long one results request may wait on the producer.
+    pub max_wait: Duration,
+    /// Bytes of decoded-but-unconsumed pages a consumer holds across all its pullers.
+    pub buffer_bytes: usize,
+}
+
+impl Default for ExchangeConfig {
+    fn default() -> Self {
+        ExchangeConfig {
+            max_error_duration: Duration::from_secs(30),
+            max_response_bytes: 8 << 20,
+            max_wait: Duration::from_secs(1),
+            buffer_bytes: 32 << 20,
+        }
+    }
+}
+
+/// One upstream buffer to read.
+#[derive(Debug, Clone)]
+pub struct ExchangeSource {
+    pub task_id: TaskId,
+    pub url: String,
+    pub buffer: usize,
+}
+
+/// Why an exchange link failed. Carried inside `DataFusionError::External` so the task
+/// runner can recover the upstream task id for its `TaskFailure`.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ExchangeError {
+    #[error("upstream task {task} on {url} failed: {message}")]
+    UpstreamFailed { task: TaskId, url: String, code: String, message: String },
+    #[error("cannot fetch results of upstream task {task} on {url} for {elapsed:?}: {message}")]
+    Unreachable { task: TaskId, url: String, elapsed: Duration, message: String },
+    #[error("bad results from upstream task {task} on {url}: {message}")]
+    Protocol { task: TaskId, url: String, message: String },
+}
+
+impl ExchangeError {
+    pub fn upstream(&self) -> (&TaskId, &str) {
+        match self {
+            ExchangeError::UpstreamFailed { task, url, .. }
+            | ExchangeError::Unreachable { task, url, .. }
+            | ExchangeError::Protocol { task, url, .. } => (task, url),
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            ExchangeError::UpstreamFailed { .. } => "REMOTE_TASK_FAILED",
+            ExchangeError::Unreachable { .. } => "REMOTE_TASK_UNREACHABLE",
+            ExchangeError::Protocol { .. } => "REMOTE_TASK_PROTOCOL_ERROR",
+        }
+    }
+}
+
+/// Counters the owning task reports as its input statistics.
+#[derive(Debug, Default)]
+pub struct ExchangeStats {
+    pub rows: AtomicU64,
+    pub bytes: AtomicU64,
+    pub pages: AtomicU64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ExchangeClient {
+    http: reqwest::Client,
+    config: ExchangeConfig,
+    stats: Arc<ExchangeStats>,
+}
+
+type Item = Result<(RecordBatch, Option<OwnedSemaphorePermit>), DataFusionError>;
+
+impl ExchangeClient {
+    pub fn new(http: reqwest::Client, config: ExchangeConfig, stats: Arc<ExchangeStats>) -> Self {
+        ExchangeClient { http, config, stats }
+    }
+
+    pub fn config(&self) -> &ExchangeConfig {
+        &self.config
+    }
+
+    /// Streams the batches of all `sources`, in arrival order.
+    pub fn stream(&self, schema: SchemaRef, sources: Vec<ExchangeSource>) -> SendableRecordBatchStream {
+        let (tx, rx) = mpsc::channel::<Item>(64);
+        let memory = Arc::new(Semaphore::new(self.config.buffer_bytes.max(1)));
+        for source in sources {
+            let puller = Puller {
+                http: self.http.clone(),
+                config: self.config.clone(),
+                stats: self.stats.clone(),
+                source,
+                tx: tx.clone(),
+                memory: memory.clone(),
+            };
+            tokio::spawn(puller.run());
+        }
+        drop(tx);
+        let stream = futures::stream::unfold(rx, |mut rx| async move {
+            let item = rx.recv().await?;
+            // The permit is released as soon as the batch leaves the exchange.
+            Some((item.map(|(batch, _permit)| batch), rx))
+        });
+        Box::pin(RecordBatchStreamAdapter::new(schema, stream.boxed()))
+    }
+}
+
+struct Puller {
+    http: reqwest::Client,
+    config: ExchangeConfig,
+    stats: Arc<ExchangeStats>,
+    source: ExchangeSource,
+    tx: mpsc::Sender<Item>,
+    memory: Arc<Semaphore>,
+}
+
+enum Fetched {
+    Pages { pages: Vec<bytes::Bytes>, next_token: u64, complete: bool },
+    Failed(ExchangeError),
+}
+
+impl Puller {
+    fn results_url(&self, token: u64) -> String {
+        format!("{}/v1/task/{}/results/{}/{}", self.source.url, self.source.task_id, self.source.buffer, token)
+    }
+
+    async fn run(self) {
+        let mut token = 0u64;
+        let mut failing_since: Option<Instant> = None;
+        let mut backoff = self.new_backoff();
+        loop {
+            if self.tx.is_closed() {
+                break;
+            }
+            match self.fetch(token).await {
+                Ok(Fetched::Pages { pages, next_token, complete }) => {
+                    failing_since = None;
+                    backoff = self.new_backoff();
+                    if !self.deliver(pages).await {
+                        break;
+                    }
+                    token = next_token;
+                    if complete {
+                        break;
+                    }
+                }
+                Ok(Fetched::Failed(err)) => {
+                    let _ = self.tx.send(Err(DataFusionError::External(Box::new(err)))).await;
+                    return;
+                }
+                Err(message) => {
+                    let since = *failing_since.get_or_insert_with(Instant::now);
+                    let elapsed = since.elapsed();
+                    if elapsed >= self.config.max_error_duration {
+                        let err = ExchangeError::Unreachable {
+                            task: self.source.task_id.clone(),
+                            url: self.source.url.clone(),
+                            elapsed,
+                            message,
+                        };
+                        let _ = self.tx.send(Err(DataFusionError::External(Box::new(err)))).await;
+                        return;
+                    }
+                    let delay = backoff.next().unwrap_or(Duration::from_secs(1));
+                    tracing::debug!(task = %self.source.task_id, %message, ?delay, "results request failed, retrying");
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+        // Done reading (or the consumer went away): free the producer's buffer.
+        let url = format!("{}/v1/task/{}/results/{}", self.source.url, self.source.task_id, self.source.buffer);
+        let _ = self.http.delete(url).timeout(Duration::from_secs(5)).send().await;
+    }
+
+    fn new_backoff(&self) -> impl Iterator<Item = Duration> {
+        ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(50))
+            .with_max_delay(Duration::from_secs(1))
+            .with_jitter()
+            .without_max_times()
+            .build()
+    }
+
+    /// Decodes pages and hands them on; false when the consumer has gone.
+    async fn deliver(&self, pages: Vec<bytes::Bytes>) -> bool {
+        for raw in pages {
+            let batches = match Page::decode(&raw) {
+                Ok(b) => b,
+                Err(e) => {
+                    let err = ExchangeError::Protocol {
+                        task: self.source.task_id.clone(),
+                        url: self.source.url.clone(),
+                        message: e.to_string(),
+                    };
+                    let _ = self.tx.send(Err(DataFusionError::External(Box::new(err)))).await;
+                    return false;
+                }
+            };
+            self.stats.pages.fetch_add(1, Ordering::Relaxed);
+            self.stats.bytes.fetch_add(raw.len() as u64, Ordering::Relaxed);
+            let cap = self.config.buffer_bytes.max(1);
+            let want = raw.len().clamp(1, cap) as u32;
+            let permit = match self.memory.clone().acquire_many_owned(want).await {
+                Ok(p) => p,
+                Err(_) => return false,
+            };
+            let mut permit = Some(permit);
+            for batch in batches {
+                self.stats.rows.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+                if self.tx.send(Ok((batch, permit.take()))).await.is_err() {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// One results request. `Err` is a transient failure worth retrying.
+    async fn fetch(&self, token: u64) -> Result<Fetched, String> {
+        let response = self
+            .http
+            .get(self.results_url(token))
+            .header(protocol::HEADER_MAX_SIZE, self.config.max_response_bytes.to_string())
+            .header(protocol::HEADER_MAX_WAIT, self.config.max_wait.as_millis().to_string())
+            .timeout(self.config.max_wait + Duration::from_secs(10))
+            .send()
+            .await
+            .map_err(|e| format!("request failed: {e}"))?;
+        let status = response.status();
+        let failed = response.headers().contains_key(protocol::HEADER_TASK_FAILED);
+        if failed || status.is_client_error() {
+            let body = response.bytes().await.unwrap_or_default();
+            let (code, message) = match serde_json::from_slice::<ErrorBody>(&body) {
+                Ok(e) => (e.error.code, e.error.message),
+                Err(_) => ("UNKNOWN".to_string(), String::from_utf8_lossy(&body).into_owned()),
+            };
+            return Ok(Fetched::Failed(ExchangeError::UpstreamFailed {
+                task: self.source.task_id.clone(),
+                url: self.source.url.clone(),
+                code,
+                message,
+            }));
+        }
+        if !status.is_success() {
+            return Err(format!("HTTP {status}"));
+        }
+        let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let next_token = header(protocol::HEADER_NEXT_TOKEN)
+            .and_then(|v| v.parse::<u64>().ok())
+            .ok_or_else(|| "missing next token header".to_string())?;
+        let complete = header(protocol::HEADER_BUFFER_COMPLETE).as_deref() == Some("true");
+        let body = response.bytes().await.map_err(|e| format!("reading body failed: {e}"))?;
+        let pages = unframe_pages(body)?;
+        Ok(Fetched::Pages { pages, next_token, complete })
+    }
+}

@@ -1,0 +1,125 @@
+//! `FlotillaCodec`: the datafusion-proto extension codec for the plan nodes that are
+//! ours (`TpchScanExec`, `RemoteSourceExec`), so fragments travel as proto bytes. The
+//! coordinator encodes fragments with it; a worker decodes with a codec that carries
+//! the task's `SourceResolver`, which it plants into every remote source it decodes.
+
+use std::io::Cursor;
+use std::sync::Arc;
+
+use base64::Engine;
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::arrow::ipc::reader::StreamReader;
+use datafusion::arrow::ipc::writer::StreamWriter;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
+use serde::{Deserialize, Serialize};
+
+use super::remote_source::{ExchangeMode, RemoteSourceExec, SourceResolver};
+use crate::connector::tpch::TpchScanExec;
+
+const TAG_TPCH_SCAN: u8 = 1;
+const TAG_REMOTE_SOURCE: u8 = 2;
+
+#[derive(Debug, Default, Clone)]
+pub struct FlotillaCodec {
+    resolver: Option<Arc<dyn SourceResolver>>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct RemoteSourceProto {
+    stage: usize,
+    mode: ExchangeMode,
+    partitions: usize,
+    /// Arrow IPC stream holding only the schema, base64.
+    schema: String,
+}
+
+impl FlotillaCodec {
+    pub fn new() -> Self {
+        FlotillaCodec { resolver: None }
+    }
+
+    pub fn with_resolver(resolver: Arc<dyn SourceResolver>) -> Self {
+        FlotillaCodec { resolver: Some(resolver) }
+    }
+
+    /// Serializes a fragment plan to proto bytes.
+    pub fn encode_plan(&self, plan: Arc<dyn ExecutionPlan>) -> Result<Vec<u8>> {
+        Ok(datafusion_proto::bytes::physical_plan_to_bytes_with_extension_codec(plan, self)?.to_vec())
+    }
+
+    pub fn decode_plan(&self, bytes: &[u8], ctx: &TaskContext) -> Result<Arc<dyn ExecutionPlan>> {
+        datafusion_proto::bytes::physical_plan_from_bytes_with_extension_codec(bytes, ctx, self)
+    }
+}
+
+pub fn schema_to_bytes(schema: &Schema) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut w = StreamWriter::try_new(&mut out, schema)?;
+    w.finish()?;
+    drop(w);
+    Ok(out)
+}
+
+pub fn schema_from_bytes(bytes: &[u8]) -> Result<SchemaRef> {
+    Ok(StreamReader::try_new(Cursor::new(bytes), None)?.schema())
+}
+
+impl PhysicalExtensionCodec for FlotillaCodec {
+    fn try_decode(
+        &self,
+        buf: &[u8],
+        inputs: &[Arc<dyn ExecutionPlan>],
+        _ctx: &TaskContext,
+        _proto_converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if !inputs.is_empty() {
+            return Err(DataFusionError::Internal("flotilla plan nodes are leaves".into()));
+        }
+        let (tag, body) = buf.split_first().ok_or_else(|| DataFusionError::Internal("empty extension node".into()))?;
+        match *tag {
+            TAG_TPCH_SCAN => Ok(Arc::new(TpchScanExec::from_bytes(body)?)),
+            TAG_REMOTE_SOURCE => {
+                let p: RemoteSourceProto = serde_json::from_slice(body)
+                    .map_err(|e| DataFusionError::Internal(format!("bad RemoteSourceExec: {e}")))?;
+                let schema_bytes = base64::engine::general_purpose::STANDARD
+                    .decode(p.schema)
+                    .map_err(|e| DataFusionError::Internal(format!("bad RemoteSourceExec schema: {e}")))?;
+                let mut node = RemoteSourceExec::new(p.stage, p.mode, p.partitions, schema_from_bytes(&schema_bytes)?);
+                if let Some(r) = &self.resolver {
+                    node = node.with_resolver(r.clone());
+                }
+                Ok(Arc::new(node))
+            }
+            other => Err(DataFusionError::Internal(format!("unknown extension node tag {other}"))),
+        }
+    }
+
+    fn try_encode(
+        &self,
+        node: Arc<dyn ExecutionPlan>,
+        buf: &mut Vec<u8>,
+        _proto_converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<()> {
+        let any = node.as_ref() as &dyn std::any::Any;
+        if let Some(scan) = any.downcast_ref::<TpchScanExec>() {
+            buf.push(TAG_TPCH_SCAN);
+            buf.extend_from_slice(&scan.to_bytes());
+            Ok(())
+        } else if let Some(rs) = any.downcast_ref::<RemoteSourceExec>() {
+            let proto = RemoteSourceProto {
+                stage: rs.stage(),
+                mode: rs.mode(),
+                partitions: rs.partitions(),
+                schema: base64::engine::general_purpose::STANDARD.encode(schema_to_bytes(&rs.schema())?),
+            };
+            buf.push(TAG_REMOTE_SOURCE);
+            buf.extend_from_slice(&serde_json::to_vec(&proto).map_err(|e| DataFusionError::External(Box::new(e)))?);
+            Ok(())
+        } else {
+            Err(DataFusionError::NotImplemented(format!("cannot serialize plan node {}", node.name())))
+        }
+    }
+}

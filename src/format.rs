@@ -1,0 +1,630 @@
+//! Trino type names, Trino JSON value encodings, and the CLI's text output formats.
+//!
+//! The coordinator calls [`trino_type`], [`type_signature`] and [`batch_to_json_rows`] to turn
+//! Arrow schemas and batches into the `columns` and `data` of Trino's `QueryResults`; the CLI
+//! (`flotilla sql`, `flotilla local`) calls [`format_rows`] to print the rows the client collected.
+//! This module owns the mapping Arrow type -> Trino type and the exact wire spelling of values,
+//! so that Trino clients (JDBC, the Trino CLI, Python) can parse what the coordinator sends.
+
+use std::fmt::Display;
+
+use arrow::array::{Array, AsArray, OffsetSizeTrait};
+use arrow::compute::cast;
+use arrow::datatypes::*;
+use arrow::error::ArrowError;
+use arrow::record_batch::RecordBatch;
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use base64::Engine as _;
+use datafusion::arrow;
+use serde_json::{json, Value};
+
+/// A result column as the client sees it: its name and its Trino type name.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
+pub struct Column {
+    pub name: String,
+    pub type_name: String,
+}
+
+/// Output formats of the CLI, named like the Trino CLI's `--output-format` values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq)]
+pub enum OutputFormat {
+    Aligned,
+    Vertical,
+    Csv,
+    #[value(name = "csv_header")]
+    CsvHeader,
+    Tsv,
+    Json,
+    Markdown,
+}
+
+/// Arrow's second-precision timestamps are reported as millisecond ones: `timestamp(3)` is what
+/// Trino clients expect by default, and widening loses nothing.
+fn time_precision(unit: &TimeUnit) -> u8 {
+    match unit {
+        TimeUnit::Second | TimeUnit::Millisecond => 3,
+        TimeUnit::Microsecond => 6,
+        TimeUnit::Nanosecond => 9,
+    }
+}
+
+/// The Trino type name of an Arrow type, e.g. `decimal(15,2)` or `array(varchar)`.
+pub fn trino_type(dt: &DataType) -> String {
+    match dt {
+        DataType::Int64 | DataType::UInt64 | DataType::UInt32 => "bigint".into(),
+        DataType::Int32 | DataType::UInt16 => "integer".into(),
+        DataType::Int16 | DataType::UInt8 => "smallint".into(),
+        DataType::Int8 => "tinyint".into(),
+        DataType::Float64 => "double".into(),
+        DataType::Float32 | DataType::Float16 => "real".into(),
+        DataType::Decimal32(p, s)
+        | DataType::Decimal64(p, s)
+        | DataType::Decimal128(p, s)
+        | DataType::Decimal256(p, s) => format!("decimal({p},{})", (*s).max(0)),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "varchar".into(),
+        DataType::Boolean => "boolean".into(),
+        DataType::Date32 | DataType::Date64 => "date".into(),
+        DataType::Timestamp(unit, tz) => {
+            let zone = if tz.is_some() { " with time zone" } else { "" };
+            format!("timestamp({}){zone}", time_precision(unit))
+        }
+        DataType::Time32(unit) | DataType::Time64(unit) => {
+            format!("time({})", time_precision(unit))
+        }
+        DataType::Null => "unknown".into(),
+        DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_) => "varbinary".into(),
+        DataType::Interval(IntervalUnit::YearMonth) => "interval year to month".into(),
+        DataType::Interval(_) => "interval day to second".into(),
+        DataType::Dictionary(_, value) => trino_type(value),
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            format!("array({})", trino_type(f.data_type()))
+        }
+        other => format!("{other:?}").to_lowercase(),
+    }
+}
+
+fn long_arg(v: i64) -> Value {
+    json!({"kind": "LONG", "value": v})
+}
+
+fn type_arg(dt: &DataType) -> Value {
+    json!({"kind": "TYPE", "value": type_signature(dt)})
+}
+
+/// Trino's `typeSignature` object; clients use it (rather than the type string) to pick decoders.
+pub fn type_signature(dt: &DataType) -> Value {
+    let (raw, args): (String, Vec<Value>) = match dt {
+        DataType::Decimal32(p, s)
+        | DataType::Decimal64(p, s)
+        | DataType::Decimal128(p, s)
+        | DataType::Decimal256(p, s) => (
+            "decimal".into(),
+            vec![long_arg(*p as i64), long_arg((*s).max(0) as i64)],
+        ),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+            // Unbounded varchar is spelled as the maximum length in Trino's signatures.
+            ("varchar".into(), vec![long_arg(i32::MAX as i64)])
+        }
+        DataType::Timestamp(unit, tz) => {
+            let zone = if tz.is_some() { " with time zone" } else { "" };
+            (
+                format!("timestamp{zone}"),
+                vec![long_arg(time_precision(unit) as i64)],
+            )
+        }
+        DataType::Time32(unit) | DataType::Time64(unit) => {
+            ("time".into(), vec![long_arg(time_precision(unit) as i64)])
+        }
+        DataType::Dictionary(_, value) => return type_signature(value),
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            ("array".into(), vec![type_arg(f.data_type())])
+        }
+        other => (trino_type(other), vec![]),
+    };
+    json!({"rawType": raw, "arguments": args})
+}
+
+/// Places the decimal point into the digits of an unscaled decimal value. Works on the integer's
+/// decimal digits rather than on floats so that every digit of a 38-digit decimal survives.
+fn decimal_to_string(unscaled: impl Display, scale: i8) -> String {
+    let text = unscaled.to_string();
+    let (sign, digits) = match text.strip_prefix('-') {
+        Some(d) => ("-", d),
+        None => ("", text.as_str()),
+    };
+    if scale <= 0 {
+        let zeros = if digits == "0" {
+            0
+        } else {
+            scale.unsigned_abs()
+        };
+        return format!("{sign}{digits}{}", "0".repeat(zeros.into()));
+    }
+    let scale = scale as usize;
+    let padded = if digits.len() <= scale {
+        format!("{}{digits}", "0".repeat(scale + 1 - digits.len()))
+    } else {
+        digits.to_string()
+    };
+    let (int, frac) = padded.split_at(padded.len() - scale);
+    format!("{sign}{int}.{frac}")
+}
+
+fn decimal_json(unscaled: impl Display, scale: i8) -> Value {
+    Value::String(decimal_to_string(unscaled, scale))
+}
+
+fn float_json(v: f64) -> Value {
+    if v.is_nan() {
+        Value::String("NaN".into())
+    } else if v.is_infinite() {
+        Value::String(if v > 0.0 { "Infinity" } else { "-Infinity" }.into())
+    } else {
+        serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)
+    }
+}
+
+/// Goes through the shortest decimal text of the f32 so `real` 0.1 is sent as 0.1, not as the
+/// 0.10000000149011612 a plain widening to f64 would produce.
+fn real_json(v: f32) -> Value {
+    if v.is_finite() {
+        float_json(v.to_string().parse::<f64>().unwrap_or(v as f64))
+    } else {
+        float_json(v as f64)
+    }
+}
+
+/// `None` when the day lies outside chrono's range; callers fall back to Arrow's display then.
+fn date_string(days: i64) -> Option<String> {
+    const UNIX_EPOCH_FROM_CE: i64 = 719_163;
+    let ce = i32::try_from(days.checked_add(UNIX_EPOCH_FROM_CE)?).ok()?;
+    let d = chrono::NaiveDate::from_num_days_from_ce_opt(ce)?;
+    Some(d.format("%Y-%m-%d").to_string())
+}
+
+fn timestamp_string(v: i64, unit: &TimeUnit) -> Option<String> {
+    let per_sec: i64 = match unit {
+        TimeUnit::Second => 1,
+        TimeUnit::Millisecond => 1_000,
+        TimeUnit::Microsecond => 1_000_000,
+        TimeUnit::Nanosecond => 1_000_000_000,
+    };
+    let (secs, sub) = (v.div_euclid(per_sec), v.rem_euclid(per_sec));
+    let nanos = (sub * (1_000_000_000 / per_sec)) as u32;
+    let dt = chrono::DateTime::from_timestamp(secs, nanos)?.naive_utc();
+    let digits = time_precision(unit) as usize;
+    let frac = nanos / 10u32.pow(9 - digits as u32);
+    let seconds = dt.format("%Y-%m-%d %H:%M:%S");
+    Some(format!("{seconds}.{frac:0digits$}"))
+}
+
+/// Encodes a batch as Trino's `data` rows: one JSON array per row, one value per column.
+pub fn batch_to_json_rows(batch: &RecordBatch) -> Result<Vec<Vec<Value>>, ArrowError> {
+    let mut rows: Vec<Vec<Value>> = (0..batch.num_rows())
+        .map(|_| Vec::with_capacity(batch.num_columns()))
+        .collect();
+    for column in batch.columns() {
+        for (row, value) in rows.iter_mut().zip(column_to_json(column.as_ref())?) {
+            row.push(value);
+        }
+    }
+    Ok(rows)
+}
+
+/// Per-value encoding of an array, nulls included; recursion handles nested types.
+fn column_to_json(array: &dyn Array) -> Result<Vec<Value>, ArrowError> {
+    let n = array.len();
+    macro_rules! each {
+        ($a:expr, $f:expr) => {{
+            let a = $a;
+            let encode = |i| a.is_valid(i).then(|| $f(a.value(i))).unwrap_or_default();
+            (0..n).map(encode).collect::<Vec<Value>>()
+        }};
+    }
+    macro_rules! prim {
+        ($t:ty, $f:expr) => {
+            each!(array.as_primitive::<$t>(), $f)
+        };
+    }
+    // Rare layouts are widened to a common one first, which keeps this match short.
+    macro_rules! via {
+        ($dt:expr) => {
+            return column_to_json(cast(array, &$dt)?.as_ref())
+        };
+    }
+    let plain = FormatOptions::new();
+    let b64 = |b: &[u8]| Value::String(base64::engine::general_purpose::STANDARD.encode(b));
+    let out: Vec<Value> = match array.data_type() {
+        DataType::Dictionary(_, value_type) => via!(**value_type),
+        DataType::Null => vec![Value::Null; n],
+        DataType::Boolean => each!(array.as_boolean(), Value::Bool),
+        DataType::Int8 | DataType::Int16 | DataType::Int32 => via!(DataType::Int64),
+        DataType::UInt8 | DataType::UInt16 | DataType::UInt32 => via!(DataType::Int64),
+        DataType::Int64 => prim!(Int64Type, |v: i64| Value::from(v)),
+        DataType::UInt64 => prim!(UInt64Type, |v: u64| Value::from(v)),
+        DataType::Float16 => via!(DataType::Float32),
+        DataType::Float32 => prim!(Float32Type, real_json),
+        DataType::Float64 => prim!(Float64Type, float_json),
+        DataType::Decimal32(p, s) | DataType::Decimal64(p, s) => via!(DataType::Decimal128(*p, *s)),
+        DataType::Decimal128(_, s) => prim!(Decimal128Type, |v: i128| decimal_json(v, *s)),
+        DataType::Decimal256(_, s) => prim!(Decimal256Type, |v: i256| decimal_json(v, *s)),
+        DataType::Utf8 => each!(array.as_string::<i32>(), |s: &str| Value::from(s)),
+        DataType::LargeUtf8 => each!(array.as_string::<i64>(), |s: &str| Value::from(s)),
+        DataType::Utf8View => each!(array.as_string_view(), |s: &str| Value::from(s)),
+        DataType::Binary => each!(array.as_binary::<i32>(), b64),
+        DataType::LargeBinary => each!(array.as_binary::<i64>(), b64),
+        DataType::BinaryView => each!(array.as_binary_view(), b64),
+        DataType::FixedSizeBinary(_) => each!(array.as_fixed_size_binary(), b64),
+        DataType::Date32 => {
+            let a = array.as_primitive::<Date32Type>();
+            string_values(array, &plain, |i| date_string(a.value(i) as i64))?
+        }
+        DataType::Date64 => {
+            let a = array.as_primitive::<Date64Type>();
+            string_values(array, &plain, |i| {
+                date_string(a.value(i).div_euclid(86_400_000))
+            })?
+        }
+        DataType::Timestamp(unit, None) => {
+            // Every timestamp unit shares the i64 layout, so one downcast serves them all.
+            let a = cast(array, &DataType::Int64)?;
+            let a = a.as_primitive::<Int64Type>();
+            string_values(array, &plain, |i| timestamp_string(a.value(i), unit))?
+        }
+        DataType::Timestamp(unit, Some(_)) => {
+            let fmt = format!("%Y-%m-%d %H:%M:%S%.{}f %:z", time_precision(unit));
+            let options = FormatOptions::new().with_timestamp_tz_format(Some(fmt.as_str()));
+            string_values(array, &options, |_| None)?
+        }
+        DataType::Time32(unit) | DataType::Time64(unit) => {
+            let fmt = format!("%H:%M:%S%.{}f", time_precision(unit));
+            let options = FormatOptions::new().with_time_format(Some(fmt.as_str()));
+            string_values(array, &options, |_| None)?
+        }
+        DataType::List(_) => list_values(array.as_list::<i32>())?,
+        DataType::LargeList(_) => list_values(array.as_list::<i64>())?,
+        DataType::FixedSizeList(f, _) => via!(DataType::List(f.clone())),
+        _ => string_values(array, &plain, |_| None)?,
+    };
+    Ok(out)
+}
+
+fn list_values<O: OffsetSizeTrait>(
+    a: &arrow::array::GenericListArray<O>,
+) -> Result<Vec<Value>, ArrowError> {
+    let values = column_to_json(a.values().as_ref())?;
+    let offsets = a.value_offsets();
+    Ok((0..a.len())
+        .map(|i| match a.is_null(i) {
+            true => Value::Null,
+            false => {
+                Value::Array(values[offsets[i].as_usize()..offsets[i + 1].as_usize()].to_vec())
+            }
+        })
+        .collect())
+}
+
+/// Encodes each non-null value with `encode`, falling back to Arrow's display under `options`
+/// where `encode` has no answer (e.g. dates beyond chrono's range).
+fn string_values<'a>(
+    array: &'a dyn Array,
+    options: &FormatOptions<'a>,
+    encode: impl Fn(usize) -> Option<String>,
+) -> Result<Vec<Value>, ArrowError> {
+    let formatter = ArrayFormatter::try_new(array, options)?;
+    let value = |i| match encode(i) {
+        Some(text) => Ok(text),
+        None => formatter.value(i).try_to_string(),
+    };
+    (0..array.len())
+        .map(|i| match array.is_null(i) {
+            true => Ok(Value::Null),
+            false => value(i).map(Value::String),
+        })
+        .collect()
+}
+
+/// Text of one value for the text formats: strings bare, `null` as the format's null text.
+fn cell_text(v: &Value, null: &str) -> String {
+    match v {
+        Value::Null => null.to_string(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn is_numeric(type_name: &str) -> bool {
+    let base = type_name.split('(').next().unwrap_or("").trim();
+    matches!(
+        base,
+        "bigint" | "integer" | "smallint" | "tinyint" | "double" | "real" | "decimal"
+    )
+}
+
+fn width(s: &str) -> usize {
+    s.chars().count()
+}
+
+fn pad(s: &str, w: usize, right_align: bool) -> String {
+    let fill = " ".repeat(w.saturating_sub(width(s)));
+    if right_align {
+        format!("{fill}{s}")
+    } else {
+        format!("{s}{fill}")
+    }
+}
+
+/// Renders rows in one of the CLI output formats; every line, the last included, ends in `\n`.
+pub fn format_rows(columns: &[Column], rows: &[Vec<Value>], format: OutputFormat) -> String {
+    match format {
+        OutputFormat::Aligned => aligned(columns, rows),
+        OutputFormat::Vertical => vertical(columns, rows),
+        OutputFormat::Csv => delimited(columns, rows, false, ",", csv_field),
+        OutputFormat::CsvHeader => delimited(columns, rows, true, ",", csv_field),
+        OutputFormat::Tsv => delimited(columns, rows, false, "\t", tsv_field),
+        OutputFormat::Json => json_lines(columns, rows),
+        OutputFormat::Markdown => markdown(columns, rows),
+    }
+}
+
+fn text_grid(rows: &[Vec<Value>], null: &str) -> Vec<Vec<String>> {
+    rows.iter()
+        .map(|r| r.iter().map(|v| cell_text(v, null)).collect())
+        .collect()
+}
+
+fn push_line(out: &mut String, cells: impl IntoIterator<Item = String>, sep: &str) {
+    out.push_str(&cells.into_iter().collect::<Vec<_>>().join(sep));
+    out.push('\n');
+}
+
+/// Mirrors the Trino CLI's aligned table: centered header, `-`/`+` rule, numbers right-aligned.
+fn aligned(columns: &[Column], rows: &[Vec<Value>]) -> String {
+    let grid = text_grid(rows, "NULL");
+    let mut widths: Vec<usize> = columns.iter().map(|c| width(&c.name)).collect();
+    for row in &grid {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(width(cell));
+        }
+    }
+    let mut out = String::new();
+    let header = columns.iter().zip(&widths).map(|(c, &w)| {
+        let left = (w - width(&c.name)) / 2;
+        format!(" {}{} ", " ".repeat(left), pad(&c.name, w - left, false))
+    });
+    push_line(&mut out, header, "|");
+    push_line(&mut out, widths.iter().map(|w| "-".repeat(w + 2)), "+");
+    for row in &grid {
+        let cells = row
+            .iter()
+            .zip(columns.iter().zip(&widths))
+            .map(|(cell, (c, &w))| format!(" {} ", pad(cell, w, is_numeric(&c.type_name))));
+        push_line(&mut out, cells, "|");
+    }
+    let noun = if rows.len() == 1 { "row" } else { "rows" };
+    out.push_str(&format!("({} {noun})\n", rows.len()));
+    out
+}
+
+fn vertical(columns: &[Column], rows: &[Vec<Value>]) -> String {
+    if rows.is_empty() {
+        return "(no rows)\n".into();
+    }
+    let grid = text_grid(rows, "NULL");
+    let name_w = columns.iter().map(|c| width(&c.name)).max().unwrap_or(0);
+    let value_w = grid.iter().flatten().map(|v| width(v)).max().unwrap_or(0);
+    let mut out = String::new();
+    for (n, row) in grid.iter().enumerate() {
+        let title = format!("-[ RECORD {} ]", n + 1);
+        let total = (name_w + 3 + value_w).max(width(&title) + 1);
+        out.push_str(&format!("{title}{}\n", "-".repeat(total - width(&title))));
+        for (c, cell) in columns.iter().zip(row) {
+            out.push_str(&format!("{} | {cell}\n", pad(&c.name, name_w, false)));
+        }
+    }
+    out
+}
+
+/// RFC 4180 quoting, applied only to fields that need it.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\r', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Backslash goes first so the escapes added afterwards are not doubled.
+fn tsv_field(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('\t', "\\t")
+        .replace('\n', "\\n")
+        .replace('\r', "\\r")
+}
+
+fn delimited(
+    columns: &[Column],
+    rows: &[Vec<Value>],
+    header: bool,
+    sep: &str,
+    field: fn(&str) -> String,
+) -> String {
+    let mut out = String::new();
+    if header {
+        let names = columns.iter().map(|c| field(c.name.as_str()));
+        push_line(&mut out, names, sep);
+    }
+    for row in text_grid(rows, "") {
+        push_line(&mut out, row.iter().map(|c| field(c.as_str())), sep);
+    }
+    out
+}
+
+/// Written by hand rather than through a `serde_json::Map` so that keys keep column order and
+/// duplicate column names are not collapsed.
+fn json_lines(columns: &[Column], rows: &[Vec<Value>]) -> String {
+    let mut out = String::new();
+    for row in rows {
+        let fields = columns
+            .iter()
+            .zip(row)
+            .map(|(c, v)| format!("{}:{v}", json!(c.name)));
+        out.push('{');
+        out.push_str(&fields.collect::<Vec<_>>().join(","));
+        out.push_str("}\n");
+    }
+    out
+}
+
+fn markdown(columns: &[Column], rows: &[Vec<Value>]) -> String {
+    let cell = |s: &str| {
+        s.replace('|', "\\|")
+            .replace("\r\n", "<br>")
+            .replace('\n', "<br>")
+    };
+    let line = |cells: Vec<String>| format!("| {} |\n", cells.join(" | "));
+    let mut out = line(columns.iter().map(|c| cell(c.name.as_str())).collect());
+    let rule = columns.iter().map(|c| {
+        if is_numeric(&c.type_name) {
+            "---:"
+        } else {
+            "---"
+        }
+    });
+    out.push_str(&line(rule.map(String::from).collect()));
+    for row in text_grid(rows, "NULL") {
+        out.push_str(&line(row.iter().map(|c| cell(c.as_str())).collect()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{ArrayRef, Date32Array, Decimal128Array, Float64Array};
+    use std::sync::Arc;
+
+    fn cols(spec: &[(&str, &str)]) -> Vec<Column> {
+        let col = |(name, ty): &(&str, &str)| Column {
+            name: name.to_string(),
+            type_name: ty.to_string(),
+        };
+        spec.iter().map(col).collect()
+    }
+
+    #[test]
+    fn decimal_strings_keep_exact_scale() {
+        let cases: [(i128, i8, &str); 7] = [
+            (1234, 2, "12.34"),
+            (-5, 2, "-0.05"),
+            (-50, 2, "-0.50"),
+            (0, 2, "0.00"),
+            (1200, 2, "12.00"),
+            (42, 0, "42"),
+            (-42, 0, "-42"),
+        ];
+        for (unscaled, scale, want) in cases {
+            assert_eq!(decimal_to_string(unscaled, scale), want);
+        }
+        let max = "1.70141183460469231731687303715884105727";
+        assert_eq!(decimal_to_string(i128::MAX, 38), max);
+        assert_eq!(decimal_to_string(i256::from_i128(-7), 3), "-0.007");
+    }
+
+    #[test]
+    fn batch_encodings() {
+        let dec = Decimal128Array::from(vec![Some(1234), Some(-5), None]);
+        let dec = dec.with_precision_and_scale(15, 2).unwrap();
+        let dates = Date32Array::from(vec![Some(0), Some(9131), None]);
+        let floats = Float64Array::from(vec![1.5, f64::NAN, f64::NEG_INFINITY]);
+        let batch = RecordBatch::try_from_iter(vec![
+            ("d", Arc::new(dec) as ArrayRef),
+            ("dt", Arc::new(dates) as ArrayRef),
+            ("f", Arc::new(floats) as ArrayRef),
+        ])
+        .unwrap();
+        let rows = batch_to_json_rows(&batch).unwrap();
+        let want = json!([
+            ["12.34", "1970-01-01", 1.5],
+            ["-0.05", "1995-01-01", "NaN"],
+            [null, null, "-Infinity"]
+        ]);
+        assert_eq!(json!(rows), want);
+    }
+
+    #[test]
+    fn timestamps_and_dates() {
+        assert_eq!(date_string(0).unwrap(), "1970-01-01");
+        assert_eq!(date_string(9131).unwrap(), "1995-01-01");
+        assert_eq!(date_string(-1).unwrap(), "1969-12-31");
+        let ts = |v, unit| timestamp_string(v, &unit).unwrap();
+        assert_eq!(ts(1_500, TimeUnit::Millisecond), "1970-01-01 00:00:01.500");
+        assert_eq!(ts(-1, TimeUnit::Microsecond), "1969-12-31 23:59:59.999999");
+        assert_eq!(ts(60, TimeUnit::Second), "1970-01-01 00:01:00.000");
+    }
+
+    #[test]
+    fn type_names_and_signatures() {
+        assert_eq!(trino_type(&DataType::Int64), "bigint");
+        assert_eq!(trino_type(&DataType::Float32), "real");
+        assert_eq!(trino_type(&DataType::Decimal128(15, 2)), "decimal(15,2)");
+        assert_eq!(trino_type(&DataType::Utf8View), "varchar");
+        let nanos = DataType::Timestamp(TimeUnit::Nanosecond, None);
+        assert_eq!(trino_type(&nanos), "timestamp(9)");
+        let long = |v: i64| json!({"kind": "LONG", "value": v});
+        let decimal = json!({"rawType": "decimal", "arguments": [long(15), long(2)]});
+        assert_eq!(type_signature(&DataType::Decimal128(15, 2)), decimal);
+        let varchar = json!({"rawType": "varchar", "arguments": [long(2147483647)]});
+        assert_eq!(type_signature(&DataType::Utf8), varchar);
+        let boolean = json!({"rawType": "boolean", "arguments": []});
+        assert_eq!(type_signature(&DataType::Boolean), boolean);
+    }
+
+    #[test]
+    fn delimited_formats_quote_and_escape() {
+        let cols = cols(&[("a", "varchar"), ("b", "bigint")]);
+        let rows = vec![
+            vec![json!("x,y"), json!(1)],
+            vec![json!("say \"hi\""), Value::Null],
+        ];
+        let csv = format_rows(&cols, &rows, OutputFormat::Csv);
+        assert_eq!(csv, "\"x,y\",1\n\"say \"\"hi\"\"\",\n");
+        let csv = format_rows(&cols, &rows, OutputFormat::CsvHeader);
+        assert!(csv.starts_with("a,b\n"));
+        let rows = [vec![json!("t\tn\n\\"), json!(3)]];
+        assert_eq!(
+            format_rows(&cols, &rows, OutputFormat::Tsv),
+            "t\\tn\\n\\\\\t3\n"
+        );
+    }
+
+    #[test]
+    fn aligned_right_aligns_numbers() {
+        let cols = cols(&[("name", "varchar"), ("amount", "bigint")]);
+        let rows = vec![
+            vec![json!("alice"), json!(7)],
+            vec![json!("b"), Value::Null],
+        ];
+        let text = format_rows(&cols, &rows, OutputFormat::Aligned);
+        let want =
+            " name  | amount \n-------+--------\n alice |      7 \n b     |   NULL \n(2 rows)\n";
+        assert_eq!(text, want);
+        let one = format_rows(&cols, &rows[..1], OutputFormat::Aligned);
+        assert!(one.ends_with("(1 row)\n"));
+    }
+
+    #[test]
+    fn json_markdown_and_vertical() {
+        let cols = cols(&[("a", "varchar"), ("n", "double")]);
+        let rows = vec![vec![json!("x|y"), json!(1.5)]];
+        let json = format_rows(&cols, &rows, OutputFormat::Json);
+        assert_eq!(json, "{\"a\":\"x|y\",\"n\":1.5}\n");
+        let md = format_rows(&cols, &rows, OutputFormat::Markdown);
+        assert_eq!(md, "| a | n |\n| --- | ---: |\n| x\\|y | 1.5 |\n");
+        let vertical = format_rows(&cols, &rows, OutputFormat::Vertical);
+        assert_eq!(vertical, "-[ RECORD 1 ]-\na | x|y\nn | 1.5\n");
+    }
+}

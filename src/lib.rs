@@ -1,0 +1,18 @@
+//! flotilla: a distributed SQL query engine. A coordinator plans SQL with DataFusion,
+//! cuts the plan into a DAG of stages and schedules them phase by phase onto workers
+//! as HTTP remote tasks; workers stream Arrow pages to each other through an exchange.
+
+pub mod cli;
+pub mod client;
+pub mod config;
+pub mod connector;
+pub mod coordinator;
+pub mod exchange;
+pub mod format;
+pub mod http;
+pub mod local;
+pub mod protocol;
+pub mod scheduling;
+pub mod util;
+pub mod worker;
+pub mod bench;

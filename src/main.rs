@@ -1,0 +1,218 @@
+//! The `flotilla` command: `local`, `coordinator`, `worker`, `sql` and `bench`.
+//! Parsing is clap's; each subcommand hands over to the library at once. Errors end
+//! as one readable line on stderr and a non-zero exit.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use flotilla::client::{ClientError, StatementClient};
+use flotilla::format::{format_rows, OutputFormat};
+use flotilla::local::{split_statements, LocalCluster, LocalOptions};
+
+#[derive(Parser)]
+#[command(name = "flotilla", version, about = "A distributed SQL query engine on DataFusion")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// A coordinator and N workers in this process, then run SQL against them.
+    Local {
+        #[arg(long, default_value_t = 2)]
+        workers: usize,
+        #[command(flatten)]
+        query: QueryArgs,
+    },
+    /// Run a coordinator.
+    Coordinator {
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        bind: String,
+        /// Seconds without a heartbeat after which a worker is lost.
+        #[arg(long, default_value_t = 10)]
+        worker_timeout: u64,
+    },
+    /// Run a worker that joins a coordinator.
+    Worker {
+        #[arg(long)]
+        coordinator: String,
+        #[arg(long, default_value = "127.0.0.1:0")]
+        bind: String,
+        /// Bytes a task's output buffer holds before its producer waits (e.g. 32MB).
+        #[arg(long)]
+        output_buffer_max_bytes: Option<String>,
+    },
+    /// Run SQL against a coordinator.
+    Sql {
+        #[arg(long)]
+        server: String,
+        #[command(flatten)]
+        query: QueryArgs,
+    },
+    /// Benchmarks against single-node DataFusion.
+    Bench {
+        #[command(subcommand)]
+        suite: BenchSuite,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchSuite {
+    /// The 22 TPC-H queries on a local cluster and on single-node DataFusion.
+    Tpch {
+        /// Scale factor, e.g. 0.1 or 1.
+        #[arg(long, default_value = "1")]
+        scale: String,
+        #[arg(long, default_value_t = 2)]
+        workers: usize,
+        #[arg(long, default_value_t = 3)]
+        iterations: usize,
+        /// Only these queries (1-22), comma separated.
+        #[arg(long, value_delimiter = ',')]
+        queries: Vec<usize>,
+    },
+}
+
+#[derive(Args, Clone)]
+struct QueryArgs {
+    #[arg(long, default_value = "tpch")]
+    catalog: String,
+    #[arg(long, default_value = "tiny")]
+    schema: String,
+    /// Session property, repeatable: --session execution_policy=all-at-once
+    #[arg(long = "session", value_parser = parse_kv)]
+    session: Vec<(String, String)>,
+    #[arg(long, default_value = "flotilla")]
+    user: String,
+    /// SQL to run.
+    #[arg(short = 'e', long = "execute", conflicts_with = "file")]
+    execute: Option<String>,
+    /// File of `;`-separated statements to run.
+    #[arg(short = 'f', long = "file")]
+    file: Option<String>,
+    #[arg(long, value_enum, default_value = "aligned")]
+    output_format: OutputFormat,
+}
+
+fn parse_kv(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s.split_once('=').ok_or_else(|| format!("'{s}' is not name=value"))?;
+    Ok((k.trim().to_string(), v.trim().to_string()))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("FLOTILLA_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("flotilla: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("{message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::Local { workers, query } => {
+            if workers == 0 {
+                return Err("flotilla local needs at least one worker (--workers N)".into());
+            }
+            let cluster = LocalCluster::start(workers, LocalOptions::default()).await?;
+            let result = run_queries(cluster.url(), &query).await;
+            cluster.shutdown().await;
+            result
+        }
+        Command::Coordinator { bind, worker_timeout } => {
+            let mut config = flotilla::coordinator::CoordinatorConfig::new(&bind);
+            config.worker_timeout = Duration::from_secs(worker_timeout.max(1));
+            let handle = flotilla::coordinator::start_coordinator(config).await.map_err(|e| format!("cannot bind {bind}: {e}"))?;
+            println!("flotilla coordinator listening on {}", handle.url);
+            wait_for_ctrl_c().await;
+            handle.shutdown().await;
+            Ok(())
+        }
+        Command::Worker { coordinator, bind, output_buffer_max_bytes } => {
+            let mut config = flotilla::worker::WorkerConfig::new(&bind, &coordinator);
+            if let Some(b) = output_buffer_max_bytes {
+                config.settings.output_buffer_bytes = flotilla::config::parse_bytes(&b)?;
+            }
+            let handle = flotilla::worker::start_worker(config).await.map_err(|e| format!("cannot bind {bind}: {e}"))?;
+            println!("flotilla worker {} listening on {}", handle.node_id, handle.url);
+            wait_for_ctrl_c().await;
+            handle.shutdown().await;
+            Ok(())
+        }
+        Command::Sql { server, query } => run_queries(&server, &query).await,
+        Command::Bench { suite: BenchSuite::Tpch { scale, workers, iterations, queries } } => {
+            flotilla::bench::run_tpch(&scale, workers, iterations.max(1), &queries).await
+        }
+    }
+}
+
+async fn wait_for_ctrl_c() {
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+fn client_for(server: &str, q: &QueryArgs) -> StatementClient {
+    let mut c = StatementClient::new(server).with_user(&q.user).with_catalog(&q.catalog).with_schema(&q.schema);
+    for (k, v) in &q.session {
+        c = c.with_session(k, v);
+    }
+    c
+}
+
+async fn run_queries(server: &str, q: &QueryArgs) -> Result<(), String> {
+    let client = client_for(server, q);
+    let statements = match (&q.execute, &q.file) {
+        (Some(sql), _) => split_statements(sql),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+            split_statements(&text)
+        }
+        (None, None) => return flotilla::cli::repl(client, q.output_format).await,
+    };
+    if statements.is_empty() {
+        return Err("nothing to run: the SQL is empty".into());
+    }
+    for sql in statements {
+        run_one(&client, &sql, q.output_format).await?;
+    }
+    Ok(())
+}
+
+async fn run_one(client: &StatementClient, sql: &str, format: OutputFormat) -> Result<(), String> {
+    let canceller = client.clone();
+    let outcome = tokio::select! {
+        r = client.execute(sql) => r,
+        _ = tokio::signal::ctrl_c() => {
+            let _ = canceller.cancel_current().await;
+            return Err("Query canceled by user (Ctrl-C)".into());
+        }
+    };
+    match outcome {
+        Ok(out) => {
+            print!("{}", format_rows(&out.columns, &out.rows, format));
+            Ok(())
+        }
+        Err(e) => Err(describe(&e)),
+    }
+}
+
+fn describe(e: &ClientError) -> String {
+    match e {
+        ClientError::Query { error_name, message, .. } => format!("Query failed ({error_name}): {message}"),
+        other => format!("Error: {other}"),
+    }
+}

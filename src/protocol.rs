@@ -1,0 +1,295 @@
+//! Wire types shared by the coordinator and the workers: task ids, the task update
+//! request, task status and info, and the JSON error body. Both sides serialize these
+//! with serde; keeping them in one module is what keeps the two sides in step.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+
+/// Header carrying the status version a long poll waits to see change.
+pub const HEADER_CURRENT_VERSION: &str = "x-flotilla-current-version";
+/// Header carrying how long a long poll may wait, in milliseconds.
+pub const HEADER_MAX_WAIT: &str = "x-flotilla-max-wait";
+/// Results response: the token to ask for next.
+pub const HEADER_NEXT_TOKEN: &str = "x-flotilla-next-token";
+/// Results response: `true` when the buffer is complete and nothing more will come.
+pub const HEADER_BUFFER_COMPLETE: &str = "x-flotilla-buffer-complete";
+/// Results response: the task failed; the body is the JSON error.
+pub const HEADER_TASK_FAILED: &str = "x-flotilla-task-failed";
+/// Results request: how many bytes of pages the consumer takes at most.
+pub const HEADER_MAX_SIZE: &str = "x-flotilla-max-size";
+
+/// `query.stage.task.attempt`, e.g. `20261130_000001_abcde.2.0.0`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct TaskId {
+    pub query_id: String,
+    pub stage: usize,
+    pub task: usize,
+    pub attempt: usize,
+}
+
+impl TaskId {
+    pub fn new(query_id: &str, stage: usize, task: usize, attempt: usize) -> Self {
+        TaskId { query_id: query_id.to_string(), stage, task, attempt }
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}.{}", self.query_id, self.stage, self.task, self.attempt)
+    }
+}
+
+impl FromStr for TaskId {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let parts: Vec<&str> = s.rsplitn(4, '.').collect();
+        if parts.len() != 4 || parts[3].is_empty() {
+            return Err(format!("malformed task id '{s}': expected query.stage.task.attempt"));
+        }
+        let num = |p: &str| p.parse::<usize>().map_err(|_| format!("malformed task id '{s}'"));
+        Ok(TaskId {
+            query_id: parts[3].to_string(),
+            stage: num(parts[2])?,
+            task: num(parts[1])?,
+            attempt: num(parts[0])?,
+        })
+    }
+}
+
+impl TryFrom<String> for TaskId {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<TaskId> for String {
+    fn from(t: TaskId) -> String {
+        t.to_string()
+    }
+}
+
+/// Bytes that travel as base64 inside JSON (plan fragments).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Base64Bytes(pub Vec<u8>);
+
+impl fmt::Debug for Base64Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "<{} bytes>", self.0.len())
+    }
+}
+
+impl Serialize for Base64Bytes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Base64Bytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(s.as_bytes())
+            .map(Base64Bytes)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// How a producer task lays its output into buffers. The consumer's exchange mode
+/// decides which buffer it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "type")]
+pub enum OutputBufferSpec {
+    /// The fragment root is a `RepartitionExec`; its partitioning (hash or round robin)
+    /// splits rows into `partitions` buffers, buffer id = consumer partition.
+    Partitioned { partitions: usize },
+    /// Every page goes to each of `buffers` buffers, buffer id = consumer task index.
+    Broadcast { buffers: usize },
+    /// Each fragment partition writes its own buffer, buffer id = fragment partition.
+    Passthrough,
+}
+
+/// Where a producer task of an upstream stage runs and which fragment partitions it has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpstreamTask {
+    pub task_id: TaskId,
+    /// Base URL of the worker, e.g. `http://127.0.0.1:4021`.
+    pub url: String,
+    pub partitions: Vec<usize>,
+}
+
+/// The locations of one upstream stage, as known to the coordinator so far.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceUpdate {
+    pub stage: usize,
+    pub tasks: Vec<UpstreamTask>,
+    /// No further tasks of this stage will be added.
+    pub no_more: bool,
+}
+
+/// Body of `POST /v1/task/{taskId}`: the first request creates the task and must carry
+/// the fragment; later ones only add upstream locations.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TaskUpdateRequest {
+    #[serde(default)]
+    pub fragment: Option<Base64Bytes>,
+    #[serde(default)]
+    pub partitions: Vec<usize>,
+    /// This task's index within its stage (the broadcast buffer it reads upstream).
+    #[serde(default)]
+    pub task_index: usize,
+    #[serde(default)]
+    pub output: Option<OutputBufferSpec>,
+    #[serde(default)]
+    pub sources: Vec<SourceUpdate>,
+    /// Session properties that shape execution (batch size, buffer limits).
+    #[serde(default)]
+    pub session: BTreeMap<String, String>,
+}
+
+/// Task states, as in Trino.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TaskState {
+    Planned,
+    Running,
+    Flushing,
+    Finished,
+    Canceled,
+    Aborted,
+    Failed,
+}
+
+impl TaskState {
+    pub fn is_done(self) -> bool {
+        matches!(self, TaskState::Finished | TaskState::Canceled | TaskState::Aborted | TaskState::Failed)
+    }
+}
+
+/// Why a task failed. `upstream` is set when the cause is a failed upstream task or a
+/// broken data link to it, so the coordinator can name the task that really broke.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskFailure {
+    /// Stable error code, e.g. `EXECUTION_ERROR`, `REMOTE_TASK_FAILED`, `REMOTE_TASK_UNREACHABLE`.
+    pub code: String,
+    pub message: String,
+    #[serde(default)]
+    pub upstream: Option<TaskId>,
+    #[serde(default)]
+    pub upstream_url: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskStats {
+    pub input_rows: u64,
+    pub input_bytes: u64,
+    pub output_rows: u64,
+    pub output_bytes: u64,
+    pub elapsed_ms: u64,
+}
+
+/// `GET /v1/task/{taskId}/status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskStatus {
+    pub task_id: TaskId,
+    pub state: TaskState,
+    /// Increases on every change; a long poll waits for it to pass the caller's.
+    pub version: u64,
+    pub node_id: String,
+    #[serde(default)]
+    pub failure: Option<TaskFailure>,
+    /// The output buffer is at its byte limit and a producer is waiting.
+    pub output_buffer_overutilized: bool,
+    pub output_buffer_bytes: u64,
+    pub stats: TaskStats,
+}
+
+/// `GET /v1/task/{taskId}`: status plus what the task runs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskInfo {
+    pub status: TaskStatus,
+    pub partitions: Vec<usize>,
+    pub output: Option<OutputBufferSpec>,
+    pub buffers: Vec<BufferInfo>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BufferInfo {
+    pub buffer_id: usize,
+    pub buffered_pages: usize,
+    pub buffered_bytes: u64,
+    pub pages_sent: u64,
+    pub finished: bool,
+}
+
+/// `GET /v1/info` and `/v1/status` of a worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub node_id: String,
+    pub url: String,
+    pub version: String,
+    pub tasks: usize,
+    pub running_tasks: usize,
+    pub buffered_bytes: u64,
+    pub uptime_ms: u64,
+}
+
+/// A worker's heartbeat to the coordinator.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Announcement {
+    pub node_id: String,
+    pub url: String,
+}
+
+/// Every HTTP error body: `{"error": {"code": "...", "message": "..."}}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    pub code: String,
+    pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_id_round_trips_through_text_and_json() {
+        let id = TaskId::new("20261130_000001_abcde", 2, 3, 1);
+        assert_eq!(id.to_string(), "20261130_000001_abcde.2.3.1");
+        assert_eq!(id.to_string().parse::<TaskId>().unwrap(), id);
+        let json = serde_json::to_string(&id).unwrap();
+        assert_eq!(json, "\"20261130_000001_abcde.2.3.1\"");
+        assert_eq!(serde_json::from_str::<TaskId>(&json).unwrap(), id);
+    }
+
+    #[test]
+    fn malformed_task_ids_are_rejected() {
+        for bad in ["", "q", "q.1.2", "q.x.1.1", ".1.2.3", "q.1.2.-1"] {
+            assert!(bad.parse::<TaskId>().is_err(), "{bad} should not parse");
+        }
+    }
+
+    #[test]
+    fn fragment_bytes_travel_as_base64() {
+        let req = TaskUpdateRequest {
+            fragment: Some(Base64Bytes(vec![0, 1, 2, 255])),
+            output: Some(OutputBufferSpec::Partitioned { partitions: 4 }),
+            ..Default::default()
+        };
+        let json = serde_json::to_string(&req).unwrap();
+        assert!(json.contains("\"AAEC/w==\""), "{json}");
+        let back: TaskUpdateRequest = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.fragment.unwrap().0, vec![0, 1, 2, 255]);
+        assert_eq!(back.output, Some(OutputBufferSpec::Partitioned { partitions: 4 }));
+    }
+}

@@ -1,0 +1,381 @@
+//! `PipelinedQueryScheduler`: runs the worker stages of one query, all streaming at
+//! once (retry policy `none`). Its loop asks the `ExecutionSchedule` which stages are
+//! ready, lets each create its tasks (one `HttpRemoteTask` per worker chosen by the
+//! `NodeScheduler`), wires new task locations into consumers, and then waits with
+//! `select_all` on the stages' change futures. Any task failure ends the loop with
+//! the failure; the query execution aborts everything.
+//!
+//! `StageExecution` is one stage: its tasks and its `StageStateMachine`, whose state
+//! follows from the task states.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::{select_all, BoxFuture, FutureExt};
+use parking_lot::Mutex;
+use serde::Serialize;
+use tokio::sync::watch;
+
+use super::node_scheduler::{partition_slices, NodeScheduler};
+use super::phased::ExecutionSchedule;
+use super::state_machine::{StageState, StateKind, StateMachine};
+use crate::coordinator::fragmenter::{Fragment, FragmentOutput, FragmentedPlan};
+use crate::coordinator::node_manager::WorkerNode;
+use crate::coordinator::remote_task::{HttpRemoteTask, RemoteTaskError};
+use crate::protocol::{Base64Bytes, OutputBufferSpec, SourceUpdate, TaskFailure, TaskId, TaskState, TaskStatus, TaskUpdateRequest, UpstreamTask};
+
+/// Where a query's failure happened, for the one-line error the client sees.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskFailureReport {
+    pub stage: usize,
+    pub task: TaskId,
+    pub worker: String,
+    pub failure: TaskFailure,
+}
+
+impl std::fmt::Display for TaskFailureReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "stage {} task {} on worker {}: {}: {}", self.stage, self.task, self.worker, self.failure.code, self.failure.message)
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SchedulerError {
+    #[error("{0}")]
+    TaskFailed(TaskFailureReport),
+    #[error("{0}")]
+    RemoteTask(#[from] RemoteTaskError),
+    #[error("no live workers to run stage {0}")]
+    NoWorkers(usize),
+}
+
+#[derive(Debug)]
+pub struct StageExecution {
+    pub fragment: Arc<Fragment>,
+    pub task_count: usize,
+    machine: Mutex<StateMachine<StageState>>,
+    tasks: Mutex<Vec<Arc<HttpRemoteTask>>>,
+    changed: watch::Sender<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StageInfo {
+    pub stage: usize,
+    pub state: StageState,
+    pub partitions: usize,
+    pub task_count: usize,
+    pub tasks: Vec<TaskStatus>,
+    pub inputs: Vec<usize>,
+    pub consumer: Option<usize>,
+}
+
+impl StageExecution {
+    pub fn new(fragment: Arc<Fragment>, task_count: usize) -> Self {
+        let (changed, _) = watch::channel(0);
+        StageExecution {
+            machine: Mutex::new(StateMachine::new(format!("stage {}", fragment.id), StageState::Planned)),
+            fragment,
+            task_count,
+            tasks: Mutex::new(Vec::new()),
+            changed,
+        }
+    }
+
+    pub fn id(&self) -> usize {
+        self.fragment.id
+    }
+
+    pub fn state(&self) -> StageState {
+        self.machine.lock().state()
+    }
+
+    pub fn tasks(&self) -> Vec<Arc<HttpRemoteTask>> {
+        self.tasks.lock().clone()
+    }
+
+    fn transition(&self, to: StageState) {
+        if self.machine.lock().try_transition(to) {
+            self.changed.send_modify(|v| *v += 1);
+        }
+    }
+
+    /// Derives the stage state from its tasks' states.
+    pub fn refresh(&self) -> StageState {
+        let tasks = self.tasks();
+        if tasks.len() < self.task_count || self.state() == StageState::Planned {
+            return self.state();
+        }
+        let states: Vec<TaskState> = tasks.iter().map(|t| t.status().state).collect();
+        let target = if states.iter().any(|s| *s == TaskState::Failed) {
+            StageState::Failed
+        } else if states.iter().all(|s| *s == TaskState::Finished) {
+            StageState::Finished
+        } else if states.iter().all(|s| matches!(s, TaskState::Flushing | TaskState::Finished)) {
+            StageState::Flushing
+        } else if states.iter().any(|s| *s != TaskState::Planned) {
+            StageState::Running
+        } else {
+            StageState::Scheduled
+        };
+        self.transition(target);
+        self.state()
+    }
+
+    pub fn has_full_output_buffer(&self) -> bool {
+        self.tasks().iter().any(|t| t.status().output_buffer_overutilized)
+    }
+
+    pub fn upstream_tasks(&self) -> Vec<UpstreamTask> {
+        self.tasks()
+            .iter()
+            .map(|t| UpstreamTask { task_id: t.task_id.clone(), url: t.worker.url.clone(), partitions: t.partitions.clone() })
+            .collect()
+    }
+
+    fn failed_task(&self) -> Option<(Arc<HttpRemoteTask>, TaskFailure)> {
+        self.tasks().into_iter().find_map(|t| {
+            let s = t.status();
+            match (s.state, s.failure) {
+                (TaskState::Failed, Some(f)) => Some((t, f)),
+                (TaskState::Failed, None) => Some((t, TaskFailure { code: "UNKNOWN".into(), message: "task failed".into(), upstream: None, upstream_url: None })),
+                _ => None,
+            }
+        })
+    }
+
+    fn wait_changed(&self) -> BoxFuture<'static, ()> {
+        let mut rx = self.changed.subscribe();
+        rx.mark_unchanged();
+        async move {
+            let _ = rx.changed().await;
+        }
+        .boxed()
+    }
+
+    pub fn info(&self) -> StageInfo {
+        StageInfo {
+            stage: self.id(),
+            state: self.state(),
+            partitions: self.fragment.partitions,
+            task_count: self.task_count,
+            tasks: self.tasks().iter().map(|t| t.status()).collect(),
+            inputs: self.fragment.inputs.clone(),
+            consumer: self.fragment.consumer,
+        }
+    }
+}
+
+/// Receives upstream locations for the coordinator's own root stage.
+pub trait RootSourceSink: Send + Sync {
+    fn add_source(&self, update: SourceUpdate);
+}
+
+pub struct SchedulerSettings {
+    pub query_id: String,
+    pub http: reqwest::Client,
+    pub workers: Vec<WorkerNode>,
+    pub node_scheduler: Arc<NodeScheduler>,
+    pub session: BTreeMap<String, String>,
+    pub max_error_duration: Duration,
+}
+
+pub struct PipelinedQueryScheduler {
+    settings: SchedulerSettings,
+    plan: Arc<FragmentedPlan>,
+    stages: BTreeMap<usize, Arc<StageExecution>>,
+    schedule: Box<dyn ExecutionSchedule>,
+    root_sink: Arc<dyn RootSourceSink>,
+    stop_pollers: watch::Sender<bool>,
+}
+
+/// Tasks of a stage: one per worker, never more than its partitions.
+pub fn task_count(fragment: &Fragment, workers: usize) -> usize {
+    if fragment.output == FragmentOutput::Root || fragment.partitions <= 1 {
+        1
+    } else {
+        fragment.partitions.min(workers.max(1))
+    }
+}
+
+impl PipelinedQueryScheduler {
+    pub fn new(settings: SchedulerSettings, plan: Arc<FragmentedPlan>, schedule: Box<dyn ExecutionSchedule>, root_sink: Arc<dyn RootSourceSink>) -> Self {
+        let workers = settings.workers.len();
+        let stages = plan
+            .worker_stages()
+            .into_iter()
+            .map(|id| {
+                let fragment = Arc::new(plan.fragments[id].clone());
+                (id, Arc::new(StageExecution::new(fragment.clone(), task_count(&fragment, workers))))
+            })
+            .collect();
+        let (stop_pollers, _) = watch::channel(false);
+        PipelinedQueryScheduler { settings, plan, stages, schedule, root_sink, stop_pollers }
+    }
+
+    pub fn stages(&self) -> Vec<Arc<StageExecution>> {
+        self.stages.values().cloned().collect()
+    }
+
+    /// Schedules stages as the schedule allows and watches them until all are done
+    /// producing or one fails. Cancel by dropping the future.
+    pub async fn run(&mut self) -> Result<(), SchedulerError> {
+        loop {
+            let states: HashMap<usize, StageState> = self.stages.values().map(|s| (s.id(), s.refresh())).collect();
+            self.check_failures()?;
+            let full: HashSet<usize> = self.stages.values().filter(|s| s.has_full_output_buffer()).map(|s| s.id()).collect();
+            let mut ready = self.schedule.get_stages_to_schedule(&states, &full);
+            // Producers (larger ids) first, so consumers get complete locations at creation.
+            ready.sort_unstable_by(|a, b| b.cmp(a));
+            for id in ready {
+                self.schedule_stage(id).await?;
+            }
+            if self.schedule.is_finished() && self.stages.values().all(|s| s.state() == StageState::Finished) {
+                return Ok(());
+            }
+            let mut waits: Vec<BoxFuture<'static, ()>> = self.stages.values().map(|s| s.wait_changed()).collect();
+            waits.push(tokio::time::sleep(Duration::from_millis(500)).boxed());
+            select_all(waits).await;
+        }
+    }
+
+    fn check_failures(&self) -> Result<(), SchedulerError> {
+        let mut failures: Vec<TaskFailureReport> = Vec::new();
+        for s in self.stages.values() {
+            if let Some((task, failure)) = s.failed_task() {
+                failures.push(TaskFailureReport { stage: s.id(), task: task.task_id.clone(), worker: task.worker.url.clone(), failure });
+            }
+        }
+        match self.pick_root_cause(failures) {
+            Some(r) => Err(SchedulerError::TaskFailed(r)),
+            None => Ok(()),
+        }
+    }
+
+    /// Among failures, prefer one that is not just the echo of an upstream failure.
+    pub fn pick_root_cause(&self, failures: Vec<TaskFailureReport>) -> Option<TaskFailureReport> {
+        failures.iter().find(|f| f.failure.upstream.is_none()).cloned().or_else(|| failures.into_iter().next())
+    }
+
+    async fn schedule_stage(&mut self, id: usize) -> Result<(), SchedulerError> {
+        let stage = self.stages[&id].clone();
+        stage.transition(StageState::Scheduling);
+        let fragment = &stage.fragment;
+        let workers = self.settings.node_scheduler.place(&self.settings.workers, stage.task_count);
+        if workers.is_empty() {
+            return Err(SchedulerError::NoWorkers(id));
+        }
+        let codec = crate::exchange::codec::FlotillaCodec::new();
+        let bytes = codec.encode_plan(fragment.plan.clone()).map_err(|e| {
+            SchedulerError::TaskFailed(TaskFailureReport {
+                stage: id,
+                task: TaskId::new(&self.settings.query_id, id, 0, 0),
+                worker: "coordinator".into(),
+                failure: TaskFailure { code: "PLAN_SERIALIZATION".into(), message: e.to_string(), upstream: None, upstream_url: None },
+            })
+        })?;
+        let output = match fragment.output {
+            FragmentOutput::Repartition { partitions } => OutputBufferSpec::Partitioned { partitions },
+            FragmentOutput::Passthrough => OutputBufferSpec::Passthrough,
+            FragmentOutput::Broadcast | FragmentOutput::Root => {
+                let consumer_tasks = match fragment.consumer {
+                    Some(c) if c != 0 => self.stages[&c].task_count,
+                    _ => 1,
+                };
+                OutputBufferSpec::Broadcast { buffers: consumer_tasks }
+            }
+        };
+        let sources: Vec<SourceUpdate> = fragment
+            .inputs
+            .iter()
+            .filter_map(|i| {
+                let upstream = &self.stages[i];
+                (upstream.tasks().len() == upstream.task_count)
+                    .then(|| SourceUpdate { stage: *i, tasks: upstream.upstream_tasks(), no_more: true })
+            })
+            .collect();
+        let slices = partition_slices(fragment.partitions, stage.task_count);
+        let fragment_bytes = Base64Bytes(bytes);
+        let mut created = Vec::new();
+        for (t, (worker, partitions)) in workers.into_iter().zip(slices).enumerate() {
+            let task = Arc::new(HttpRemoteTask::new(
+                TaskId::new(&self.settings.query_id, id, t, 0),
+                worker,
+                partitions.clone(),
+                self.settings.http.clone(),
+                self.settings.max_error_duration,
+                stage.changed.clone(),
+            ));
+            let req = TaskUpdateRequest {
+                fragment: Some(fragment_bytes.clone()),
+                partitions,
+                task_index: t,
+                output: Some(output),
+                sources: sources.clone(),
+                session: self.settings.session.clone(),
+            };
+            created.push((task, req));
+        }
+        // The stage owns its tasks before they exist remotely, so an abort reaches
+        // every task even if creation fails half way.
+        *stage.tasks.lock() = created.iter().map(|(t, _)| t.clone()).collect();
+        let results = futures::future::join_all(created.iter().map(|(t, req)| t.send_update(req))).await;
+        for r in results {
+            r?;
+        }
+        for (task, _) in &created {
+            tokio::spawn(task.clone().poll_status(self.stop_pollers.subscribe()));
+        }
+        stage.transition(StageState::Scheduled);
+        // Tell the consumer where this stage's tasks are.
+        let update = SourceUpdate { stage: id, tasks: stage.upstream_tasks(), no_more: true };
+        match fragment.consumer {
+            Some(0) | None => self.root_sink.add_source(update),
+            Some(c) => {
+                let consumer = self.stages[&c].clone();
+                let tasks = consumer.tasks();
+                let sends = tasks.iter().map(|t| t.add_sources(vec![update.clone()]));
+                for r in futures::future::join_all(sends).await {
+                    r?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes every task of the query on every worker, stops status polling, and
+    /// returns the final statuses the workers reported.
+    pub async fn remove_all_tasks(&self, abort: bool) -> Vec<TaskFailureReport> {
+        let _ = self.stop_pollers.send(true);
+        let mut deletes = Vec::new();
+        for s in self.stages.values() {
+            for t in s.tasks() {
+                let stage = s.id();
+                deletes.push(async move { (stage, t.worker.url.clone(), t.delete(abort).await) });
+            }
+        }
+        let mut failures = Vec::new();
+        for (stage, worker, status) in futures::future::join_all(deletes).await {
+            if let Some(TaskStatus { state: TaskState::Failed, failure: Some(f), task_id, .. }) = status {
+                failures.push(TaskFailureReport { stage, task: task_id, worker, failure: f });
+            }
+        }
+        for s in self.stages.values() {
+            let state = s.state();
+            if state.is_final() {
+                continue;
+            }
+            let to = match (abort, state) {
+                (false, StageState::Flushing | StageState::Running | StageState::Scheduled) => StageState::Finished,
+                (false, _) => StageState::Canceled,
+                (true, _) => StageState::Aborted,
+            };
+            s.transition(to);
+        }
+        failures
+    }
+
+    pub fn plan(&self) -> &Arc<FragmentedPlan> {
+        &self.plan
+    }
+}

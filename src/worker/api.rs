@@ -1,0 +1,143 @@
+//! The worker's task REST API (axum). Thin: parse the request, call the
+//! `SqlTaskManager` or the task's `OutputBuffer`, render JSON or framed Arrow pages.
+//! Bodies are parsed by hand so a malformed one gets our JSON error, not axum's text.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get};
+use axum::{Json, Router};
+use serde::Deserialize;
+
+use super::task_manager::SqlTaskManager;
+use super::WorkerError;
+use crate::exchange::page::frame_pages;
+use crate::protocol::{self, TaskId, TaskUpdateRequest};
+
+type Mgr = State<Arc<SqlTaskManager>>;
+
+pub fn router(manager: Arc<SqlTaskManager>) -> Router {
+    Router::new()
+        .route("/v1/task", get(list_tasks))
+        .route("/v1/task/{task_id}", get(task_info).post(update_task).delete(delete_task))
+        .route("/v1/task/{task_id}/status", get(task_status))
+        .route("/v1/task/{task_id}/results/{buffer_id}/{token}", get(get_results))
+        .route("/v1/task/{task_id}/results/{buffer_id}/{token}/acknowledge", get(acknowledge))
+        .route("/v1/task/{task_id}/results/{buffer_id}", delete(destroy_buffer))
+        .route("/v1/info", get(info))
+        .route("/v1/status", get(info))
+        .fallback(not_found)
+        .with_state(manager)
+}
+
+async fn not_found() -> Response {
+    let mut resp = WorkerError::BadRequest("no such endpoint".into()).into_response();
+    *resp.status_mut() = axum::http::StatusCode::NOT_FOUND;
+    resp
+}
+
+fn parse_task_id(raw: &str) -> Result<TaskId, WorkerError> {
+    raw.parse().map_err(WorkerError::BadRequest)
+}
+
+fn header_u64(headers: &HeaderMap, name: &str) -> Option<u64> {
+    headers.get(name)?.to_str().ok()?.parse().ok()
+}
+
+async fn list_tasks(State(m): Mgr) -> Response {
+    Json(m.list()).into_response()
+}
+
+async fn info(State(m): Mgr) -> Response {
+    Json(m.node_info()).into_response()
+}
+
+async fn update_task(State(m): Mgr, Path(task_id): Path<String>, body: Bytes) -> Result<Response, WorkerError> {
+    let id = parse_task_id(&task_id)?;
+    let req: TaskUpdateRequest =
+        serde_json::from_slice(&body).map_err(|e| WorkerError::BadRequest(format!("malformed task update: {e}")))?;
+    if id.query_id.is_empty() {
+        return Err(WorkerError::BadRequest("empty query id".into()));
+    }
+    Ok(Json(m.update(id, req)?).into_response())
+}
+
+async fn task_info(State(m): Mgr, Path(task_id): Path<String>) -> Result<Response, WorkerError> {
+    let id = parse_task_id(&task_id)?;
+    Ok(Json(m.get(&id)?.info()).into_response())
+}
+
+async fn task_status(State(m): Mgr, Path(task_id): Path<String>, headers: HeaderMap) -> Result<Response, WorkerError> {
+    let id = parse_task_id(&task_id)?;
+    let task = m.get(&id)?;
+    let status = match header_u64(&headers, protocol::HEADER_CURRENT_VERSION) {
+        Some(version) => {
+            let wait = Duration::from_millis(header_u64(&headers, protocol::HEADER_MAX_WAIT).unwrap_or(1000).min(10_000));
+            task.wait_status(version, wait).await
+        }
+        None => task.status(),
+    };
+    Ok(Json(status).into_response())
+}
+
+#[derive(Deserialize)]
+struct DeleteParams {
+    #[serde(default)]
+    abort: Option<bool>,
+}
+
+async fn delete_task(State(m): Mgr, Path(task_id): Path<String>, Query(p): Query<DeleteParams>) -> Result<Response, WorkerError> {
+    let id = parse_task_id(&task_id)?;
+    Ok(Json(m.delete(&id, p.abort.unwrap_or(true))?).into_response())
+}
+
+async fn get_results(
+    State(m): Mgr,
+    Path((task_id, buffer_id, token)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, WorkerError> {
+    let id = parse_task_id(&task_id)?;
+    let buffer: usize = buffer_id.parse().map_err(|_| WorkerError::BadRequest(format!("bad buffer id '{buffer_id}'")))?;
+    let token: u64 = token.parse().map_err(|_| WorkerError::BadRequest(format!("bad token '{token}'")))?;
+    let task = m.get(&id)?;
+    if let Some(f) = task.failure() {
+        let err = WorkerError::TaskFailed { task: id, code: f.code, message: f.message };
+        let mut resp = err.into_response();
+        resp.headers_mut().insert(protocol::HEADER_TASK_FAILED, HeaderValue::from_static("true"));
+        return Ok(resp);
+    }
+    let max_bytes = header_u64(&headers, protocol::HEADER_MAX_SIZE).unwrap_or(8 << 20);
+    let max_wait = Duration::from_millis(header_u64(&headers, protocol::HEADER_MAX_WAIT).unwrap_or(1000).min(10_000));
+    let result = task.output().get(buffer, token, max_bytes, max_wait).await?;
+    if let Some(f) = task.failure() {
+        let err = WorkerError::TaskFailed { task: id, code: f.code, message: f.message };
+        let mut resp = err.into_response();
+        resp.headers_mut().insert(protocol::HEADER_TASK_FAILED, HeaderValue::from_static("true"));
+        return Ok(resp);
+    }
+    let mut resp = frame_pages(&result.pages).into_response();
+    let h = resp.headers_mut();
+    h.insert(protocol::HEADER_NEXT_TOKEN, HeaderValue::from(result.next_token));
+    h.insert(protocol::HEADER_BUFFER_COMPLETE, HeaderValue::from_static(if result.complete { "true" } else { "false" }));
+    h.insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/x-flotilla-pages"));
+    Ok(resp)
+}
+
+async fn acknowledge(State(m): Mgr, Path((task_id, buffer_id, token)): Path<(String, String, String)>) -> Result<Response, WorkerError> {
+    let id = parse_task_id(&task_id)?;
+    let buffer: usize = buffer_id.parse().map_err(|_| WorkerError::BadRequest(format!("bad buffer id '{buffer_id}'")))?;
+    let token: u64 = token.parse().map_err(|_| WorkerError::BadRequest(format!("bad token '{token}'")))?;
+    m.get(&id)?.output().acknowledge(buffer, token)?;
+    Ok(axum::http::StatusCode::NO_CONTENT.into_response())
+}
+
+async fn destroy_buffer(State(m): Mgr, Path((task_id, buffer_id)): Path<(String, String)>) -> Result<Response, WorkerError> {
+    let id = parse_task_id(&task_id)?;
+    let buffer: usize = buffer_id.parse().map_err(|_| WorkerError::BadRequest(format!("bad buffer id '{buffer_id}'")))?;
+    m.get(&id)?.output().destroy(buffer)?;
+    Ok(axum::http::StatusCode::NO_CONTENT.into_response())
+}

@@ -1,0 +1,134 @@
+//! The worker: an axum server exposing the task API of DESIGN.md over a
+//! `SqlTaskManager`, plus the heartbeat that announces the worker to its coordinator.
+//! Started by `flotilla worker` and, several times in one process, by `flotilla local`.
+
+pub mod api;
+pub mod task;
+pub mod task_manager;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use tokio::sync::watch;
+
+use crate::exchange::client::ExchangeConfig;
+use crate::http::ApiError;
+use crate::protocol::{Announcement, TaskId};
+use task::TaskSettings;
+use task_manager::SqlTaskManager;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("unknown task {0}")]
+    TaskNotFound(TaskId),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("fragment cannot be run: {0}")]
+    BadPlan(String),
+    #[error("{0}")]
+    Buffer(#[from] crate::exchange::output_buffer::BufferError),
+    #[error("task {task} failed: {message}")]
+    TaskFailed { task: TaskId, code: String, message: String },
+}
+
+impl ApiError for WorkerError {
+    fn status(&self) -> StatusCode {
+        match self {
+            WorkerError::TaskNotFound(_) => StatusCode::NOT_FOUND,
+            WorkerError::BadRequest(_) | WorkerError::BadPlan(_) | WorkerError::Buffer(_) => StatusCode::BAD_REQUEST,
+            WorkerError::TaskFailed { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn code(&self) -> &'static str {
+        match self {
+            WorkerError::TaskNotFound(_) => "TASK_NOT_FOUND",
+            WorkerError::BadRequest(_) => "BAD_REQUEST",
+            WorkerError::BadPlan(_) => "BAD_PLAN",
+            WorkerError::Buffer(_) => "BAD_BUFFER_REQUEST",
+            WorkerError::TaskFailed { .. } => "TASK_FAILED",
+        }
+    }
+}
+
+impl axum::response::IntoResponse for WorkerError {
+    fn into_response(self) -> axum::response::Response {
+        crate::http::error_response(&self)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    pub bind: String,
+    pub coordinator: String,
+    pub heartbeat: Duration,
+    pub settings: TaskSettings,
+    pub exchange: ExchangeConfig,
+}
+
+impl WorkerConfig {
+    pub fn new(bind: &str, coordinator: &str) -> Self {
+        WorkerConfig {
+            bind: bind.to_string(),
+            coordinator: coordinator.trim_end_matches('/').to_string(),
+            heartbeat: Duration::from_millis(500),
+            settings: TaskSettings { batch_size: 8192, output_buffer_bytes: 32 << 20 },
+            exchange: ExchangeConfig::default(),
+        }
+    }
+}
+
+/// A running worker; dropping the handle does not stop it, `shutdown` does.
+pub struct WorkerHandle {
+    pub url: String,
+    pub node_id: String,
+    pub manager: Arc<SqlTaskManager>,
+    stop: watch::Sender<bool>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl WorkerHandle {
+    pub async fn shutdown(self) {
+        self.manager.abort_all();
+        let _ = self.stop.send(true);
+        let _ = self.server.await;
+    }
+}
+
+/// Binds, starts serving and starts announcing to the coordinator.
+pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle> {
+    let listener = crate::http::bind(&config.bind).await?;
+    let addr = listener.local_addr()?;
+    let url = format!("http://{addr}");
+    let node_id = format!("worker-{}-{}", addr.port(), crate::util::random_suffix(4));
+    let http = crate::http::http_client();
+    let manager = Arc::new(SqlTaskManager::new(node_id.clone(), url.clone(), http.clone(), config.settings.clone(), config.exchange.clone()));
+    let app = api::router(manager.clone());
+    let (stop, mut stopped) = watch::channel(false);
+    let mut stop_server = stop.subscribe();
+    let server = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stop_server.wait_for(|s| *s).await;
+        };
+        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
+            tracing::error!("worker server failed: {e}");
+        }
+    });
+    let announcement = Announcement { node_id: node_id.clone(), url: url.clone() };
+    let target = format!("{}/v1/announcement", config.coordinator);
+    let period = config.heartbeat;
+    tokio::spawn(async move {
+        loop {
+            let sent = http.post(&target).json(&announcement).timeout(Duration::from_secs(2)).send().await;
+            if let Err(e) = sent {
+                tracing::debug!("heartbeat to {target} failed: {e}");
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(period) => {}
+                _ = stopped.wait_for(|s| *s) => break,
+            }
+        }
+    });
+    Ok(WorkerHandle { url, node_id, manager, stop, server })
+}

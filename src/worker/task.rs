@@ -1,0 +1,387 @@
+//! `SqlTask`: one task of one stage on this worker. It decodes its fragment, runs its
+//! slice of the fragment's partitions, lays the output into its `OutputBuffer`, and
+//! keeps a `TaskStateMachine` the coordinator long-polls. Created and looked up by the
+//! `SqlTaskManager`; the task API handlers read its buffers and status.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::compute::BatchCoalescer;
+use datafusion::error::DataFusionError;
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::metrics;
+use datafusion::physical_plan::repartition::{BatchPartitioner, RepartitionExec};
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
+use futures::StreamExt;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::exchange::client::{ExchangeClient, ExchangeError, ExchangeStats};
+use crate::exchange::codec::FlotillaCodec;
+use crate::exchange::output_buffer::OutputBuffer;
+use crate::exchange::page::Page;
+use crate::exchange::remote_source::SourceLocations;
+use crate::protocol::{OutputBufferSpec, SourceUpdate, TaskFailure, TaskId, TaskInfo, TaskState, TaskStats, TaskStatus};
+use crate::scheduling::state_machine::StateMachine;
+
+/// Execution settings a task takes from its session.
+#[derive(Debug, Clone)]
+pub struct TaskSettings {
+    pub batch_size: usize,
+    pub output_buffer_bytes: u64,
+}
+
+impl TaskSettings {
+    pub fn from_session(session: &BTreeMap<String, String>, defaults: &TaskSettings) -> Self {
+        let get = |k: &str| session.get(k).and_then(|v| crate::config::parse_bytes(v).ok());
+        TaskSettings {
+            batch_size: session.get("batch_size").and_then(|v| v.parse().ok()).unwrap_or(defaults.batch_size),
+            output_buffer_bytes: get("output_buffer_max_bytes").unwrap_or(defaults.output_buffer_bytes),
+        }
+    }
+}
+
+struct Inner {
+    machine: StateMachine<TaskState>,
+    failure: Option<TaskFailure>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+pub struct SqlTask {
+    id: TaskId,
+    node_id: String,
+    partitions: Vec<usize>,
+    spec: OutputBufferSpec,
+    inner: Mutex<Inner>,
+    /// Woken on every status change, for long polls.
+    status_changed: Arc<Notify>,
+    output: Arc<OutputBuffer>,
+    sources: Arc<SourceLocations>,
+    input: Arc<ExchangeStats>,
+    output_rows: AtomicU64,
+    output_bytes: AtomicU64,
+    created: Instant,
+    ended: Mutex<Option<Instant>>,
+}
+
+impl std::fmt::Debug for SqlTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SqlTask({})", self.id)
+    }
+}
+
+/// Everything needed to start a task, checked by the manager before creating it.
+pub struct TaskStart {
+    pub id: TaskId,
+    pub node_id: String,
+    pub fragment: Vec<u8>,
+    pub partitions: Vec<usize>,
+    pub task_index: usize,
+    pub spec: OutputBufferSpec,
+    pub sources: Vec<SourceUpdate>,
+    pub settings: TaskSettings,
+    pub client: ExchangeClient,
+    pub input_stats: Arc<ExchangeStats>,
+    pub task_ctx: Arc<TaskContext>,
+}
+
+impl SqlTask {
+    /// Decodes the fragment and starts running it. A fragment that does not decode is
+    /// an error here, before any state exists, so a bad request changes nothing.
+    pub fn start(start: TaskStart) -> Result<Arc<SqlTask>, DataFusionError> {
+        let sources = Arc::new(SourceLocations::new(start.task_index, start.client));
+        let codec = FlotillaCodec::with_resolver(sources.clone());
+        let plan = codec.decode_plan(&start.fragment, &start.task_ctx)?;
+        let (exec_plan, partitioner) = split_partitioner(&plan, &start.spec)?;
+        let input_partitions = exec_plan.output_partitioning().partition_count();
+        if let Some(bad) = start.partitions.iter().find(|p| **p >= input_partitions) {
+            return Err(DataFusionError::Plan(format!("partition {bad} out of range: fragment has {input_partitions}")));
+        }
+        let buffer_count = match start.spec {
+            OutputBufferSpec::Partitioned { partitions } => partitions,
+            OutputBufferSpec::Broadcast { buffers } => buffers,
+            OutputBufferSpec::Passthrough => input_partitions,
+        };
+        let status_changed = Arc::new(Notify::new());
+        let output = Arc::new(OutputBuffer::new(buffer_count, start.settings.output_buffer_bytes, status_changed.clone()));
+        let task = Arc::new(SqlTask {
+            id: start.id.clone(),
+            node_id: start.node_id,
+            partitions: start.partitions.clone(),
+            spec: start.spec,
+            inner: Mutex::new(Inner {
+                machine: StateMachine::new(format!("task {}", start.id), TaskState::Planned),
+                failure: None,
+                handles: Vec::new(),
+            }),
+            status_changed,
+            output,
+            sources,
+            input: start.input_stats,
+            output_rows: AtomicU64::new(0),
+            output_bytes: AtomicU64::new(0),
+            created: Instant::now(),
+            ended: Mutex::new(None),
+        });
+        task.add_sources(start.sources);
+        task.transition(TaskState::Running);
+        let driver = tokio::spawn(task.clone().drive(exec_plan, partitioner, start.task_ctx, start.settings.batch_size));
+        task.inner.lock().handles.push(driver);
+        Ok(task)
+    }
+
+    pub fn id(&self) -> &TaskId {
+        &self.id
+    }
+
+    /// Adds upstream locations; later updates of a stage replace earlier ones.
+    pub fn add_sources(&self, updates: Vec<SourceUpdate>) {
+        self.sources.add(updates);
+    }
+
+    fn transition(&self, to: TaskState) -> bool {
+        let changed = self.inner.lock().machine.try_transition(to);
+        if changed {
+            if to.is_done() {
+                *self.ended.lock() = Some(Instant::now());
+            }
+            self.status_changed.notify_waiters();
+        }
+        changed
+    }
+
+    pub fn state(&self) -> TaskState {
+        self.inner.lock().machine.state()
+    }
+
+    pub fn output(&self) -> &Arc<OutputBuffer> {
+        &self.output
+    }
+
+    pub fn failure(&self) -> Option<TaskFailure> {
+        self.inner.lock().failure.clone()
+    }
+
+    fn fail(&self, failure: TaskFailure) {
+        {
+            let mut inner = self.inner.lock();
+            if inner.machine.is_final() {
+                return;
+            }
+            inner.failure = Some(failure);
+        }
+        self.transition(TaskState::Failed);
+        self.stop();
+    }
+
+    /// Ends the task as ABORTED (or CANCELED), stops its work and frees its buffers.
+    pub fn abort(&self, cancel: bool) {
+        self.transition(if cancel { TaskState::Canceled } else { TaskState::Aborted });
+        self.stop();
+    }
+
+    fn stop(&self) {
+        let handles = std::mem::take(&mut self.inner.lock().handles);
+        for h in handles {
+            h.abort();
+        }
+        self.output.destroy_all();
+        self.status_changed.notify_waiters();
+    }
+
+    pub fn status(&self) -> TaskStatus {
+        let inner = self.inner.lock();
+        let elapsed = self.ended.lock().unwrap_or_else(Instant::now).duration_since(self.created);
+        TaskStatus {
+            task_id: self.id.clone(),
+            state: inner.machine.state(),
+            version: inner.machine.version() * 2 + u64::from(self.output.is_full()),
+            node_id: self.node_id.clone(),
+            failure: inner.failure.clone(),
+            output_buffer_overutilized: self.output.is_full(),
+            output_buffer_bytes: self.output.total_bytes(),
+            stats: TaskStats {
+                input_rows: self.input.rows.load(Ordering::Relaxed),
+                input_bytes: self.input.bytes.load(Ordering::Relaxed),
+                output_rows: self.output_rows.load(Ordering::Relaxed),
+                output_bytes: self.output_bytes.load(Ordering::Relaxed),
+                elapsed_ms: elapsed.as_millis() as u64,
+            },
+        }
+    }
+
+    pub fn info(&self) -> TaskInfo {
+        TaskInfo { status: self.status(), partitions: self.partitions.clone(), output: Some(self.spec), buffers: self.output.info() }
+    }
+
+    /// Waits until the status version differs from `version` or `max_wait` passes.
+    pub async fn wait_status(&self, version: u64, max_wait: Duration) -> TaskStatus {
+        let deadline = tokio::time::Instant::now() + max_wait;
+        loop {
+            let notified = self.status_changed.notified();
+            let status = self.status();
+            if status.version != version {
+                return status;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.status();
+            }
+        }
+    }
+
+    async fn drive(self: Arc<Self>, plan: Arc<dyn ExecutionPlan>, partitioner: Option<datafusion::physical_plan::Partitioning>, ctx: Arc<TaskContext>, batch_size: usize) {
+        let input_partitions = plan.output_partitioning().partition_count();
+        // A JoinSet aborts every partition runner when the driver itself is aborted.
+        let mut runs = tokio::task::JoinSet::new();
+        for &p in &self.partitions {
+            let task = self.clone();
+            let (plan, ctx, partitioner) = (plan.clone(), ctx.clone(), partitioner.clone());
+            runs.spawn(async move { task.run_partition(plan, p, input_partitions, partitioner, ctx, batch_size).await });
+        }
+        let mut first_error = None;
+        while let Some(r) = runs.join_next().await {
+            let outcome = r.unwrap_or_else(|e| Err(DataFusionError::Execution(format!("partition runner ended: {e}"))));
+            if let Err(e) = outcome {
+                first_error.get_or_insert(e);
+                // One failed partition fails the task; stop the others now.
+                runs.abort_all();
+            }
+        }
+        match first_error {
+            Some(e) => self.fail(failure_from_error(&e)),
+            None => {
+                self.output.set_no_more_pages();
+                self.transition(TaskState::Flushing);
+                loop {
+                    let notified = self.status_changed.notified();
+                    if self.output.is_finished() {
+                        self.transition(TaskState::Finished);
+                        break;
+                    }
+                    if self.state().is_done() {
+                        break;
+                    }
+                    let _ = tokio::time::timeout(Duration::from_millis(500), notified).await;
+                }
+            }
+        }
+    }
+
+    async fn run_partition(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        partition: usize,
+        input_partitions: usize,
+        partitioning: Option<datafusion::physical_plan::Partitioning>,
+        ctx: Arc<TaskContext>,
+        batch_size: usize,
+    ) -> Result<(), DataFusionError> {
+        let mut stream = plan.execute(partition, ctx)?;
+        let schema = plan.schema();
+        let mut partitioner = match &partitioning {
+            Some(p) => Some(BatchPartitioner::try_new(p.clone(), metrics::Time::new(), partition, input_partitions)?),
+            None => None,
+        };
+        let mut coalescers: HashMap<usize, BatchCoalescer> = HashMap::new();
+        let target = batch_size.max(1);
+        while let Some(batch) = stream.next().await {
+            let batch = batch?;
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            let routed: Vec<(usize, RecordBatch)> = match partitioner.as_mut() {
+                Some(p) => p.partition_iter(batch)?.collect::<Result<_, _>>()?,
+                None => vec![(self.buffer_for(partition), batch)],
+            };
+            for (buffer, piece) in routed {
+                let c = coalescers.entry(buffer).or_insert_with(|| BatchCoalescer::new(schema.clone(), target));
+                c.push_batch(piece)?;
+                while let Some(done) = c.next_completed_batch() {
+                    self.emit(buffer, done).await?;
+                }
+            }
+        }
+        for (buffer, mut c) in coalescers {
+            c.finish_buffered_batch()?;
+            while let Some(done) = c.next_completed_batch() {
+                self.emit(buffer, done).await?;
+            }
+        }
+        Ok(())
+    }
+
+    fn buffer_for(&self, partition: usize) -> usize {
+        match self.spec {
+            OutputBufferSpec::Passthrough => partition,
+            // Broadcast pages go to every buffer; the id is unused.
+            _ => 0,
+        }
+    }
+
+    async fn emit(&self, buffer: usize, batch: RecordBatch) -> Result<(), DataFusionError> {
+        let page = Page::encode(&batch)?;
+        self.output_rows.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+        self.output_bytes.fetch_add(page.len() as u64, Ordering::Relaxed);
+        let result = match self.spec {
+            OutputBufferSpec::Broadcast { .. } => self.output.enqueue_all(page).await,
+            _ => self.output.enqueue(buffer, page).await,
+        };
+        result.map_err(|e| DataFusionError::Internal(e.to_string()))
+    }
+}
+
+/// For a partitioned output the fragment root is the `RepartitionExec` that was cut:
+/// the task runs its input and partitions rows itself, so that each task repartitions
+/// only its own slice instead of the exec pulling every input partition.
+fn split_partitioner(
+    plan: &Arc<dyn ExecutionPlan>,
+    spec: &OutputBufferSpec,
+) -> Result<(Arc<dyn ExecutionPlan>, Option<datafusion::physical_plan::Partitioning>), DataFusionError> {
+    match spec {
+        OutputBufferSpec::Partitioned { partitions } => {
+            let any = plan.as_ref() as &dyn std::any::Any;
+            let rep = any
+                .downcast_ref::<RepartitionExec>()
+                .ok_or_else(|| DataFusionError::Plan("a partitioned output needs a RepartitionExec fragment root".into()))?;
+            let partitioning = rep.partitioning().clone();
+            if partitioning.partition_count() != *partitions {
+                return Err(DataFusionError::Plan(format!(
+                    "output spec has {partitions} partitions, fragment repartitions into {}",
+                    partitioning.partition_count()
+                )));
+            }
+            Ok((rep.input().clone(), Some(partitioning)))
+        }
+        _ => Ok((plan.clone(), None)),
+    }
+}
+
+/// Names the upstream task when the error came from a broken or failed exchange link.
+pub fn failure_from_error(e: &DataFusionError) -> TaskFailure {
+    if let Some(x) = find_exchange_error(e) {
+        let (task, url) = x.upstream();
+        let message = match x {
+            ExchangeError::UpstreamFailed { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
+        return TaskFailure { code: x.code().to_string(), message, upstream: Some(task.clone()), upstream_url: Some(url.to_string()) };
+    }
+    TaskFailure { code: "EXECUTION_ERROR".into(), message: strip_context(e), upstream: None, upstream_url: None }
+}
+
+fn find_exchange_error(e: &DataFusionError) -> Option<&ExchangeError> {
+    match e {
+        DataFusionError::External(inner) => inner.downcast_ref::<ExchangeError>(),
+        DataFusionError::Context(_, inner) => find_exchange_error(inner),
+        DataFusionError::Shared(inner) => find_exchange_error(inner),
+        _ => None,
+    }
+}
+
+fn strip_context(e: &DataFusionError) -> String {
+    e.to_string()
+}

@@ -1,0 +1,125 @@
+//! `SqlTaskManager`: the tasks of one worker, by id. Creates a task on its first update,
+//! forwards later updates (new upstream locations), and removes a task when the
+//! coordinator deletes it, freeing its buffers. The task API handlers call it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use datafusion::prelude::{SessionConfig, SessionContext};
+use parking_lot::RwLock;
+
+use super::task::{SqlTask, TaskSettings, TaskStart};
+use super::WorkerError;
+use crate::exchange::client::{ExchangeClient, ExchangeConfig, ExchangeStats};
+use crate::protocol::{NodeInfo, TaskId, TaskInfo, TaskStatus, TaskUpdateRequest};
+
+pub struct SqlTaskManager {
+    node_id: String,
+    url: String,
+    tasks: RwLock<HashMap<TaskId, Arc<SqlTask>>>,
+    http: reqwest::Client,
+    defaults: TaskSettings,
+    exchange: ExchangeConfig,
+    started: Instant,
+}
+
+impl SqlTaskManager {
+    pub fn new(node_id: String, url: String, http: reqwest::Client, defaults: TaskSettings, exchange: ExchangeConfig) -> Self {
+        SqlTaskManager { node_id, url, tasks: RwLock::new(HashMap::new()), http, defaults, exchange, started: Instant::now() }
+    }
+
+    pub fn node_id(&self) -> &str {
+        &self.node_id
+    }
+
+    pub fn get(&self, id: &TaskId) -> Result<Arc<SqlTask>, WorkerError> {
+        self.tasks.read().get(id).cloned().ok_or_else(|| WorkerError::TaskNotFound(id.clone()))
+    }
+
+    /// Creates the task on its first request, or applies an update to it.
+    pub fn update(&self, id: TaskId, req: TaskUpdateRequest) -> Result<TaskInfo, WorkerError> {
+        if let Some(task) = self.tasks.read().get(&id).cloned() {
+            task.add_sources(req.sources);
+            return Ok(task.info());
+        }
+        let fragment = req.fragment.ok_or_else(|| WorkerError::BadRequest(format!("task {id} does not exist and the request has no fragment")))?;
+        let spec = req.output.ok_or_else(|| WorkerError::BadRequest("a new task needs an output buffer spec".into()))?;
+        if req.partitions.is_empty() {
+            return Err(WorkerError::BadRequest("a new task needs at least one partition".into()));
+        }
+        let settings = TaskSettings::from_session(&req.session, &self.defaults);
+        let mut exchange = self.exchange.clone();
+        if let Some(v) = req.session.get("exchange_max_buffer_bytes").and_then(|v| crate::config::parse_bytes(v).ok()) {
+            exchange.buffer_bytes = v as usize;
+            exchange.max_response_bytes = exchange.max_response_bytes.min(v.max(1));
+        }
+        if let Some(v) = req.session.get("exchange_max_error_duration").and_then(|v| crate::config::parse_duration(v).ok()) {
+            exchange.max_error_duration = v;
+        }
+        let input_stats = Arc::new(ExchangeStats::default());
+        let client = ExchangeClient::new(self.http.clone(), exchange, input_stats.clone());
+        let config = SessionConfig::new().with_batch_size(settings.batch_size);
+        let task_ctx = SessionContext::new_with_config(config).task_ctx();
+        let mut tasks = self.tasks.write();
+        if let Some(task) = tasks.get(&id) {
+            return Ok(task.info());
+        }
+        let task = SqlTask::start(TaskStart {
+            id: id.clone(),
+            node_id: self.node_id.clone(),
+            fragment: fragment.0,
+            partitions: req.partitions,
+            task_index: req.task_index,
+            spec,
+            sources: req.sources,
+            settings,
+            client,
+            input_stats,
+            task_ctx,
+        })
+        .map_err(|e| WorkerError::BadPlan(e.to_string()))?;
+        let info = task.info();
+        tasks.insert(id, task);
+        Ok(info)
+    }
+
+    /// Ends and forgets a task; its final status is returned so the coordinator learns
+    /// a failure it may not have polled yet.
+    pub fn delete(&self, id: &TaskId, abort: bool) -> Result<TaskStatus, WorkerError> {
+        let task = self.tasks.write().remove(id).ok_or_else(|| WorkerError::TaskNotFound(id.clone()))?;
+        if !task.state().is_done() {
+            task.abort(!abort);
+        } else {
+            task.output().destroy_all();
+        }
+        Ok(task.status())
+    }
+
+    pub fn list(&self) -> Vec<TaskStatus> {
+        let mut v: Vec<TaskStatus> = self.tasks.read().values().map(|t| t.status()).collect();
+        v.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+        v
+    }
+
+    pub fn node_info(&self) -> NodeInfo {
+        let tasks = self.tasks.read();
+        NodeInfo {
+            node_id: self.node_id.clone(),
+            url: self.url.clone(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            tasks: tasks.len(),
+            running_tasks: tasks.values().filter(|t| !t.state().is_done()).count(),
+            buffered_bytes: tasks.values().map(|t| t.output().total_bytes()).sum(),
+            uptime_ms: self.started.elapsed().as_millis() as u64,
+        }
+    }
+
+    /// Aborts every task (worker shutdown).
+    pub fn abort_all(&self) {
+        let all: Vec<Arc<SqlTask>> = self.tasks.write().drain().map(|(_, t)| t).collect();
+        for t in all {
+            t.abort(false);
+        }
+    }
+}

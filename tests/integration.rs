@@ -1,0 +1,9 @@
+//! Integration tests on real processes: a `flotilla coordinator` and `flotilla worker`
+//! processes on loopback, checked against single-node DataFusion. One test binary
+//! (modules below) keeps link time down.
+
+mod integration {
+    pub mod common;
+    pub mod failures;
+    pub mod tpch;
+}

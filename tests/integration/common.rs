@@ -1,0 +1,166 @@
+//! Test harness: real `flotilla` processes on loopback (a coordinator and workers on
+//! port 0, killed when the cluster is dropped), and the oracle that compares a
+//! distributed answer with single-node DataFusion over the same generated data.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use flotilla::client::StatementClient;
+use flotilla::coordinator::planner::single_node_context;
+use flotilla::format::batch_to_json_rows;
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_flotilla");
+
+/// A process that is killed when dropped, so a failing test leaves nothing behind.
+pub struct Proc {
+    pub child: Child,
+    pub url: String,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `flotilla <args>` and reads the URL it prints on its first line.
+pub fn spawn(args: &[&str]) -> Proc {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn flotilla");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        if let Some(Ok(line)) = lines.next() {
+            let _ = tx.send(line);
+        }
+        // Keep draining so the child never blocks on a full pipe.
+        for _ in lines {}
+    });
+    let line = match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(l) => l,
+        Err(_) => {
+            let _ = child.kill();
+            panic!("flotilla {args:?} printed no address");
+        }
+    };
+    let url = line.split_whitespace().last().expect("url").to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "unexpected first line: {line}");
+    Proc { child, url }
+}
+
+pub struct Cluster {
+    pub coordinator: Proc,
+    pub workers: Vec<Proc>,
+}
+
+impl Cluster {
+    pub async fn start(workers: usize, worker_args: &[&str]) -> Cluster {
+        let coordinator = spawn(&["coordinator", "--bind", "127.0.0.1:0"]);
+        let mut ws = Vec::new();
+        for _ in 0..workers {
+            let mut args = vec!["worker", "--coordinator", coordinator.url.as_str(), "--bind", "127.0.0.1:0"];
+            args.extend_from_slice(worker_args);
+            ws.push(spawn(&args));
+        }
+        let cluster = Cluster { coordinator, workers: ws };
+        cluster.wait_for_workers(workers).await;
+        cluster
+    }
+
+    pub async fn wait_for_workers(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let url = format!("{}/v1/node", self.coordinator.url);
+        let http = reqwest::Client::new();
+        while Instant::now() < deadline {
+            if let Ok(resp) = http.get(&url).send().await {
+                if let Ok(nodes) = resp.json::<Vec<Value>>().await {
+                    if nodes.iter().filter(|n| n["alive"] == Value::Bool(true)).count() >= n {
+                        return;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{n} workers did not join in time");
+    }
+
+    pub fn client(&self, schema: &str) -> StatementClient {
+        StatementClient::new(&self.coordinator.url).with_catalog("tpch").with_schema(schema)
+    }
+
+    /// Every task each worker still holds (the workers' own API).
+    pub async fn remaining_tasks(&self) -> Vec<Value> {
+        let http = reqwest::Client::new();
+        let mut all = Vec::new();
+        for w in &self.workers {
+            let tasks: Vec<Value> = http.get(format!("{}/v1/task", w.url)).send().await.expect("worker answers").json().await.expect("json");
+            all.extend(tasks);
+        }
+        all
+    }
+
+    /// Waits (bounded) until no worker holds a task of any query.
+    pub async fn assert_no_tasks_left(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = self.remaining_tasks().await;
+            if left.is_empty() {
+                return;
+            }
+            if Instant::now() > deadline {
+                panic!("tasks left on workers: {left:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Single-node DataFusion's answer, encoded as the protocol encodes values.
+pub async fn oracle(schema: &str, sql: &str) -> Vec<Vec<Value>> {
+    let ctx = single_node_context(schema, 2);
+    let batches = ctx.sql(sql).await.expect("oracle plans").collect().await.expect("oracle runs");
+    batches.iter().flat_map(|b| batch_to_json_rows(b).expect("encode")).collect()
+}
+
+/// Relative tolerance for floating point values, whose sums depend on the order in
+/// which partial aggregates meet. Decimals are strings and compared exactly.
+pub const FLOAT_TOLERANCE: f64 = 1e-9;
+
+fn values_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) if x.is_f64() || y.is_f64() => {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            (x - y).abs() <= FLOAT_TOLERANCE * x.abs().max(y.abs()).max(1.0)
+        }
+        _ => a == b,
+    }
+}
+
+fn sort_key(row: &[Value]) -> String {
+    serde_json::to_string(row).unwrap()
+}
+
+/// Asserts the rows are equal: in order when the query orders them, as multisets
+/// otherwise.
+pub fn assert_same_rows(label: &str, sql: &str, got: &[Vec<Value>], want: &[Vec<Value>]) {
+    assert_eq!(got.len(), want.len(), "{label}: {} rows, expected {}", got.len(), want.len());
+    let ordered = sql.to_lowercase().contains("order by");
+    let (mut g, mut w) = (got.to_vec(), want.to_vec());
+    if !ordered {
+        g.sort_by_key(|r| sort_key(r));
+        w.sort_by_key(|r| sort_key(r));
+    }
+    for (i, (a, b)) in g.iter().zip(w.iter()).enumerate() {
+        assert_eq!(a.len(), b.len(), "{label}: row {i} width");
+        let same = a.iter().zip(b.iter()).all(|(x, y)| values_equal(x, y));
+        assert!(same, "{label}: row {i} differs\n got:  {a:?}\n want: {b:?}");
+    }
+}
