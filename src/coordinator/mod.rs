@@ -3,6 +3,7 @@
 //! statement protocol, query info, worker announcements. Started by
 //! `flotilla coordinator` and by `flotilla local`.
 
+pub mod distribute;
 pub mod fragmenter;
 pub mod node_manager;
 pub mod planner;

@@ -113,6 +113,10 @@ pub fn session_context(spec: &SessionSpec, partitions: usize) -> SessionContext 
     opts.optimizer.enable_topk_dynamic_filter_pushdown = false;
     opts.optimizer.enable_aggregate_dynamic_filter_pushdown = false;
     opts.execution.parquet.pushdown_filters = false;
+    // An uncorrelated scalar subquery would run as a `ScalarSubqueryExec` whose
+    // results reach expressions below it through shared memory, which a cut between
+    // them breaks; as a join it is just another (broadcast) input.
+    opts.optimizer.enable_physical_uncorrelated_scalar_subquery = false;
     let ctx = SessionContext::new_with_config(config);
     crate::connector::tpch::register_tpch(&ctx);
     ctx

@@ -17,6 +17,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
+use super::distribute::prepare_for_distribution;
 use super::fragmenter::{fragment_plan, reads_tables, FragmentedPlan};
 use super::planner::{planning_error, session_context, QueryError, SessionSpec};
 use super::CoordinatorState;
@@ -267,6 +268,7 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>) -> Resu
         let physical = ctx.state().create_physical_plan(&explain.plan).await.map_err(|e| planning_error(&e))?;
         let graphviz = matches!(explain.explain_format, datafusion::common::format::ExplainFormat::Graphviz);
         let text = if reads_tables(&physical) {
+            let physical = prepare_for_distribution(physical, ctx.state().config().options()).map_err(|e| planning_error(&e))?;
             let fragmented = fragment_plan(physical).map_err(|e| planning_error(&e))?;
             if graphviz {
                 fragmented.to_dot()
@@ -301,6 +303,7 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>) -> Resu
         ));
     }
     q.nodes.store(workers.len() as u64, Ordering::Relaxed);
+    let physical = prepare_for_distribution(physical, ctx.state().config().options()).map_err(|e| planning_error(&e))?;
     let fragmented = Arc::new(fragment_plan(physical).map_err(|e| planning_error(&e))?);
     *q.fragments.lock() = Some(fragmented.clone());
     let stage_ids = fragmented.worker_stages();

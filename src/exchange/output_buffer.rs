@@ -26,6 +26,8 @@ struct ClientBuffer {
     bytes: u64,
     destroyed: bool,
     pages_sent: u64,
+    /// The consumer has been told the buffer is complete.
+    completion_sent: bool,
 }
 
 /// What a read of one buffer returns.
@@ -119,6 +121,7 @@ impl OutputBufferState {
         let next_token = token + pages.len() as u64;
         b.pages_sent = b.pages_sent.max(next_token);
         let complete = b.destroyed || (no_more && next_token == next);
+        b.completion_sent |= complete;
         Ok(BufferResult { pages, next_token, complete })
     }
 
@@ -162,7 +165,7 @@ impl OutputBufferState {
 
     /// Every page was produced and every buffer drained or destroyed.
     pub fn is_finished(&self) -> bool {
-        self.no_more_pages && self.buffers.iter().all(|b| b.destroyed || b.pages.is_empty())
+        self.no_more_pages && self.buffers.iter().all(|b| b.destroyed || (b.pages.is_empty() && b.completion_sent))
     }
 
     pub fn info(&self) -> Vec<BufferInfo> {
@@ -174,7 +177,7 @@ impl OutputBufferState {
                 buffered_pages: b.pages.len(),
                 buffered_bytes: b.bytes,
                 pages_sent: b.pages_sent,
-                finished: b.destroyed || (self.no_more_pages && b.pages.is_empty()),
+                finished: b.destroyed || (self.no_more_pages && b.pages.is_empty() && b.completion_sent),
             })
             .collect()
     }
