@@ -5,5 +5,6 @@
 mod integration {
     pub mod common;
     pub mod failures;
+    pub mod scheduling;
     pub mod tpch;
 }

@@ -10,6 +10,7 @@ pub mod planner;
 pub mod query;
 pub mod remote_task;
 pub mod statement;
+pub mod ui;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -232,6 +233,7 @@ fn router(state: Arc<CoordinatorState>) -> Router {
         .route("/v1/query/{query_id}", get(query_info).delete(cancel))
         .route("/v1/info", get(info))
         .route("/v1/query/{query_id}/cancel", delete(cancel))
+        .merge(ui::routes())
         .fallback(not_found)
         .with_state(state)
 }

@@ -280,9 +280,16 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>) -> Resu
         };
         return emit_text(q, "Query Plan", text).await;
     }
+    // EXPLAIN ANALYZE runs the statement, discards its rows and reports the stages.
+    let (logical, analyze) = match logical {
+        LogicalPlan::Analyze(a) => (a.input.as_ref().clone(), true),
+        other => (other, false),
+    };
     let df = ctx.execute_logical_plan(logical).await.map_err(|e| planning_error(&e))?;
     let physical = df.create_physical_plan().await.map_err(|e| planning_error(&e))?;
-    *q.schema.lock() = Some(physical.schema());
+    if !analyze {
+        *q.schema.lock() = Some(physical.schema());
+    }
     if !reads_tables(&physical) {
         // Metadata and constant queries need no workers.
         q.transition(QueryState::Starting);
@@ -331,11 +338,15 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>) -> Resu
     q.transition(QueryState::Starting);
     let resolver: Arc<dyn SourceResolver> = sources;
     let root = attach_resolver(fragmented.root().plan.clone(), &resolver).map_err(|e| planning_error(&e))?;
-    let outcome = run_stages(q, &mut scheduler, root, &ctx).await;
+    let outcome = run_stages(q, &mut scheduler, root, &ctx, analyze).await;
+    let analysis = analyze.then(|| explain_analyze(&fragmented, &scheduler.stages(), q.elapsed()));
     let aborting = outcome.is_err();
     let reported = scheduler.remove_all_tasks(aborting).await;
     match outcome {
-        Ok(()) => Ok(()),
+        Ok(rows) => match analysis {
+            Some(text) => emit_text(q, "Query Plan", format!("Output: {rows} rows\n\n{text}")).await,
+            None => Ok(()),
+        },
         Err(RunFailure::Scheduler(SchedulerError::TaskFailed(report))) => {
             let best = scheduler.pick_root_cause(std::iter::once(report).chain(reported).collect()).expect("one report");
             Err(task_failure_error(&best))
@@ -353,37 +364,74 @@ enum RunFailure {
     Root(QueryError),
 }
 
-/// Runs the worker stages and the root stage together until the root has all rows.
+/// Runs the worker stages and the root stage together until the root has all rows;
+/// returns the number of rows. With `analyze` the rows are counted, not kept, and
+/// the stages are given a moment to finish so their statistics are final.
 async fn run_stages(
     q: &Arc<QueryExecution>,
     scheduler: &mut PipelinedQueryScheduler,
     root: Arc<dyn ExecutionPlan>,
     ctx: &datafusion::prelude::SessionContext,
-) -> Result<(), RunFailure> {
+    analyze: bool,
+) -> Result<u64, RunFailure> {
     let task_ctx = ctx.task_ctx();
     let pump = async {
         let mut stream = root.execute(0, task_ctx).map_err(|e| RunFailure::Root(QueryError::new("GENERIC_INTERNAL_ERROR", e.to_string())))?;
         q.transition(QueryState::Running);
+        let mut rows = 0u64;
         while let Some(batch) = stream.next().await {
             let batch = batch.map_err(|e| RunFailure::Root(root_error(&e)))?;
-            if !q.emit(batch).await {
+            rows += batch.num_rows() as u64;
+            if !analyze && !q.emit(batch).await {
                 break;
             }
         }
-        Ok::<(), RunFailure>(())
+        Ok::<u64, RunFailure>(rows)
     };
     let scheduling = scheduler.run();
     tokio::pin!(pump, scheduling);
     let mut scheduled = false;
-    loop {
+    let rows = loop {
         tokio::select! {
             r = &mut scheduling, if !scheduled => match r {
                 Ok(()) => scheduled = true,
                 Err(e) => return Err(RunFailure::Scheduler(e)),
             },
-            r = &mut pump => return r,
+            r = &mut pump => break r?,
+        }
+    };
+    if analyze && !scheduled {
+        if let Ok(Err(e)) = tokio::time::timeout(Duration::from_secs(5), &mut scheduling).await {
+            return Err(RunFailure::Scheduler(e));
         }
     }
+    Ok(rows)
+}
+
+/// EXPLAIN ANALYZE's report: each stage with its tasks' rows, bytes and times.
+fn explain_analyze(plan: &FragmentedPlan, stages: &[Arc<StageExecution>], elapsed: Duration) -> String {
+    use std::fmt::Write;
+    let mut out = format!("Query elapsed: {:.3}s\n", elapsed.as_secs_f64());
+    let _ = writeln!(out, "Fragment 0 [coordinator] reads {}", plan.root().inputs.iter().map(|i| format!("stage {i}")).collect::<Vec<_>>().join(", "));
+    for s in stages.iter().rev() {
+        let info = s.info();
+        let (rows_in, bytes_in, rows_out, bytes_out) = info.tasks.iter().fold((0, 0, 0, 0), |a, t| {
+            (a.0 + t.stats.input_rows, a.1 + t.stats.input_bytes, a.2 + t.stats.output_rows, a.3 + t.stats.output_bytes)
+        });
+        let _ = writeln!(
+            out,
+            "Fragment {} [{:?}] {} tasks, {} partitions: input {rows_in} rows / {bytes_in} B, output {rows_out} rows / {bytes_out} B",
+            info.stage, info.state, info.task_count, info.partitions
+        );
+        for t in &info.tasks {
+            let _ = writeln!(
+                out,
+                "    task {} on {} {:?}: input {} rows / {} B, output {} rows / {} B, {} ms",
+                t.task_id, t.node_id, t.state, t.stats.input_rows, t.stats.input_bytes, t.stats.output_rows, t.stats.output_bytes, t.stats.elapsed_ms
+            );
+        }
+    }
+    out
 }
 
 fn root_error(e: &datafusion::error::DataFusionError) -> QueryError {

@@ -44,3 +44,37 @@ async fn a_coordinator_without_workers_refuses_queries() {
     let ok = cluster.client("tiny").execute("SELECT 1 + 1").await.expect("constant query");
     assert_eq!(ok.rows[0][0], serde_json::json!(2));
 }
+
+/// Bad input on the worker's task API gets a 4xx JSON error and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_task_api_requests_get_json_errors() {
+    let cluster = Cluster::start(1, &[]).await;
+    let worker = &cluster.workers[0].url;
+    let http = reqwest::Client::new();
+    let cases = [
+        (http.post(format!("{worker}/v1/task/q.1.0.0")).body("{not json"), 400, "BAD_REQUEST"),
+        (http.get(format!("{worker}/v1/task/q.1.0.0/status")), 404, "TASK_NOT_FOUND"),
+        (http.get(format!("{worker}/v1/task/not-a-task-id")), 400, "BAD_REQUEST"),
+        (http.get(format!("{worker}/v1/task/q.1.0.0/results/0/0")), 404, "TASK_NOT_FOUND"),
+        (http.delete(format!("{worker}/v1/task/q.1.0.0")), 404, "TASK_NOT_FOUND"),
+        (
+            http.post(format!("{worker}/v1/task/q.1.0.0"))
+                .header("content-type", "application/json")
+                .body(r#"{"fragment":"AAEC","partitions":[0],"output":{"type":"passthrough"}}"#),
+            400,
+            "BAD_PLAN",
+        ),
+        (http.get(format!("{worker}/v1/nothing-here")), 404, "BAD_REQUEST"),
+    ];
+    for (req, status, code) in cases {
+        let resp = req.send().await.expect("worker answers");
+        assert_eq!(resp.status().as_u16(), status);
+        let body: serde_json::Value = resp.json().await.expect("JSON error body");
+        assert_eq!(body["error"]["code"], code, "{body}");
+        assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+    cluster.assert_no_tasks_left().await;
+    // The worker keeps serving.
+    let ok = cluster.client("tiny").execute("SELECT count(*) FROM nation").await.expect("query after bad input");
+    assert_eq!(ok.rows[0][0], serde_json::json!(25));
+}

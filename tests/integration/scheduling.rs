@@ -1,0 +1,108 @@
+//! Scheduling under pressure: tiny buffers under both execution policies, many
+//! concurrent clients, and cancellation that leaves nothing behind.
+
+use std::time::{Duration, Instant};
+
+use super::common::{assert_same_rows, oracle, Cluster};
+use flotilla::local::TPCH_QUERIES;
+use serde_json::Value;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiny_buffers_under_both_policies_match_datafusion() {
+    let cluster = Cluster::start(3, &[]).await;
+    let mut wants = Vec::new();
+    for sql in TPCH_QUERIES {
+        wants.push(oracle("sf0_1", sql).await);
+    }
+    for policy in ["phased", "all-at-once"] {
+        let client = cluster
+            .client("sf0_1")
+            .with_session("execution_policy", policy)
+            .with_session("output_buffer_max_bytes", "64KB")
+            .with_session("exchange_max_buffer_bytes", "64KB");
+        for (i, sql) in TPCH_QUERIES.iter().enumerate() {
+            let label = format!("{policy} 64KiB q{}", i + 1);
+            let got = client.execute(sql).await.unwrap_or_else(|e| panic!("{label} failed: {e}"));
+            assert_same_rows(&label, sql, &got.rows, &wants[i]);
+        }
+    }
+    cluster.assert_no_tasks_left().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_two_concurrent_clients_all_get_right_answers() {
+    let cluster = Cluster::start(3, &[]).await;
+    let mut wants = Vec::new();
+    for sql in TPCH_QUERIES {
+        wants.push(oracle("tiny", sql).await);
+    }
+    let wants = std::sync::Arc::new(wants);
+    let mut clients = Vec::new();
+    for c in 0..32usize {
+        let client = cluster.client("tiny");
+        let wants = wants.clone();
+        clients.push(tokio::spawn(async move {
+            for k in 0..3usize {
+                let q = (c * 7 + k * 5) % 22;
+                let sql = TPCH_QUERIES[q];
+                let label = format!("client {c} q{}", q + 1);
+                let got = tokio::time::timeout(Duration::from_secs(240), client.execute(sql))
+                    .await
+                    .unwrap_or_else(|_| panic!("{label} stuck"))
+                    .unwrap_or_else(|e| panic!("{label} failed: {e}"));
+                assert_same_rows(&label, sql, &got.rows, &wants[q]);
+            }
+        }));
+    }
+    for c in clients {
+        c.await.expect("client task");
+    }
+    cluster.assert_no_tasks_left().await;
+}
+
+/// DELETE on a running query ends it as FAILED with USER_CANCELED and removes every
+/// task from every worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_mid_query_leaves_no_task() {
+    let cluster = Cluster::start(3, &[]).await;
+    let http = reqwest::Client::new();
+    let base = &cluster.coordinator.url;
+    // Big enough to still be running after a second on this machine.
+    let sql = "SELECT l_orderkey, count(*) FROM lineitem GROUP BY l_orderkey ORDER BY 2 DESC, 1";
+    let first: Value = http
+        .post(format!("{base}/v1/statement"))
+        .header("X-Trino-Catalog", "tpch")
+        .header("X-Trino-Schema", "sf1")
+        .body(sql)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = first["id"].as_str().unwrap().to_string();
+    // Wait until tasks exist on the workers.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cluster.remaining_tasks().await.is_empty() {
+        assert!(Instant::now() < deadline, "query never started tasks");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let resp = http.delete(format!("{base}/v1/query/{id}")).send().await.unwrap();
+    assert!(resp.status().is_success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let info = loop {
+        let info: Value = http.get(format!("{base}/v1/query/{id}")).send().await.unwrap().json().await.unwrap();
+        if info["state"] == "FAILED" || info["state"] == "FINISHED" {
+            break info;
+        }
+        assert!(Instant::now() < deadline, "query did not end after cancel: {info}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(info["state"], "FAILED", "{info}");
+    assert_eq!(info["error"]["error_name"], "USER_CANCELED", "{info}");
+    cluster.assert_no_tasks_left().await;
+    // The client protocol shows the cancel too.
+    let next: Value = http.get(format!("{base}/v1/statement/executing/{id}/1")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(next["error"]["errorName"], "USER_CANCELED", "{next}");
+    assert!(next.get("nextUri").is_none());
+}
