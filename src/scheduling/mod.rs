@@ -2,6 +2,7 @@
 //! schedules, the node scheduler that places tasks, and the pipelined query scheduler
 //! that drives a query's stages. Everything here but `pipelined` is free of I/O.
 
+pub mod execution_graph;
 pub mod node_scheduler;
 pub mod phased;
 pub mod pipelined;

@@ -1,0 +1,1090 @@
+//! `ExecutionGraph`: the state of one query in fault-tolerant mode (retry policy
+//! `task`), after the API of Ballista/kapot's graph of the same name. It owns the
+//! query's stage DAG, each stage's state (Unresolved -> Resolved -> Running ->
+//! Successful, or Failed), every partition's current task attempt and executor, the
+//! per-partition task failure counts, each stage's attempt count, and the spooled
+//! output locations producers have pushed to their consumers.
+//!
+//! The fault-tolerant scheduler drives it with method calls: `pop_next_task` when a
+//! worker has a free slot, `update_task_status` with what workers report,
+//! `reset_stages_on_lost_executor` when a worker disappears, and it acts on the
+//! returned `GraphEvent`s (cancel tasks, finish or fail the job). There is no I/O and
+//! no DataFusion here: stages are described abstractly by `StageSpec`, so the
+//! recovery rules can be unit tested directly.
+//!
+//! Invariant kept by every mutation: a Resolved or Running stage has all its inputs
+//! complete, i.e. every producer is Successful with all its outputs available. When a
+//! producer loses outputs (lost worker, fetch failure) and some consumer still needs
+//! them, the producer re-runs the lost partitions and its Resolved/Running consumers
+//! fall back to Unresolved, recursively towards the leaves.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// One stage as the planner describes it. `inputs` and `output_links` must mirror
+/// each other; the stage without output links is the final stage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageSpec {
+    pub stage_id: usize,
+    pub partitions: usize,
+    pub inputs: Vec<usize>,
+    pub output_links: Vec<usize>,
+}
+
+/// Where one partition of a stage's output was spooled.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PartitionLocation {
+    pub stage_id: usize,
+    pub partition: usize,
+    pub executor_id: String,
+    pub path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobStatus {
+    Queued,
+    Running,
+    Successful,
+    Failed(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskAttemptStatus {
+    Running,
+    Successful { locations: Vec<PartitionLocation> },
+    /// A failed attempt waiting to be retried (the partition is available again).
+    Failed { reason: String },
+}
+
+/// The current attempt of one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskInfo {
+    /// The attempt number; unique per partition over the graph's lifetime.
+    pub task_id: usize,
+    pub executor_id: String,
+    pub status: TaskAttemptStatus,
+}
+
+impl TaskInfo {
+    fn locations(&self) -> &[PartitionLocation] {
+        match &self.status {
+            TaskAttemptStatus::Successful { locations } => locations,
+            _ => &[],
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RunningTaskInfo {
+    pub task_id: usize,
+    pub stage_id: usize,
+    pub partition: usize,
+    pub executor_id: String,
+}
+
+/// A task to launch: the attempt to report back with and where its inputs are.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskDescription {
+    pub job_id: String,
+    pub stage_id: usize,
+    pub partition: usize,
+    pub task_attempt: usize,
+    /// Input stage -> all its partitions' locations, in partition order.
+    pub input_locations: HashMap<usize, Vec<PartitionLocation>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskStatusUpdate {
+    pub stage_id: usize,
+    pub partition: usize,
+    pub task_attempt: usize,
+    pub state: TaskUpdateState,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TaskUpdateState {
+    Successful { path: String },
+    Failed { reason: String, retryable: bool },
+    /// The task could not read `map_partition` of `map_stage_id` from `executor_id`.
+    FetchFailed { map_stage_id: usize, map_partition: usize, executor_id: String, reason: String },
+}
+
+/// What the scheduler has to act on after an update.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GraphEvent {
+    StageSucceeded(usize),
+    /// The stage can run: call `revive` (or just `pop_next_task`).
+    StageResolved(usize),
+    /// Attempts that no longer count and should be killed on their workers.
+    CancelTasks(Vec<RunningTaskInfo>),
+    JobFinished,
+    JobFailed(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GraphError {
+    #[error("stage {0} is defined twice")]
+    DuplicateStage(usize),
+    #[error("stage {0} has no partitions")]
+    NoPartitions(usize),
+    #[error("a job needs exactly one final stage (without output links), found {0:?}")]
+    FinalStages(Vec<usize>),
+    #[error("stage {stage} links to unknown stage {link}")]
+    UnknownLink { stage: usize, link: usize },
+    #[error("stages {producer} and {consumer} disagree about their link: inputs and output_links must mirror each other")]
+    InconsistentLinks { producer: usize, consumer: usize },
+    #[error("the stage graph has a cycle through stage {0}")]
+    Cycle(usize),
+    #[error("unknown stage {0}")]
+    UnknownStage(usize),
+    #[error("stage {stage} has no partition {partition}")]
+    UnknownPartition { stage: usize, partition: usize },
+    #[error("stage {stage} does not read stage {input}")]
+    NotAnInput { stage: usize, input: usize },
+    #[error("stage {stage} cannot be resolved: inputs {missing:?} are incomplete")]
+    InputsIncomplete { stage: usize, missing: Vec<usize> },
+    #[error("stage {stage} is running but its input {input} is incomplete")]
+    IncompleteInput { stage: usize, input: usize },
+    #[error("job {job_id} cannot succeed: its final stage {stage} has not succeeded")]
+    NotSuccessful { job_id: String, stage: usize },
+}
+
+/// What a stage has received from one input stage.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StageOutput {
+    /// Producer partition -> its locations.
+    pub locations: BTreeMap<usize, Vec<PartitionLocation>>,
+    pub complete: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecutionStage {
+    Unresolved,
+    Resolved,
+    /// One slot per partition; `None` means not handed out yet.
+    Running { tasks: Vec<Option<TaskInfo>> },
+    /// `lost` partitions' outputs are gone, but no consumer needed them (yet); they
+    /// re-run as soon as one does.
+    Successful { tasks: Vec<TaskInfo>, lost: BTreeSet<usize> },
+    Failed { error: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct Stage {
+    pub stage_id: usize,
+    pub partitions: usize,
+    pub inputs: BTreeMap<usize, StageOutput>,
+    pub output_links: Vec<usize>,
+    pub state: ExecutionStage,
+    /// Restarts of the whole stage for any reason, so a flapping cluster cannot loop a
+    /// job forever; fetch failures are refused once it reaches `max_stage_failures`.
+    pub stage_attempt: usize,
+    /// Failed attempts per partition, over all stage attempts.
+    pub task_failures: Vec<usize>,
+    /// Why the previous stage attempt was rolled back.
+    pub failure_reasons: HashSet<String>,
+    /// Never reused, so a late report from a superseded attempt is recognisable.
+    next_attempt: Vec<usize>,
+}
+
+impl Stage {
+    fn inputs_complete(&self) -> bool {
+        self.inputs.values().all(|o| o.complete)
+    }
+
+    pub fn running_tasks(&self) -> Vec<RunningTaskInfo> {
+        let ExecutionStage::Running { tasks } = &self.state else { return Vec::new() };
+        let running = tasks.iter().enumerate().filter_map(|(partition, t)| {
+            let t = t.as_ref().filter(|t| t.status == TaskAttemptStatus::Running)?;
+            Some(RunningTaskInfo { task_id: t.task_id, stage_id: self.stage_id, partition, executor_id: t.executor_id.clone() })
+        });
+        running.collect()
+    }
+}
+
+fn is_available(slot: &Option<TaskInfo>) -> bool {
+    match slot {
+        None => true,
+        Some(t) => matches!(t.status, TaskAttemptStatus::Failed { .. }),
+    }
+}
+
+fn task_succeeded(slot: &Option<TaskInfo>) -> bool {
+    matches!(slot, Some(TaskInfo { status: TaskAttemptStatus::Successful { .. }, .. }))
+}
+
+/// Side effects gathered while one call cascades through the graph.
+#[derive(Default)]
+struct Effects {
+    events: Vec<GraphEvent>,
+    killed: Vec<RunningTaskInfo>,
+    touched: HashSet<usize>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ExecutionGraph {
+    job_id: String,
+    status: JobStatus,
+    stages: BTreeMap<usize, Stage>,
+    /// Producers before consumers: tasks are handed out in this order, and recovery
+    /// walks it backwards so a consumer's need is known before its producers are looked at.
+    topo: Vec<usize>,
+    final_stage: usize,
+}
+
+impl ExecutionGraph {
+    pub fn new(job_id: &str, specs: Vec<StageSpec>) -> Result<Self, GraphError> {
+        let mut stages = BTreeMap::new();
+        for spec in specs {
+            let (id, n) = (spec.stage_id, spec.partitions);
+            if n == 0 {
+                return Err(GraphError::NoPartitions(id));
+            }
+            let stage = Stage {
+                stage_id: id,
+                partitions: n,
+                inputs: spec.inputs.iter().map(|&i| (i, StageOutput::default())).collect(),
+                output_links: spec.output_links.iter().copied().collect::<BTreeSet<_>>().into_iter().collect(),
+                state: if spec.inputs.is_empty() { ExecutionStage::Resolved } else { ExecutionStage::Unresolved },
+                stage_attempt: 0,
+                task_failures: vec![0; n],
+                failure_reasons: HashSet::new(),
+                next_attempt: vec![0; n],
+            };
+            if stages.insert(id, stage).is_some() {
+                return Err(GraphError::DuplicateStage(id));
+            }
+        }
+        for stage in stages.values() {
+            let id = stage.stage_id;
+            for &input in stage.inputs.keys() {
+                let producer = stages.get(&input).ok_or(GraphError::UnknownLink { stage: id, link: input })?;
+                if !producer.output_links.contains(&id) {
+                    return Err(GraphError::InconsistentLinks { producer: input, consumer: id });
+                }
+            }
+            for &output in &stage.output_links {
+                let consumer = stages.get(&output).ok_or(GraphError::UnknownLink { stage: id, link: output })?;
+                if !consumer.inputs.contains_key(&id) {
+                    return Err(GraphError::InconsistentLinks { producer: id, consumer: output });
+                }
+            }
+        }
+        let finals: Vec<usize> = stages.values().filter(|s| s.output_links.is_empty()).map(|s| s.stage_id).collect();
+        if finals.len() != 1 {
+            return Err(GraphError::FinalStages(finals));
+        }
+        // Kahn's algorithm; the smallest ready id first keeps the order deterministic.
+        let mut pending: HashMap<usize, usize> = stages.values().map(|s| (s.stage_id, s.inputs.len())).collect();
+        let mut ready: BTreeSet<usize> = pending.iter().filter(|(_, n)| **n == 0).map(|(id, _)| *id).collect();
+        let mut topo = Vec::with_capacity(stages.len());
+        while let Some(id) = ready.pop_first() {
+            topo.push(id);
+            for c in &stages[&id].output_links {
+                let n = pending.get_mut(c).expect("links were validated");
+                *n -= 1;
+                if *n == 0 {
+                    ready.insert(*c);
+                }
+            }
+        }
+        if topo.len() < stages.len() {
+            let stuck = stages.keys().copied().find(|id| !topo.contains(id)).unwrap_or_default();
+            return Err(GraphError::Cycle(stuck));
+        }
+        Ok(ExecutionGraph { job_id: job_id.to_string(), status: JobStatus::Queued, stages, topo, final_stage: finals[0] })
+    }
+
+    pub fn job_id(&self) -> &str {
+        &self.job_id
+    }
+
+    pub fn status(&self) -> &JobStatus {
+        &self.status
+    }
+
+    pub fn stage_count(&self) -> usize {
+        self.stages.len()
+    }
+
+    pub fn stage(&self, stage_id: usize) -> Option<&Stage> {
+        self.stages.get(&stage_id)
+    }
+
+    pub fn final_stage_id(&self) -> usize {
+        self.final_stage
+    }
+
+    /// Every stage is successful.
+    pub fn is_successful(&self) -> bool {
+        self.stages.values().all(|s| matches!(s.state, ExecutionStage::Successful { .. }))
+    }
+
+    pub fn is_complete(&self) -> bool {
+        matches!(self.status, JobStatus::Successful | JobStatus::Failed(_))
+    }
+
+    /// Tasks `pop_next_task` could hand out now. Resolved stages count because
+    /// `pop_next_task` revives them itself.
+    pub fn available_tasks(&self) -> usize {
+        if self.is_complete() {
+            return 0;
+        }
+        let per_stage = self.stages.values().map(|s| match &s.state {
+            ExecutionStage::Resolved => s.partitions,
+            ExecutionStage::Running { tasks } => tasks.iter().filter(|t| is_available(t)).count(),
+            _ => 0,
+        });
+        per_stage.sum()
+    }
+
+    pub fn running_stages(&self) -> Vec<usize> {
+        self.stages.values().filter(|s| matches!(s.state, ExecutionStage::Running { .. })).map(|s| s.stage_id).collect()
+    }
+
+    pub fn running_tasks(&self) -> Vec<RunningTaskInfo> {
+        self.stages.values().flat_map(Stage::running_tasks).collect()
+    }
+
+    /// Resolved stages become Running; true if any did.
+    pub fn revive(&mut self) -> bool {
+        if self.is_complete() {
+            return false;
+        }
+        let mut any = false;
+        for stage in self.stages.values_mut() {
+            if matches!(stage.state, ExecutionStage::Resolved) {
+                stage.state = ExecutionStage::Running { tasks: vec![None; stage.partitions] };
+                any = true;
+            }
+        }
+        if any && self.status == JobStatus::Queued {
+            self.status = JobStatus::Running;
+        }
+        any
+    }
+
+    /// The next task to launch on `executor_id`, marked running there. The caller must
+    /// launch it (or report it failed), or the partition stays assigned.
+    pub fn pop_next_task(&mut self, executor_id: &str) -> Result<Option<TaskDescription>, GraphError> {
+        if self.is_complete() {
+            return Ok(None);
+        }
+        self.revive();
+        for &id in &self.topo {
+            let stage = self.stages.get_mut(&id).expect("topo lists known stages");
+            let ExecutionStage::Running { tasks } = &mut stage.state else { continue };
+            let Some(partition) = tasks.iter().position(is_available) else { continue };
+            if let Some((&input, _)) = stage.inputs.iter().find(|(_, o)| !o.complete) {
+                return Err(GraphError::IncompleteInput { stage: id, input });
+            }
+            let attempt = stage.next_attempt[partition];
+            stage.next_attempt[partition] += 1;
+            tasks[partition] = Some(TaskInfo { task_id: attempt, executor_id: executor_id.to_string(), status: TaskAttemptStatus::Running });
+            let input_locations: HashMap<usize, Vec<PartitionLocation>> = stage.inputs.iter().map(|(&i, o)| (i, o.locations.values().flatten().cloned().collect())).collect();
+            return Ok(Some(TaskDescription { job_id: self.job_id.clone(), stage_id: id, partition, task_attempt: attempt, input_locations }));
+        }
+        Ok(None)
+    }
+
+    /// Applies what `executor_id` reported. Reports from superseded attempts, or for
+    /// stages no longer running, are ignored. The whole batch is checked first, so an
+    /// error leaves the graph untouched.
+    pub fn update_task_status(
+        &mut self,
+        executor_id: &str,
+        statuses: Vec<TaskStatusUpdate>,
+        max_task_failures: usize,
+        max_stage_failures: usize,
+    ) -> Result<Vec<GraphEvent>, GraphError> {
+        for u in &statuses {
+            let stage = self.stages.get(&u.stage_id).ok_or(GraphError::UnknownStage(u.stage_id))?;
+            if u.partition >= stage.partitions {
+                return Err(GraphError::UnknownPartition { stage: u.stage_id, partition: u.partition });
+            }
+            if let TaskUpdateState::FetchFailed { map_stage_id, .. } = &u.state {
+                if !stage.inputs.contains_key(map_stage_id) {
+                    return Err(GraphError::NotAnInput { stage: u.stage_id, input: *map_stage_id });
+                }
+            }
+        }
+        let mut fx = Effects::default();
+        for u in statuses {
+            if self.is_complete() {
+                break;
+            }
+            self.apply_update(executor_id, u, max_task_failures, max_stage_failures, &mut fx);
+        }
+        let mut events = Vec::new();
+        if !fx.killed.is_empty() {
+            events.push(GraphEvent::CancelTasks(fx.killed));
+        }
+        events.extend(fx.events);
+        Ok(events)
+    }
+
+    fn apply_update(&mut self, executor_id: &str, u: TaskStatusUpdate, max_task_failures: usize, max_stage_failures: usize, fx: &mut Effects) {
+        let (s, p) = (u.stage_id, u.partition);
+        let Some(stage) = self.stages.get_mut(&s) else { return };
+        let stage_attempt = stage.stage_attempt;
+        let ExecutionStage::Running { tasks } = &mut stage.state else { return };
+        let Some(task) = tasks[p].as_mut() else { return };
+        if task.task_id != u.task_attempt || task.executor_id != executor_id || task.status != TaskAttemptStatus::Running {
+            return;
+        }
+        match u.state {
+            TaskUpdateState::Successful { path } => {
+                let location = PartitionLocation { stage_id: s, partition: p, executor_id: executor_id.to_string(), path };
+                task.status = TaskAttemptStatus::Successful { locations: vec![location] };
+                if tasks.iter().all(task_succeeded) {
+                    self.complete_stage(s, fx);
+                }
+            }
+            TaskUpdateState::Failed { reason, retryable } => {
+                task.status = TaskAttemptStatus::Failed { reason: reason.clone() };
+                stage.task_failures[p] += 1;
+                let failures = stage.task_failures[p];
+                if retryable && failures < max_task_failures {
+                    return;
+                }
+                let error = if retryable {
+                    format!("task {p} of stage {s} failed {failures} times, most recent failure: {reason}")
+                } else {
+                    format!("task {p} of stage {s} failed with a non-retryable error: {reason}")
+                };
+                self.abort(s, error, fx);
+            }
+            TaskUpdateState::FetchFailed { map_stage_id, map_partition, executor_id: map_executor, reason } => {
+                // Not the task's fault, so no task failure is counted; the stage as a
+                // whole has to wait for the producer to recompute.
+                let error = format!("task {p} of stage {s} could not fetch partition {map_partition} of stage {map_stage_id} from {map_executor}: {reason}");
+                task.status = TaskAttemptStatus::Failed { reason: error.clone() };
+                if stage_attempt >= max_stage_failures {
+                    self.abort(s, format!("stage {s} failed {} times, most recent failure: {error}", stage_attempt + 1), fx);
+                    return;
+                }
+                fx.killed.extend(self.unresolve(s));
+                if let Some(stage) = self.stages.get_mut(&s) {
+                    stage.failure_reasons = HashSet::from([error]);
+                }
+                // Everything of the producer on that executor is suspect, not only the
+                // partition that failed: the next reader would trip over the rest.
+                if let Some(map) = self.stages.get_mut(&map_stage_id) {
+                    if let ExecutionStage::Successful { tasks, lost } = &mut map.state {
+                        lost.extend(tasks.iter().enumerate().filter(|(_, t)| t.executor_id == map_executor).map(|(i, _)| i));
+                    }
+                }
+                self.repair(fx);
+            }
+        }
+    }
+
+    /// Fails the stage and the job; every other running task is to be cancelled.
+    fn abort(&mut self, stage_id: usize, error: String, fx: &mut Effects) {
+        fx.killed.extend(self.running_tasks());
+        self.fail_stage(stage_id, error.clone());
+        self.fail_job(error.clone());
+        fx.events.push(GraphEvent::JobFailed(error));
+    }
+
+    /// Running stage with all partitions successful -> Successful; pushes its outputs
+    /// to its consumers and resolves those whose inputs are now all complete.
+    fn complete_stage(&mut self, id: usize, fx: &mut Effects) -> bool {
+        let Some(stage) = self.stages.get_mut(&id) else { return false };
+        let ExecutionStage::Running { tasks } = &stage.state else { return false };
+        let done: Option<Vec<TaskInfo>> = tasks.iter().map(|t| t.clone().filter(|t| matches!(t.status, TaskAttemptStatus::Successful { .. }))).collect();
+        let Some(done) = done else { return false };
+        let locations: BTreeMap<usize, Vec<PartitionLocation>> = done.iter().enumerate().map(|(p, t)| (p, t.locations().to_vec())).collect();
+        stage.state = ExecutionStage::Successful { tasks: done, lost: BTreeSet::new() };
+        let consumers = stage.output_links.clone();
+        fx.events.push(GraphEvent::StageSucceeded(id));
+        for c in consumers {
+            let Some(consumer) = self.stages.get_mut(&c) else { continue };
+            consumer.inputs.insert(id, StageOutput { locations: locations.clone(), complete: true });
+            if matches!(consumer.state, ExecutionStage::Unresolved) && consumer.inputs_complete() {
+                consumer.state = ExecutionStage::Resolved;
+                fx.events.push(GraphEvent::StageResolved(c));
+            }
+        }
+        if id == self.final_stage && !self.is_complete() {
+            self.status = JobStatus::Successful;
+            fx.events.push(GraphEvent::JobFinished);
+        }
+        true
+    }
+
+    /// Any non-final stage -> Unresolved, dropping its task slots; returns the attempts
+    /// that were running. Only a restart of started work counts as a stage attempt.
+    fn unresolve(&mut self, id: usize) -> Vec<RunningTaskInfo> {
+        let Some(stage) = self.stages.get_mut(&id) else { return Vec::new() };
+        let killed = stage.running_tasks();
+        if matches!(stage.state, ExecutionStage::Running { .. }) {
+            stage.stage_attempt += 1;
+        }
+        stage.state = ExecutionStage::Unresolved;
+        killed
+    }
+
+    /// Successful -> Running again for its lost partitions (all of them if none were
+    /// lost: an explicit rerun means recompute). Consumers forget those outputs, and
+    /// the ones that were about to read them fall back to Unresolved.
+    fn rerun(&mut self, id: usize, fx: &mut Effects) -> bool {
+        let Some(stage) = self.stages.get_mut(&id) else { return false };
+        let ExecutionStage::Successful { tasks, lost } = &stage.state else { return false };
+        let reset: BTreeSet<usize> = if lost.is_empty() { (0..stage.partitions).collect() } else { lost.clone() };
+        let tasks: Vec<Option<TaskInfo>> = tasks.iter().enumerate().map(|(p, t)| (!reset.contains(&p)).then(|| t.clone())).collect();
+        let ready = stage.inputs_complete();
+        stage.stage_attempt += 1;
+        // A producer of ours may itself be re-running; then we wait for it like any
+        // unresolved stage and recompute everything.
+        stage.state = if ready { ExecutionStage::Running { tasks } } else { ExecutionStage::Unresolved };
+        fx.touched.insert(id);
+        for c in stage.output_links.clone() {
+            let Some(consumer) = self.stages.get_mut(&c) else { continue };
+            if let Some(input) = consumer.inputs.get_mut(&id) {
+                input.locations.retain(|p, _| !reset.contains(p));
+                input.complete = false;
+            }
+            let was_resolved = matches!(consumer.state, ExecutionStage::Resolved);
+            let was_running = matches!(consumer.state, ExecutionStage::Running { .. });
+            if was_resolved {
+                consumer.state = ExecutionStage::Unresolved;
+            }
+            if was_running {
+                fx.killed.extend(self.unresolve(c));
+            }
+            if was_resolved || was_running {
+                fx.touched.insert(c);
+            }
+        }
+        true
+    }
+
+    /// Re-runs successful stages whose lost outputs some consumer still needs, then
+    /// resolves stages whose inputs are complete after all (e.g. a fetch failure that
+    /// blamed an executor holding none of the producer's outputs).
+    fn repair(&mut self, fx: &mut Effects) {
+        // Consumers first: re-running a consumer makes its producers' outputs needed.
+        for i in (0..self.topo.len()).rev() {
+            let id = self.topo[i];
+            let stage = &self.stages[&id];
+            let lost_some = matches!(&stage.state, ExecutionStage::Successful { lost, .. } if !lost.is_empty());
+            let needed = stage.output_links.iter().any(|c| !matches!(self.stages[c].state, ExecutionStage::Successful { .. }));
+            if lost_some && needed {
+                self.rerun(id, fx);
+            }
+        }
+        for (&id, stage) in self.stages.iter_mut() {
+            if matches!(stage.state, ExecutionStage::Unresolved) && stage.inputs_complete() {
+                stage.state = ExecutionStage::Resolved;
+                fx.touched.insert(id);
+                fx.events.push(GraphEvent::StageResolved(id));
+            }
+        }
+    }
+
+    /// Forgets everything on a lost executor: its running attempts are reset (returned
+    /// so the caller kills them), successful partitions of running stages run again,
+    /// and successful stages whose outputs lived there re-run those partitions if a
+    /// consumer still needs them, rolling consumers back recursively. Returns the
+    /// stages that changed and the tasks to kill.
+    pub fn reset_stages_on_lost_executor(&mut self, executor_id: &str) -> Result<(HashSet<usize>, Vec<RunningTaskInfo>), GraphError> {
+        let mut fx = Effects::default();
+        if self.is_complete() {
+            return Ok((HashSet::new(), Vec::new()));
+        }
+        for (&id, stage) in self.stages.iter_mut() {
+            match &mut stage.state {
+                ExecutionStage::Running { tasks } => {
+                    for (partition, slot) in tasks.iter_mut().enumerate() {
+                        let Some(task) = slot.as_ref() else { continue };
+                        if task.executor_id != executor_id || matches!(task.status, TaskAttemptStatus::Failed { .. }) {
+                            continue;
+                        }
+                        if task.status == TaskAttemptStatus::Running {
+                            fx.killed.push(RunningTaskInfo { task_id: task.task_id, stage_id: id, partition, executor_id: executor_id.to_string() });
+                        }
+                        *slot = None;
+                        fx.touched.insert(id);
+                    }
+                }
+                ExecutionStage::Successful { tasks, lost } => {
+                    lost.extend(tasks.iter().enumerate().filter(|(_, t)| t.executor_id == executor_id).map(|(p, _)| p));
+                }
+                _ => {}
+            }
+        }
+        self.repair(&mut fx);
+        Ok((fx.touched, fx.killed))
+    }
+
+    /// Unresolved -> Resolved; an error if some input is still incomplete.
+    pub fn resolve_stage(&mut self, stage_id: usize) -> Result<bool, GraphError> {
+        let stage = self.stage_mut(stage_id)?;
+        if !matches!(stage.state, ExecutionStage::Unresolved) {
+            return Ok(false);
+        }
+        let missing: Vec<usize> = stage.inputs.iter().filter(|(_, o)| !o.complete).map(|(i, _)| *i).collect();
+        if !missing.is_empty() {
+            return Err(GraphError::InputsIncomplete { stage: stage_id, missing });
+        }
+        stage.state = ExecutionStage::Resolved;
+        Ok(true)
+    }
+
+    /// Running stage whose partitions all succeeded -> Successful, pushing its outputs
+    /// to consumers (and finishing the job if it is the final stage).
+    pub fn succeed_stage(&mut self, stage_id: usize) -> bool {
+        self.complete_stage(stage_id, &mut Effects::default())
+    }
+
+    /// Any stage not yet successful or failed -> Failed.
+    pub fn fail_stage(&mut self, stage_id: usize, err_msg: String) -> bool {
+        let Some(stage) = self.stages.get_mut(&stage_id) else { return false };
+        if matches!(stage.state, ExecutionStage::Successful { .. } | ExecutionStage::Failed { .. }) {
+            return false;
+        }
+        stage.state = ExecutionStage::Failed { error: err_msg };
+        true
+    }
+
+    /// Running -> Unresolved, counting a stage attempt; returns its running tasks.
+    pub fn rollback_running_stage(&mut self, stage_id: usize, failure_reasons: HashSet<String>) -> Result<Vec<RunningTaskInfo>, GraphError> {
+        let stage = self.stage_mut(stage_id)?;
+        if !matches!(stage.state, ExecutionStage::Running { .. }) {
+            return Ok(Vec::new());
+        }
+        stage.failure_reasons = failure_reasons;
+        Ok(self.unresolve(stage_id))
+    }
+
+    /// Resolved -> Unresolved.
+    pub fn rollback_resolved_stage(&mut self, stage_id: usize) -> Result<bool, GraphError> {
+        let stage = self.stage_mut(stage_id)?;
+        if !matches!(stage.state, ExecutionStage::Resolved) {
+            return Ok(false);
+        }
+        stage.state = ExecutionStage::Unresolved;
+        Ok(true)
+    }
+
+    /// Successful -> Running for its lost partitions (all if none are lost). Running
+    /// consumers are rolled back, but their tasks are not reported for killing here;
+    /// their late reports are ignored.
+    pub fn rerun_successful_stage(&mut self, stage_id: usize) -> bool {
+        let mut fx = Effects::default();
+        let rerun = self.rerun(stage_id, &mut fx);
+        if rerun {
+            // Its own producers may hold lost outputs it now needs again.
+            self.repair(&mut fx);
+        }
+        rerun
+    }
+
+    pub fn fail_job(&mut self, error: String) {
+        self.status = JobStatus::Failed(error);
+    }
+
+    pub fn succeed_job(&mut self) -> Result<(), GraphError> {
+        if !matches!(self.stages[&self.final_stage].state, ExecutionStage::Successful { .. }) {
+            return Err(GraphError::NotSuccessful { job_id: self.job_id.clone(), stage: self.final_stage });
+        }
+        self.status = JobStatus::Successful;
+        Ok(())
+    }
+
+    /// The final stage's outputs, in partition order; empty until it succeeded.
+    pub fn output_locations(&self) -> Vec<PartitionLocation> {
+        match &self.stages[&self.final_stage].state {
+            ExecutionStage::Successful { tasks, .. } => tasks.iter().flat_map(|t| t.locations().to_vec()).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn stage_mut(&mut self, stage_id: usize) -> Result<&mut Stage, GraphError> {
+        self.stages.get_mut(&stage_id).ok_or(GraphError::UnknownStage(stage_id))
+    }
+}
+
+impl fmt::Display for TaskAttemptStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TaskAttemptStatus::Running => write!(f, "Running"),
+            TaskAttemptStatus::Successful { locations } => {
+                let paths: Vec<&str> = locations.iter().map(|l| l.path.as_str()).collect();
+                write!(f, "Successful({})", paths.join(", "))
+            }
+            TaskAttemptStatus::Failed { reason } => write!(f, "Failed({reason})"),
+        }
+    }
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (id, n, attempt) = (self.stage_id, self.partitions, self.stage_attempt);
+        let mut slots: Vec<Option<&TaskInfo>> = Vec::new();
+        match &self.state {
+            ExecutionStage::Unresolved => writeln!(f, "=========UnResolvedStage[id={id}, children={}]=========", self.inputs.len())?,
+            ExecutionStage::Resolved => writeln!(f, "=========ResolvedStage[id={id}, partitions={n}]=========")?,
+            ExecutionStage::Running { tasks } => {
+                let (mut successful, mut running) = (0, 0);
+                for t in tasks.iter().flatten() {
+                    match t.status {
+                        TaskAttemptStatus::Successful { .. } => successful += 1,
+                        TaskAttemptStatus::Running => running += 1,
+                        TaskAttemptStatus::Failed { .. } => {}
+                    }
+                }
+                let available = tasks.iter().filter(|t| is_available(t)).count();
+                writeln!(f, "=========RunningStage[id={id}, partitions={n}, attempt={attempt}, successful={successful}, running={running}, available={available}]=========")?;
+                slots = tasks.iter().map(Option::as_ref).collect();
+            }
+            ExecutionStage::Successful { tasks, lost } => {
+                let lost = if lost.is_empty() { String::new() } else { format!(", lost={lost:?}") };
+                writeln!(f, "=========SuccessfulStage[id={id}, partitions={n}, attempt={attempt}{lost}]=========")?;
+                slots = tasks.iter().map(Some).collect();
+            }
+            ExecutionStage::Failed { error } => writeln!(f, "=========FailedStage[id={id}, partitions={n}]=========\nError: {error}")?,
+        }
+        if !self.inputs.is_empty() {
+            let inputs: Vec<String> = self
+                .inputs
+                .iter()
+                .map(|(i, o)| {
+                    let locs: Vec<String> = o
+                        .locations
+                        .iter()
+                        .map(|(p, l)| format!("{p}: {}", l.iter().map(|l| l.executor_id.as_str()).collect::<Vec<_>>().join("+")))
+                        .collect();
+                    format!("{i}: StageOutput {{ partition_locations: {{{}}}, complete: {} }}", locs.join(", "), o.complete)
+                })
+                .collect();
+            writeln!(f, "Inputs{{{}}}", inputs.join(", "))?;
+        }
+        if !self.failure_reasons.is_empty() {
+            let mut reasons: Vec<&str> = self.failure_reasons.iter().map(String::as_str).collect();
+            reasons.sort_unstable();
+            writeln!(f, "Previous attempt failed: {}", reasons.join("; "))?;
+        }
+        for (p, slot) in slots.iter().enumerate() {
+            match slot {
+                None => writeln!(f, "  partition {p}: pending")?,
+                Some(t) => writeln!(f, "  partition {p}: {} (attempt={}, executor={})", t.status, t.task_id, t.executor_id)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for ExecutionGraph {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "ExecutionGraph[job_id={}, available_tasks={}, complete={}]", self.job_id, self.available_tasks(), self.is_complete())?;
+        // Final stage first, leaves last, as in Ballista's rendering.
+        for id in self.topo.iter().rev() {
+            write!(f, "{}", self.stages[id])?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use GraphEvent::*;
+
+    fn spec(stage_id: usize, partitions: usize, inputs: &[usize], output_links: &[usize]) -> StageSpec {
+        StageSpec { stage_id, partitions, inputs: inputs.to_vec(), output_links: output_links.to_vec() }
+    }
+
+    /// Leaf stages 1 and 2 (two partitions each) feed the final stage 0.
+    fn three_stage() -> ExecutionGraph {
+        ExecutionGraph::new("q1", vec![spec(0, 1, &[1, 2], &[]), spec(1, 2, &[], &[0]), spec(2, 2, &[], &[0])]).unwrap()
+    }
+
+    fn path(t: &TaskDescription) -> String {
+        format!("/spool/{}/{}/{}", t.stage_id, t.partition, t.task_attempt)
+    }
+
+    fn update(t: &TaskDescription, state: TaskUpdateState) -> TaskStatusUpdate {
+        TaskStatusUpdate { stage_id: t.stage_id, partition: t.partition, task_attempt: t.task_attempt, state }
+    }
+
+    fn ok(t: &TaskDescription) -> TaskStatusUpdate {
+        update(t, TaskUpdateState::Successful { path: path(t) })
+    }
+
+    fn failed(t: &TaskDescription, retryable: bool) -> TaskStatusUpdate {
+        update(t, TaskUpdateState::Failed { reason: "boom".into(), retryable })
+    }
+
+    fn fetch_failed(t: &TaskDescription, map_stage_id: usize, executor: &str) -> TaskStatusUpdate {
+        update(t, TaskUpdateState::FetchFailed { map_stage_id, map_partition: 0, executor_id: executor.into(), reason: "connection refused".into() })
+    }
+
+    fn pop(g: &mut ExecutionGraph, executor: &str) -> TaskDescription {
+        g.pop_next_task(executor).unwrap().expect("a task is available")
+    }
+
+    fn pop_all(g: &mut ExecutionGraph, executor: &str) -> Vec<TaskDescription> {
+        std::iter::from_fn(|| g.pop_next_task(executor).unwrap()).collect()
+    }
+
+    fn report(g: &mut ExecutionGraph, executor: &str, updates: Vec<TaskStatusUpdate>) -> Vec<GraphEvent> {
+        g.update_task_status(executor, updates, 3, 4).unwrap()
+    }
+
+    /// Runs every remaining task on `executor` until nothing is left.
+    fn finish(g: &mut ExecutionGraph, executor: &str) -> Vec<GraphEvent> {
+        let mut events = Vec::new();
+        loop {
+            let tasks = pop_all(g, executor);
+            if tasks.is_empty() {
+                return events;
+            }
+            events.extend(report(g, executor, tasks.iter().map(ok).collect()));
+        }
+    }
+
+    fn slot(g: &ExecutionGraph, stage: usize, partition: usize) -> Option<TaskInfo> {
+        match &g.stage(stage).unwrap().state {
+            ExecutionStage::Running { tasks } => tasks[partition].clone(),
+            ExecutionStage::Successful { tasks, .. } => Some(tasks[partition].clone()),
+            _ => None,
+        }
+    }
+
+    fn running(task_id: usize, stage_id: usize, partition: usize, executor: &str) -> RunningTaskInfo {
+        RunningTaskInfo { task_id, stage_id, partition, executor_id: executor.into() }
+    }
+
+    #[test]
+    fn three_stage_job_runs_to_completion() {
+        let mut g = three_stage();
+        assert_eq!(g.status(), &JobStatus::Queued);
+        assert_eq!((g.stage_count(), g.available_tasks()), (3, 4));
+        let leaves = pop_all(&mut g, "w1");
+        assert_eq!(leaves.iter().map(|t| (t.stage_id, t.partition)).collect::<Vec<_>>(), vec![(1, 0), (1, 1), (2, 0), (2, 1)]);
+        assert_eq!(g.status(), &JobStatus::Running);
+        assert_eq!(g.running_stages(), vec![1, 2]);
+        assert_eq!(g.running_tasks().len(), 4);
+        let events = report(&mut g, "w1", leaves.iter().map(ok).collect());
+        assert_eq!(events, vec![StageSucceeded(1), StageSucceeded(2), StageResolved(0)]);
+
+        let last = pop(&mut g, "w2");
+        assert_eq!((last.stage_id, last.partition, last.task_attempt), (0, 0, 0));
+        let paths: Vec<&str> = last.input_locations[&1].iter().map(|l| l.path.as_str()).collect();
+        assert_eq!(paths, vec!["/spool/1/0/0", "/spool/1/1/0"]);
+        assert_eq!(last.input_locations[&2].len(), 2);
+        assert_eq!(report(&mut g, "w2", vec![ok(&last)]), vec![StageSucceeded(0), JobFinished]);
+        assert!(g.is_complete() && g.is_successful());
+        assert_eq!(g.status(), &JobStatus::Successful);
+        let expected = PartitionLocation { stage_id: 0, partition: 0, executor_id: "w2".into(), path: "/spool/0/0/0".into() };
+        assert_eq!(g.output_locations(), vec![expected]);
+        assert!(g.succeed_job().is_ok());
+        assert_eq!(g.pop_next_task("w1").unwrap(), None);
+    }
+
+    #[test]
+    fn failed_task_is_retried_with_a_new_attempt() {
+        let mut g = three_stage();
+        let t = pop(&mut g, "w1");
+        assert!(report(&mut g, "w1", vec![failed(&t, true)]).is_empty());
+        assert_eq!(g.stage(1).unwrap().task_failures, vec![1, 0]);
+        assert_eq!(g.available_tasks(), 4);
+        let retry = pop(&mut g, "w2");
+        assert_eq!((retry.stage_id, retry.partition, retry.task_attempt), (1, 0, 1));
+        report(&mut g, "w2", vec![ok(&retry)]);
+        assert!(matches!(slot(&g, 1, 0), Some(TaskInfo { task_id: 1, status: TaskAttemptStatus::Successful { .. }, .. })));
+        assert_eq!(finish(&mut g, "w3").last(), Some(&JobFinished));
+    }
+
+    #[test]
+    fn max_task_failures_fails_the_job() {
+        let mut g = three_stage();
+        let first = pop(&mut g, "w1");
+        let other = pop(&mut g, "w2");
+        assert!(g.update_task_status("w1", vec![failed(&first, true)], 2, 4).unwrap().is_empty());
+        let second = pop(&mut g, "w1");
+        assert_eq!((second.partition, second.task_attempt), (0, 1));
+        let events = g.update_task_status("w1", vec![failed(&second, true)], 2, 4).unwrap();
+        assert_eq!(events[0], CancelTasks(vec![running(other.task_attempt, 1, 1, "w2")]));
+        assert!(matches!(&events[1], JobFailed(msg) if msg.contains("failed 2 times")), "{events:?}");
+        assert!(g.is_complete() && !g.is_successful());
+        assert!(matches!(g.status(), JobStatus::Failed(_)));
+        assert!(matches!(g.stage(1).unwrap().state, ExecutionStage::Failed { .. }));
+        assert_eq!(g.pop_next_task("w3").unwrap(), None);
+        assert!(g.to_string().contains("=========FailedStage[id=1, partitions=2]========="));
+
+        // A non-retryable error needs no second chance.
+        let mut g = three_stage();
+        let t = pop(&mut g, "w1");
+        let events = report(&mut g, "w1", vec![failed(&t, false)]);
+        assert!(matches!(events.last(), Some(JobFailed(msg)) if msg.contains("non-retryable")));
+    }
+
+    #[test]
+    fn fetch_failure_reruns_producer_and_rolls_back_consumer() {
+        let mut g = three_stage();
+        let a = pop(&mut g, "w1");
+        let rest = pop_all(&mut g, "w2");
+        report(&mut g, "w1", vec![ok(&a)]);
+        assert!(report(&mut g, "w2", rest.iter().map(ok).collect()).contains(&StageResolved(0)));
+        let reader = pop(&mut g, "w3");
+        assert!(report(&mut g, "w3", vec![fetch_failed(&reader, 1, "w1")]).is_empty());
+
+        let consumer = g.stage(0).unwrap();
+        assert!(matches!(consumer.state, ExecutionStage::Unresolved));
+        assert_eq!(consumer.stage_attempt, 1);
+        assert_eq!(consumer.task_failures, vec![0]);
+        assert!(!consumer.inputs[&1].complete && consumer.inputs[&2].complete);
+        assert_eq!(consumer.inputs[&1].locations.keys().copied().collect::<Vec<_>>(), vec![1]);
+        assert_eq!(g.stage(1).unwrap().stage_attempt, 1);
+        assert_eq!(slot(&g, 1, 0), None);
+        assert_eq!(slot(&g, 1, 1).unwrap().executor_id, "w2");
+        assert_eq!(g.available_tasks(), 1);
+
+        let again = pop(&mut g, "w2");
+        assert_eq!((again.stage_id, again.partition, again.task_attempt), (1, 0, 1));
+        assert_eq!(report(&mut g, "w2", vec![ok(&again)]), vec![StageSucceeded(1), StageResolved(0)]);
+        let reader = pop(&mut g, "w3");
+        assert_eq!(reader.task_attempt, 1);
+        assert!(reader.input_locations[&1].iter().all(|l| l.executor_id == "w2"));
+        assert_eq!(report(&mut g, "w3", vec![ok(&reader)]).last(), Some(&JobFinished));
+    }
+
+    #[test]
+    fn repeated_fetch_failures_exhaust_stage_attempts() {
+        let mut g = ExecutionGraph::new("q2", vec![spec(0, 1, &[1], &[]), spec(1, 1, &[], &[0])]).unwrap();
+        let map = pop(&mut g, "w1");
+        report(&mut g, "w1", vec![ok(&map)]);
+        let reader = pop(&mut g, "w2");
+        assert!(g.update_task_status("w2", vec![fetch_failed(&reader, 1, "w1")], 3, 1).unwrap().is_empty());
+        let map = pop(&mut g, "w3");
+        report(&mut g, "w3", vec![ok(&map)]);
+        let reader = pop(&mut g, "w2");
+        let events = g.update_task_status("w2", vec![fetch_failed(&reader, 1, "w3")], 3, 1).unwrap();
+        assert!(matches!(events.last(), Some(JobFailed(msg)) if msg.contains("stage 0 failed 2 times")), "{events:?}");
+    }
+
+    #[test]
+    fn lost_executor_running_tasks_are_reset() {
+        let mut g = three_stage();
+        let a = pop(&mut g, "w1");
+        let b = pop(&mut g, "w2");
+        let (reset, killed) = g.reset_stages_on_lost_executor("w1").unwrap();
+        assert_eq!(reset, HashSet::from([1]));
+        assert_eq!(killed, vec![running(0, 1, 0, "w1")]);
+        assert_eq!(g.running_tasks(), vec![running(0, 1, 1, "w2")]);
+        let again = pop(&mut g, "w2");
+        assert_eq!((again.stage_id, again.partition, again.task_attempt), (1, 0, 1));
+        // The lost attempt's report arrives late and changes nothing.
+        assert!(report(&mut g, "w1", vec![ok(&a)]).is_empty());
+        assert_eq!(slot(&g, 1, 0).unwrap().status, TaskAttemptStatus::Running);
+        assert_eq!(report(&mut g, "w2", vec![ok(&again), ok(&b)]), vec![StageSucceeded(1)]);
+        assert_eq!(finish(&mut g, "w2").last(), Some(&JobFinished));
+    }
+
+    #[test]
+    fn lost_executor_outputs_rerun_and_consumers_roll_back() {
+        let mut g = three_stage();
+        let a = pop(&mut g, "w1");
+        let rest = pop_all(&mut g, "w2");
+        report(&mut g, "w1", vec![ok(&a)]);
+        report(&mut g, "w2", rest.iter().map(ok).collect());
+        pop(&mut g, "w3");
+        let (reset, killed) = g.reset_stages_on_lost_executor("w1").unwrap();
+        assert_eq!(reset, HashSet::from([0, 1]));
+        assert_eq!(killed, vec![running(0, 0, 0, "w3")]);
+        assert!(matches!(g.stage(0).unwrap().state, ExecutionStage::Unresolved));
+        assert!(matches!(g.stage(2).unwrap().state, ExecutionStage::Successful { .. }));
+        assert_eq!(g.running_stages(), vec![1]);
+        assert_eq!(slot(&g, 1, 0), None);
+        assert_eq!(slot(&g, 1, 1).unwrap().executor_id, "w2");
+        assert_eq!(g.available_tasks(), 1);
+        assert_eq!(finish(&mut g, "w2"), vec![StageSucceeded(1), StageResolved(0), StageSucceeded(0), JobFinished]);
+        assert_eq!(g.output_locations()[0].path, "/spool/0/0/1");
+    }
+
+    #[test]
+    fn lost_outputs_rerun_only_once_needed_recursively() {
+        // 2 -> 1 -> 0
+        let mut g = ExecutionGraph::new("q3", vec![spec(0, 1, &[1], &[]), spec(1, 1, &[2], &[0]), spec(2, 2, &[], &[1])]).unwrap();
+        finish_stage(&mut g, "w1");
+        finish_stage(&mut g, "w2");
+        pop(&mut g, "w3");
+        // Stage 1 has consumed stage 2's outputs, so losing them costs nothing yet.
+        let (reset, killed) = g.reset_stages_on_lost_executor("w1").unwrap();
+        assert!(reset.is_empty() && killed.is_empty());
+        assert!(matches!(&g.stage(2).unwrap().state, ExecutionStage::Successful { lost, .. } if lost.len() == 2));
+        // Losing stage 1's output makes it re-run, which needs stage 2's outputs again.
+        let (reset, killed) = g.reset_stages_on_lost_executor("w2").unwrap();
+        assert_eq!(reset, HashSet::from([0, 1, 2]));
+        assert_eq!(killed, vec![running(0, 0, 0, "w3")]);
+        assert!(matches!(g.stage(1).unwrap().state, ExecutionStage::Unresolved));
+        assert_eq!(g.running_stages(), vec![2]);
+        assert_eq!(g.available_tasks(), 2);
+        assert_eq!(finish(&mut g, "w4").last(), Some(&JobFinished));
+        assert!(g.is_successful());
+        assert_eq!(g.output_locations()[0].path, "/spool/0/0/1");
+    }
+
+    /// Runs the tasks available now (one stage in a chain) on `executor`.
+    fn finish_stage(g: &mut ExecutionGraph, executor: &str) {
+        let tasks = pop_all(g, executor);
+        assert!(!tasks.is_empty());
+        report(g, executor, tasks.iter().map(ok).collect());
+    }
+
+    #[test]
+    fn late_status_from_old_attempt_is_ignored() {
+        let mut g = three_stage();
+        let old = pop(&mut g, "w1");
+        report(&mut g, "w1", vec![failed(&old, true)]);
+        let new = pop(&mut g, "w1");
+        assert_eq!(new.task_attempt, 1);
+        assert!(report(&mut g, "w1", vec![ok(&old)]).is_empty());
+        // Right attempt, wrong executor.
+        assert!(report(&mut g, "w2", vec![ok(&new)]).is_empty());
+        assert_eq!(slot(&g, 1, 0).unwrap().status, TaskAttemptStatus::Running);
+        report(&mut g, "w1", vec![ok(&new)]);
+        assert_eq!(slot(&g, 1, 0).unwrap().status, TaskAttemptStatus::Successful { locations: vec![PartitionLocation { stage_id: 1, partition: 0, executor_id: "w1".into(), path: "/spool/1/0/1".into() }] });
+        // A failure reported after the success is stale too.
+        assert!(report(&mut g, "w1", vec![failed(&new, true)]).is_empty());
+        assert_eq!(g.stage(1).unwrap().task_failures, vec![1, 0]);
+        let bogus = TaskStatusUpdate { stage_id: 9, partition: 0, task_attempt: 0, state: TaskUpdateState::Successful { path: "x".into() } };
+        assert_eq!(g.update_task_status("w1", vec![bogus], 3, 4), Err(GraphError::UnknownStage(9)));
+    }
+
+    #[test]
+    fn display_shows_stage_headers() {
+        let mut g = three_stage();
+        let text = g.to_string();
+        assert!(text.starts_with("ExecutionGraph[job_id=q1, available_tasks=4, complete=false]\n"), "{text}");
+        assert!(text.contains("=========UnResolvedStage[id=0, children=2]========="), "{text}");
+        assert!(text.contains("=========ResolvedStage[id=1, partitions=2]========="), "{text}");
+        let t = pop(&mut g, "w1");
+        report(&mut g, "w1", vec![ok(&t)]);
+        let text = g.to_string();
+        assert!(text.contains("=========RunningStage[id=1, partitions=2, attempt=0, successful=1, running=0, available=1]========="), "{text}");
+        assert!(text.contains("partition 0: Successful(/spool/1/0/0) (attempt=0, executor=w1)"), "{text}");
+        finish(&mut g, "w1");
+        let text = g.to_string();
+        assert!(text.contains("complete=true") && text.contains("=========SuccessfulStage[id=0, partitions=1, attempt=0]========="), "{text}");
+        assert!(text.contains("Inputs{1: StageOutput { partition_locations: {0: w1, 1: w1}, complete: true }"), "{text}");
+    }
+
+    #[test]
+    fn new_validates_the_dag() {
+        let two_finals = ExecutionGraph::new("x", vec![spec(0, 1, &[], &[]), spec(1, 1, &[], &[])]);
+        assert!(matches!(two_finals, Err(GraphError::FinalStages(f)) if f == vec![0, 1]));
+        let unknown = ExecutionGraph::new("x", vec![spec(0, 1, &[3], &[])]);
+        assert!(matches!(unknown, Err(GraphError::UnknownLink { stage: 0, link: 3 })));
+        let one_sided = ExecutionGraph::new("x", vec![spec(0, 1, &[1], &[]), spec(1, 1, &[], &[])]);
+        assert!(matches!(one_sided, Err(GraphError::InconsistentLinks { producer: 1, consumer: 0 })));
+        let cycle = ExecutionGraph::new("x", vec![spec(0, 1, &[1], &[]), spec(1, 1, &[2], &[0, 2]), spec(2, 1, &[1], &[1])]);
+        assert!(matches!(cycle, Err(GraphError::Cycle(_))));
+        assert!(matches!(ExecutionGraph::new("x", vec![spec(0, 0, &[], &[])]), Err(GraphError::NoPartitions(0))));
+    }
+}
