@@ -73,6 +73,22 @@ enum BenchSuite {
         #[arg(long, value_delimiter = ',')]
         queries: Vec<usize>,
     },
+    /// Scheduling overhead: a synthetic chain of stages, all tasks created at once.
+    Scheduling {
+        #[arg(long, default_value_t = 100)]
+        stages: usize,
+        #[arg(long, default_value_t = 16)]
+        tasks: usize,
+        #[arg(long, default_value_t = 2)]
+        workers: usize,
+        #[arg(long, default_value_t = 5)]
+        iterations: usize,
+    },
+    /// `SELECT 1` latency through the statement protocol.
+    Latency {
+        #[arg(long, default_value_t = 200)]
+        iterations: usize,
+    },
 }
 
 #[derive(Args, Clone)]
@@ -158,6 +174,10 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Bench { suite: BenchSuite::Tpch { scale, workers, iterations, queries } } => {
             flotilla::bench::run_tpch(&scale, workers, iterations.max(1), &queries).await
         }
+        Command::Bench { suite: BenchSuite::Scheduling { stages, tasks, workers, iterations } } => {
+            flotilla::bench::run_scheduling(stages.max(1), tasks.max(1), workers, iterations.max(1)).await
+        }
+        Command::Bench { suite: BenchSuite::Latency { iterations } } => flotilla::bench::run_latency(iterations).await,
     }
 }
 

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::{select_all, BoxFuture, FutureExt};
+use futures::StreamExt;
 use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::sync::watch;
@@ -225,10 +226,9 @@ impl PipelinedQueryScheduler {
             self.check_failures()?;
             let full: HashSet<usize> = self.stages.values().filter(|s| s.has_full_output_buffer()).map(|s| s.id()).collect();
             let mut ready = self.schedule.get_stages_to_schedule(&states, &full);
-            // Producers (larger ids) first, so consumers get complete locations at creation.
             ready.sort_unstable_by(|a, b| b.cmp(a));
-            for id in ready {
-                self.schedule_stage(id).await?;
+            if !ready.is_empty() {
+                self.schedule_stages(&ready).await?;
             }
             if self.schedule.is_finished() && self.stages.values().all(|s| s.state() == StageState::Finished) {
                 return Ok(());
@@ -257,7 +257,56 @@ impl PipelinedQueryScheduler {
         failures.iter().find(|f| f.failure.upstream.is_none()).cloned().or_else(|| failures.into_iter().next())
     }
 
-    async fn schedule_stage(&mut self, id: usize) -> Result<(), SchedulerError> {
+    /// Schedules a round of ready stages. First every task of every stage is created,
+    /// concurrently, carrying the locations of producers from earlier rounds; then, with
+    /// all of them existing, each consumer is told where this round's producers run,
+    /// one update per consumer task. Doing it in that order means a consumer never
+    /// learns of a producer task that does not exist yet.
+    async fn schedule_stages(&mut self, ids: &[usize]) -> Result<(), SchedulerError> {
+        let mut creations = Vec::new();
+        for &id in ids {
+            creations.extend(self.prepare_stage(id)?);
+        }
+        let sends: Vec<BoxFuture<'static, Result<(), RemoteTaskError>>> = creations
+            .iter()
+            .map(|(t, req)| {
+                let (t, req) = (t.clone(), req.clone());
+                async move { t.send_update(&req).await }.boxed()
+            })
+            .collect();
+        let results: Vec<Result<(), RemoteTaskError>> = futures::stream::iter(sends).buffer_unordered(64).collect().await;
+        for r in results {
+            r?;
+        }
+        for (task, _) in &creations {
+            tokio::spawn(task.clone().poll_status(self.stop_pollers.subscribe()));
+        }
+        let mut updates: BTreeMap<usize, Vec<SourceUpdate>> = BTreeMap::new();
+        for &id in ids {
+            let stage = self.stages[&id].clone();
+            stage.transition(StageState::Scheduled);
+            let update = SourceUpdate { stage: id, tasks: stage.upstream_tasks(), no_more: true };
+            match stage.fragment.consumer {
+                Some(0) | None => self.root_sink.add_source(update),
+                Some(c) => updates.entry(c).or_default().push(update),
+            }
+        }
+        let mut sends: Vec<BoxFuture<'static, Result<(), RemoteTaskError>>> = Vec::new();
+        for (consumer, list) in updates {
+            for task in self.stages[&consumer].tasks() {
+                let list = list.clone();
+                sends.push(async move { task.add_sources(list).await }.boxed());
+            }
+        }
+        let results: Vec<Result<(), RemoteTaskError>> = futures::stream::iter(sends).buffer_unordered(64).collect().await;
+        for r in results {
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Places a stage's tasks and builds their create requests.
+    fn prepare_stage(&mut self, id: usize) -> Result<Vec<(Arc<HttpRemoteTask>, TaskUpdateRequest)>, SchedulerError> {
         let stage = self.stages[&id].clone();
         stage.transition(StageState::Scheduling);
         let fragment = &stage.fragment;
@@ -285,13 +334,14 @@ impl PipelinedQueryScheduler {
                 OutputBufferSpec::Broadcast { buffers: consumer_tasks }
             }
         };
+        // Only producers whose tasks were all created in an earlier round.
         let sources: Vec<SourceUpdate> = fragment
             .inputs
             .iter()
             .filter_map(|i| {
                 let upstream = &self.stages[i];
-                (upstream.tasks().len() == upstream.task_count)
-                    .then(|| SourceUpdate { stage: *i, tasks: upstream.upstream_tasks(), no_more: true })
+                let created = !matches!(upstream.state(), StageState::Planned | StageState::Scheduling);
+                created.then(|| SourceUpdate { stage: *i, tasks: upstream.upstream_tasks(), no_more: true })
             })
             .collect();
         let slices = partition_slices(fragment.partitions, stage.task_count);
@@ -319,28 +369,7 @@ impl PipelinedQueryScheduler {
         // The stage owns its tasks before they exist remotely, so an abort reaches
         // every task even if creation fails half way.
         *stage.tasks.lock() = created.iter().map(|(t, _)| t.clone()).collect();
-        let results = futures::future::join_all(created.iter().map(|(t, req)| t.send_update(req))).await;
-        for r in results {
-            r?;
-        }
-        for (task, _) in &created {
-            tokio::spawn(task.clone().poll_status(self.stop_pollers.subscribe()));
-        }
-        stage.transition(StageState::Scheduled);
-        // Tell the consumer where this stage's tasks are.
-        let update = SourceUpdate { stage: id, tasks: stage.upstream_tasks(), no_more: true };
-        match fragment.consumer {
-            Some(0) | None => self.root_sink.add_source(update),
-            Some(c) => {
-                let consumer = self.stages[&c].clone();
-                let tasks = consumer.tasks();
-                let sends = tasks.iter().map(|t| t.add_sources(vec![update.clone()]));
-                for r in futures::future::join_all(sends).await {
-                    r?;
-                }
-            }
-        }
-        Ok(())
+        Ok(created)
     }
 
     /// Deletes every task of the query on every worker, stops status polling, and

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use datafusion::execution::TaskContext;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use parking_lot::RwLock;
 
@@ -22,11 +23,17 @@ pub struct SqlTaskManager {
     defaults: TaskSettings,
     exchange: ExchangeConfig,
     started: Instant,
+    /// Function registry and runtime shared by every task: building a session per
+    /// task would dominate the cost of creating small tasks.
+    base: Arc<TaskContext>,
+    /// Task contexts by batch size; tasks share them as partitions of one session do.
+    contexts: parking_lot::Mutex<HashMap<usize, Arc<TaskContext>>>,
 }
 
 impl SqlTaskManager {
     pub fn new(node_id: String, url: String, http: reqwest::Client, defaults: TaskSettings, exchange: ExchangeConfig) -> Self {
-        SqlTaskManager { node_id, url, tasks: RwLock::new(HashMap::new()), http, defaults, exchange, started: Instant::now() }
+        let base = SessionContext::new().task_ctx();
+        SqlTaskManager { node_id, url, tasks: RwLock::new(HashMap::new()), http, defaults, exchange, started: Instant::now(), base, contexts: Default::default() }
     }
 
     pub fn node_id(&self) -> &str {
@@ -59,8 +66,7 @@ impl SqlTaskManager {
         }
         let input_stats = Arc::new(ExchangeStats::default());
         let client = ExchangeClient::new(self.http.clone(), exchange, input_stats.clone());
-        let config = SessionConfig::new().with_batch_size(settings.batch_size);
-        let task_ctx = SessionContext::new_with_config(config).task_ctx();
+        let task_ctx = self.task_context(settings.batch_size);
         let mut tasks = self.tasks.write();
         if let Some(task) = tasks.get(&id) {
             return Ok(task.info());
@@ -82,6 +88,26 @@ impl SqlTaskManager {
         let info = task.info();
         tasks.insert(id, task);
         Ok(info)
+    }
+
+    fn task_context(&self, batch_size: usize) -> Arc<TaskContext> {
+        let mut contexts = self.contexts.lock();
+        let b = &self.base;
+        contexts
+            .entry(batch_size)
+            .or_insert_with(|| {
+                Arc::new(TaskContext::new(
+                    None,
+                    b.session_id(),
+                    SessionConfig::new().with_batch_size(batch_size),
+                    b.scalar_functions().clone(),
+                    b.higher_order_functions().clone(),
+                    b.aggregate_functions().clone(),
+                    b.window_functions().clone(),
+                    b.runtime_env(),
+                ))
+            })
+            .clone()
     }
 
     /// Ends and forgets a task; its final status is returned so the coordinator learns
