@@ -420,14 +420,19 @@ fn explain_analyze(plan: &FragmentedPlan, stages: &[Arc<StageExecution>], elapse
         });
         let _ = writeln!(
             out,
-            "Fragment {} [{:?}] {} tasks, {} partitions: input {rows_in} rows / {bytes_in} B, output {rows_out} rows / {bytes_out} B",
-            info.stage, info.state, info.task_count, info.partitions
+            "Fragment {} [{}] {} tasks, {} partitions: input {rows_in} rows / {bytes_in} B, output {rows_out} rows / {bytes_out} B",
+            info.stage,
+            format!("{:?}", info.state).to_uppercase(),
+            info.task_count,
+            info.partitions
         );
         for t in &info.tasks {
             let _ = writeln!(
                 out,
-                "    task {} on {} {:?}: input {} rows / {} B, output {} rows / {} B, {} ms",
-                t.task_id, t.node_id, t.state, t.stats.input_rows, t.stats.input_bytes, t.stats.output_rows, t.stats.output_bytes, t.stats.elapsed_ms
+                "    task {} on {} {}: input {} rows / {} B, output {} rows / {} B, {} ms",
+                t.task_id,
+                t.node_id,
+                format!("{:?}", t.state).to_uppercase(), t.stats.input_rows, t.stats.input_bytes, t.stats.output_rows, t.stats.output_bytes, t.stats.elapsed_ms
             );
         }
     }

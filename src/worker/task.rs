@@ -108,6 +108,13 @@ impl SqlTask {
         };
         let status_changed = Arc::new(Notify::new());
         let output = Arc::new(OutputBuffer::new(buffer_count, start.settings.output_buffer_bytes, status_changed.clone()));
+        if start.spec == OutputBufferSpec::Passthrough {
+            // Buffer ids are fragment partitions; those of other tasks stay empty and
+            // nobody asks for them, so they count as done from the start.
+            for b in (0..buffer_count).filter(|b| !start.partitions.contains(b)) {
+                output.destroy(b).map_err(|e| DataFusionError::Internal(e.to_string()))?;
+            }
+        }
         let task = Arc::new(SqlTask {
             id: start.id.clone(),
             node_id: start.node_id,

@@ -106,3 +106,62 @@ async fn cancelling_mid_query_leaves_no_task() {
     assert_eq!(next["error"]["errorName"], "USER_CANCELED", "{next}");
     assert!(next.get("nextUri").is_none());
 }
+
+/// EXPLAIN shows the fragments; EXPLAIN ANALYZE runs the query and reports each
+/// stage's tasks with rows, bytes and times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_and_explain_analyze_describe_the_stages() {
+    let cluster = Cluster::start(2, &[]).await;
+    let client = cluster.client("tiny");
+    let q3 = TPCH_QUERIES[2];
+    let plan = client.execute(&format!("EXPLAIN {q3}")).await.expect("explain");
+    let text = plan.rows[0][0].as_str().unwrap().to_string();
+    for needle in ["Fragment 0", "coordinator", "HASH [", "tasks", "Inputs: fragment", "RemoteSourceExec", "TpchScanExec"] {
+        assert!(text.contains(needle), "EXPLAIN lacks {needle}:\n{text}");
+    }
+    let analyzed = client.execute(&format!("EXPLAIN ANALYZE {q3}")).await.expect("explain analyze");
+    let text = analyzed.rows[0][0].as_str().unwrap().to_string();
+    assert!(text.contains("Output: 10 rows"), "{text}");
+    assert!(text.contains("FINISHED") && text.contains("task ") && text.contains(" ms"), "{text}");
+    let stages = text.lines().filter(|l| l.starts_with("Fragment ")).count();
+    assert!(stages >= 4, "q3 has a stage per scan, a join stage and the root: {text}");
+    cluster.assert_no_tasks_left().await;
+}
+
+/// Ctrl-C in `flotilla sql` cancels the running query, not just the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_in_the_cli_cancels_the_query() {
+    let cluster = Cluster::start(2, &[]).await;
+    let mut cli = std::process::Command::new(super::common::BIN)
+        .args(["sql", "--server", &cluster.coordinator.url, "--schema", "sf1", "-e"])
+        .arg("SELECT l_orderkey, count(*) FROM lineitem GROUP BY l_orderkey ORDER BY 2 DESC, 1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn flotilla sql");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cluster.remaining_tasks().await.is_empty() {
+        assert!(Instant::now() < deadline, "query never started tasks");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let status = std::process::Command::new("kill").args(["-INT", &cli.id().to_string()]).status().expect("kill");
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let code = loop {
+        if let Some(code) = cli.try_wait().expect("wait") {
+            break code;
+        }
+        assert!(Instant::now() < deadline, "CLI did not exit after Ctrl-C");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(!code.success(), "a cancelled query exits non-zero");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(cli.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(stderr.to_lowercase().contains("cancel"), "{stderr}");
+    cluster.assert_no_tasks_left().await;
+    let http = reqwest::Client::new();
+    let queries: Vec<Value> = http.get(format!("{}/v1/query", cluster.coordinator.url)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(queries.len(), 1);
+    assert_eq!(queries[0]["state"], "FAILED");
+    assert_eq!(queries[0]["error"]["error_name"], "USER_CANCELED");
+}
