@@ -137,6 +137,7 @@ pub async fn run_scheduling(stages: usize, tasks: usize, workers: usize, iterati
             node_scheduler: Arc::new(NodeScheduler::new()),
             session: Default::default(),
             max_error_duration: Duration::from_secs(10),
+            nodes: None,
         };
         let client = ExchangeClient::new(settings.http.clone(), ExchangeConfig::default(), Arc::new(ExchangeStats::default()));
         let sink = Arc::new(SourceLocations::new(0, client));

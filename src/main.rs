@@ -31,7 +31,7 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:8080")]
         bind: String,
         /// Seconds without a heartbeat after which a worker is lost.
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = 5)]
         worker_timeout: u64,
     },
     /// Run a worker that joins a coordinator.
@@ -43,6 +43,9 @@ enum Command {
         /// Bytes a task's output buffer holds before its producer waits (e.g. 32MB).
         #[arg(long)]
         output_buffer_max_bytes: Option<String>,
+        /// Accept injected failures through POST /v1/failure-injection (for tests).
+        #[arg(long)]
+        enable_failure_injection: bool,
     },
     /// Run SQL against a coordinator.
     Sql {
@@ -159,8 +162,9 @@ async fn run(cli: Cli) -> Result<(), String> {
             handle.shutdown().await;
             Ok(())
         }
-        Command::Worker { coordinator, bind, output_buffer_max_bytes } => {
+        Command::Worker { coordinator, bind, output_buffer_max_bytes, enable_failure_injection } => {
             let mut config = flotilla::worker::WorkerConfig::new(&bind, &coordinator);
+            config.enable_failure_injection = enable_failure_injection;
             if let Some(b) = output_buffer_max_bytes {
                 config.settings.output_buffer_bytes = flotilla::config::parse_bytes(&b)?;
             }

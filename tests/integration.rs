@@ -4,6 +4,7 @@
 
 mod integration {
     pub mod common;
+    pub mod failure_matrix;
     pub mod failures;
     pub mod scheduling;
     pub mod tpch;

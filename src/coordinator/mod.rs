@@ -85,7 +85,7 @@ impl CoordinatorConfig {
         let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
         CoordinatorConfig {
             bind: bind.to_string(),
-            worker_timeout: Duration::from_secs(10),
+            worker_timeout: Duration::from_secs(5),
             partitions_per_worker: cores.max(2),
             exchange: ExchangeConfig::default(),
             max_history: 200,

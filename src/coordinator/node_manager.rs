@@ -50,6 +50,10 @@ impl NodeManager {
         v
     }
 
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     pub fn is_alive(&self, node_id: &str) -> bool {
         self.nodes.read().get(node_id).map(|(_, seen)| seen.elapsed() <= self.timeout).unwrap_or(false)
     }

@@ -34,6 +34,8 @@ impl QueryError {
             "NO_NODES_AVAILABLE" => (65537, "INSUFFICIENT_RESOURCES"),
             "REMOTE_TASK_ERROR" => (65542, "INTERNAL_ERROR"),
             "REMOTE_HOST_GONE" => (65545, "EXTERNAL"),
+            "TOO_MANY_REQUESTS_FAILED" => (65541, "EXTERNAL"),
+            "PAGE_TRANSPORT_ERROR" => (65544, "EXTERNAL"),
             _ => (65536, "INTERNAL_ERROR"),
         };
         QueryError { error_name: name.to_string(), error_code: code, error_type: kind.to_string(), message: message.into() }

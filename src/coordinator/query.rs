@@ -332,6 +332,7 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>) -> Resu
         node_scheduler: coord.node_scheduler.clone(),
         session: q.session.properties.clone(),
         max_error_duration,
+        nodes: Some(coord.nodes.clone()),
     };
     let mut scheduler = PipelinedQueryScheduler::new(settings, fragmented.clone(), schedule, sources.clone());
     *q.stages.lock() = scheduler.stages();
@@ -351,9 +352,10 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>) -> Resu
             let best = scheduler.pick_root_cause(std::iter::once(report).chain(reported).collect()).expect("one report");
             Err(task_failure_error(&best))
         }
+        Err(RunFailure::Scheduler(e @ SchedulerError::RemoteTask(_))) => Err(QueryError::new("TOO_MANY_REQUESTS_FAILED", e.to_string())),
         Err(RunFailure::Scheduler(e)) => Err(QueryError::new("REMOTE_TASK_ERROR", e.to_string())),
         Err(RunFailure::Root(e)) => match scheduler.pick_root_cause(reported) {
-            Some(best) if best.failure.upstream.is_none() => Err(task_failure_error(&best)),
+            Some(best) if best.failure.code != "REMOTE_TASK_FAILED" => Err(task_failure_error(&best)),
             _ => Err(e),
         },
     }
@@ -442,8 +444,16 @@ fn explain_analyze(plan: &FragmentedPlan, stages: &[Arc<StageExecution>], elapse
 fn root_error(e: &datafusion::error::DataFusionError) -> QueryError {
     let failure = crate::worker::task::failure_from_error(e);
     if failure.upstream.is_some() {
-        let name = if failure.code == "REMOTE_TASK_UNREACHABLE" { "REMOTE_HOST_GONE" } else { "REMOTE_TASK_ERROR" };
-        return QueryError::new(name, format!("root stage could not read from task {}: {}", failure.upstream.map(|t| t.to_string()).unwrap_or_default(), failure.message));
+        let name = if failure.code == "REMOTE_TASK_UNREACHABLE" { "PAGE_TRANSPORT_ERROR" } else { "REMOTE_TASK_ERROR" };
+        return QueryError::new(
+            name,
+            format!(
+                "stage 0 (coordinator) could not read from task {} on worker {}: {}",
+                failure.upstream.map(|t| t.to_string()).unwrap_or_default(),
+                failure.upstream_url.unwrap_or_default(),
+                failure.message
+            ),
+        );
     }
     let _ = std::any::type_name::<ExchangeError>();
     QueryError::new("EXECUTION_ERROR", failure.message)
@@ -452,7 +462,9 @@ fn root_error(e: &datafusion::error::DataFusionError) -> QueryError {
 fn task_failure_error(r: &crate::scheduling::pipelined::TaskFailureReport) -> QueryError {
     let name = match r.failure.code.as_str() {
         "EXECUTION_ERROR" => "EXECUTION_ERROR",
-        "REMOTE_HOST_GONE" | "REMOTE_TASK_UNREACHABLE" | "TASK_LOST" => "REMOTE_HOST_GONE",
+        "REMOTE_HOST_GONE" | "TASK_LOST" => "REMOTE_HOST_GONE",
+        "REMOTE_TASK_UNREACHABLE" => "PAGE_TRANSPORT_ERROR",
+        "TOO_MANY_REQUESTS_FAILED" => "TOO_MANY_REQUESTS_FAILED",
         _ => "REMOTE_TASK_ERROR",
     };
     QueryError::new(name, format!("stage {} task {} on worker {} failed: {}", r.stage, r.task, r.worker, r.failure.message))

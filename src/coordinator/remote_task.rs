@@ -33,8 +33,8 @@ pub struct HttpRemoteTask {
 pub enum RemoteTaskError {
     #[error("worker {url} rejected task {task}: {code}: {message}")]
     Rejected { task: TaskId, url: String, code: String, message: String },
-    #[error("worker {url} unreachable for task {task}: {message}")]
-    Unreachable { task: TaskId, url: String, message: String },
+    #[error("task management requests for task {task} to worker {url} failed for {elapsed:.1?}: {message}")]
+    RequestsFailed { task: TaskId, url: String, elapsed: Duration, message: String },
 }
 
 impl HttpRemoteTask {
@@ -69,12 +69,17 @@ impl HttpRemoteTask {
             .build()
     }
 
+    /// Bounds each request so that a hung worker counts against the error budget.
+    fn request_timeout(&self, floor: Duration) -> Duration {
+        self.max_error_duration.clamp(floor, Duration::from_secs(30))
+    }
+
     /// Creates the task, or sends an update to it.
     pub async fn send_update(&self, req: &TaskUpdateRequest) -> Result<(), RemoteTaskError> {
         let started = Instant::now();
         let mut backoff = self.backoff();
         loop {
-            let sent = self.http.post(self.task_url()).json(req).timeout(Duration::from_secs(30)).send().await;
+            let sent = self.http.post(self.task_url()).json(req).timeout(self.request_timeout(Duration::from_secs(2))).send().await;
             match sent {
                 Ok(resp) if resp.status().is_success() => return Ok(()),
                 Ok(resp) if resp.status().is_client_error() => {
@@ -91,7 +96,12 @@ impl HttpRemoteTask {
                         Err(e) => e.to_string(),
                     };
                     if started.elapsed() >= self.max_error_duration {
-                        return Err(RemoteTaskError::Unreachable { task: self.task_id.clone(), url: self.worker.url.clone(), message });
+                        return Err(RemoteTaskError::RequestsFailed {
+                            task: self.task_id.clone(),
+                            url: self.worker.url.clone(),
+                            elapsed: started.elapsed(),
+                            message,
+                        });
                     }
                     tokio::time::sleep(backoff.next().unwrap_or(Duration::from_millis(500))).await;
                 }
@@ -137,12 +147,13 @@ impl HttpRemoteTask {
                 return;
             }
             let version = self.status().version;
+            let request_started = Instant::now();
             let request = self
                 .http
                 .get(&url)
                 .header(protocol::HEADER_CURRENT_VERSION, version.to_string())
                 .header(protocol::HEADER_MAX_WAIT, "1000")
-                .timeout(Duration::from_secs(10))
+                .timeout(self.request_timeout(Duration::from_secs(2)))
                 .send();
             let outcome = tokio::select! {
                 r = request => r,
@@ -156,14 +167,14 @@ impl HttpRemoteTask {
                         self.set_status(status);
                         continue;
                     }
-                    Err(e) => self.on_poll_error(&mut failing_since, format!("bad status body: {e}")),
+                    Err(e) => self.on_poll_error(&mut failing_since, request_started, format!("bad status body: {e}")),
                 },
                 Ok(resp) if resp.status() == reqwest::StatusCode::NOT_FOUND => {
                     self.mark_failed("TASK_LOST", format!("task {} is gone from worker {}", self.task_id, self.worker.url));
                     return;
                 }
-                Ok(resp) => self.on_poll_error(&mut failing_since, format!("HTTP {}", resp.status())),
-                Err(e) => self.on_poll_error(&mut failing_since, e.to_string()),
+                Ok(resp) => self.on_poll_error(&mut failing_since, request_started, format!("HTTP {}", resp.status())),
+                Err(e) => self.on_poll_error(&mut failing_since, request_started, describe_request_error(&e)),
             }
             if self.status().state.is_done() {
                 return;
@@ -172,12 +183,18 @@ impl HttpRemoteTask {
         }
     }
 
-    fn on_poll_error(&self, failing_since: &mut Option<Instant>, message: String) {
-        let since = *failing_since.get_or_insert_with(Instant::now);
+    fn on_poll_error(&self, failing_since: &mut Option<Instant>, request_started: Instant, message: String) {
+        let since = *failing_since.get_or_insert(request_started);
         if since.elapsed() >= self.max_error_duration {
             self.mark_failed(
-                "REMOTE_HOST_GONE",
-                format!("worker {} ({}) unreachable for {:?}: {message}", self.worker.node_id, self.worker.url, since.elapsed()),
+                "TOO_MANY_REQUESTS_FAILED",
+                format!(
+                    "status requests for task {} to worker {} ({}) failed for {:.1?}: {message}",
+                    self.task_id,
+                    self.worker.node_id,
+                    self.worker.url,
+                    since.elapsed()
+                ),
             );
         }
     }
@@ -194,5 +211,16 @@ impl HttpRemoteTask {
             }
         }
         None
+    }
+}
+
+/// reqwest's errors print their source chain poorly; say which kind of failure it was.
+pub fn describe_request_error(e: &reqwest::Error) -> String {
+    if e.is_timeout() {
+        format!("request timed out ({e})")
+    } else if e.is_connect() {
+        format!("connection failed ({e})")
+    } else {
+        e.to_string()
     }
 }

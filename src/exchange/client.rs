@@ -41,7 +41,7 @@ pub struct ExchangeConfig {
 impl Default for ExchangeConfig {
     fn default() -> Self {
         ExchangeConfig {
-            max_error_duration: Duration::from_secs(30),
+            max_error_duration: Duration::from_secs(10),
             max_response_bytes: 8 << 20,
             max_wait: Duration::from_secs(1),
             buffer_bytes: 32 << 20,
@@ -63,7 +63,7 @@ pub struct ExchangeSource {
 pub enum ExchangeError {
     #[error("upstream task {task} on {url} failed: {message}")]
     UpstreamFailed { task: TaskId, url: String, code: String, message: String },
-    #[error("cannot fetch results of upstream task {task} on {url} for {elapsed:?}: {message}")]
+    #[error("cannot fetch results of upstream task {task} on {url} for {elapsed:.1?}: {message}")]
     Unreachable { task: TaskId, url: String, elapsed: Duration, message: String },
     #[error("bad results from upstream task {task} on {url}: {message}")]
     Protocol { task: TaskId, url: String, message: String },
@@ -165,6 +165,7 @@ impl Puller {
             if self.tx.is_closed() {
                 break;
             }
+            let request_started = Instant::now();
             match self.fetch(token).await {
                 Ok(Fetched::Pages { pages, next_token, complete }) => {
                     failing_since = None;
@@ -182,7 +183,7 @@ impl Puller {
                     return;
                 }
                 Err(message) => {
-                    let since = *failing_since.get_or_insert_with(Instant::now);
+                    let since = *failing_since.get_or_insert(request_started);
                     let elapsed = since.elapsed();
                     if elapsed >= self.config.max_error_duration {
                         let err = ExchangeError::Unreachable {
@@ -255,10 +256,10 @@ impl Puller {
             .get(self.results_url(token))
             .header(protocol::HEADER_MAX_SIZE, self.config.max_response_bytes.to_string())
             .header(protocol::HEADER_MAX_WAIT, self.config.max_wait.as_millis().to_string())
-            .timeout(self.config.max_wait + Duration::from_secs(10))
+            .timeout(self.config.max_wait + self.config.max_error_duration.clamp(Duration::from_secs(1), Duration::from_secs(10)))
             .send()
             .await
-            .map_err(|e| format!("request failed: {e}"))?;
+            .map_err(|e| crate::coordinator::remote_task::describe_request_error(&e))?;
         let status = response.status();
         let failed = response.headers().contains_key(protocol::HEADER_TASK_FAILED);
         if failed || status.is_client_error() {

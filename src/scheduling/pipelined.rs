@@ -22,7 +22,7 @@ use super::node_scheduler::{partition_slices, NodeScheduler};
 use super::phased::ExecutionSchedule;
 use super::state_machine::{StageState, StateKind, StateMachine};
 use crate::coordinator::fragmenter::{Fragment, FragmentOutput, FragmentedPlan};
-use crate::coordinator::node_manager::WorkerNode;
+use crate::coordinator::node_manager::{NodeManager, WorkerNode};
 use crate::coordinator::remote_task::{HttpRemoteTask, RemoteTaskError};
 use crate::protocol::{Base64Bytes, OutputBufferSpec, SourceUpdate, TaskFailure, TaskId, TaskState, TaskStatus, TaskUpdateRequest, UpstreamTask};
 
@@ -179,6 +179,8 @@ pub struct SchedulerSettings {
     pub node_scheduler: Arc<NodeScheduler>,
     pub session: BTreeMap<String, String>,
     pub max_error_duration: Duration,
+    /// Membership, to fail tasks on workers that stopped sending heartbeats.
+    pub nodes: Option<Arc<NodeManager>>,
 }
 
 pub struct PipelinedQueryScheduler {
@@ -239,7 +241,24 @@ impl PipelinedQueryScheduler {
         }
     }
 
+    /// A task on a worker that stopped sending heartbeats is failed here: its status
+    /// link may still look alive to nobody, and waiting for request errors is slower.
+    fn fail_tasks_on_lost_workers(&self) {
+        let Some(nodes) = &self.settings.nodes else { return };
+        for s in self.stages.values() {
+            for t in s.tasks() {
+                if !t.status().state.is_done() && !nodes.is_alive(&t.worker.node_id) {
+                    t.mark_failed(
+                        "REMOTE_HOST_GONE",
+                        format!("worker {} ({}) is lost: no heartbeat within {:?}", t.worker.node_id, t.worker.url, nodes.timeout()),
+                    );
+                }
+            }
+        }
+    }
+
     fn check_failures(&self) -> Result<(), SchedulerError> {
+        self.fail_tasks_on_lost_workers();
         let mut failures: Vec<TaskFailureReport> = Vec::new();
         for s in self.stages.values() {
             if let Some((task, failure)) = s.failed_task() {
@@ -252,9 +271,16 @@ impl PipelinedQueryScheduler {
         }
     }
 
-    /// Among failures, prefer one that is not just the echo of an upstream failure.
+    /// Among failures, the one closest to the cause: a task's own failure first, then
+    /// a broken data link (which is itself the cause), and only then the echo of an
+    /// upstream task's failure.
     pub fn pick_root_cause(&self, failures: Vec<TaskFailureReport>) -> Option<TaskFailureReport> {
-        failures.iter().find(|f| f.failure.upstream.is_none()).cloned().or_else(|| failures.into_iter().next())
+        let rank = |f: &TaskFailureReport| match (&f.failure.upstream, f.failure.code.as_str()) {
+            (None, _) => 0,
+            (Some(_), "REMOTE_TASK_FAILED") => 2,
+            (Some(_), _) => 1,
+        };
+        failures.into_iter().min_by_key(rank)
     }
 
     /// Schedules a round of ready stages. First every task of every stage is created,

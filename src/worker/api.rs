@@ -13,6 +13,7 @@ use axum::routing::{delete, get};
 use axum::{Json, Router};
 use serde::Deserialize;
 
+use super::failure_injector::{InjectedFailure, InjectedFailureKind};
 use super::task_manager::SqlTaskManager;
 use super::WorkerError;
 use crate::exchange::page::frame_pages;
@@ -21,7 +22,13 @@ use crate::protocol::{self, TaskId, TaskUpdateRequest};
 type Mgr = State<Arc<SqlTaskManager>>;
 
 pub fn router(manager: Arc<SqlTaskManager>) -> Router {
-    Router::new()
+    let router = Router::new();
+    let router = if manager.injector.is_some() {
+        router.route("/v1/failure-injection", get(list_failures).post(inject_failure).delete(clear_failures))
+    } else {
+        router
+    };
+    router
         .route("/v1/task", get(list_tasks))
         .route("/v1/task/{task_id}", get(task_info).post(update_task).delete(delete_task))
         .route("/v1/task/{task_id}/status", get(task_status))
@@ -58,6 +65,7 @@ async fn info(State(m): Mgr) -> Response {
 
 async fn update_task(State(m): Mgr, Path(task_id): Path<String>, body: Bytes) -> Result<Response, WorkerError> {
     let id = parse_task_id(&task_id)?;
+    m.injected(&id, InjectedFailureKind::is_task_management).await?;
     let req: TaskUpdateRequest =
         serde_json::from_slice(&body).map_err(|e| WorkerError::BadRequest(format!("malformed task update: {e}")))?;
     if id.query_id.is_empty() {
@@ -73,6 +81,7 @@ async fn task_info(State(m): Mgr, Path(task_id): Path<String>) -> Result<Respons
 
 async fn task_status(State(m): Mgr, Path(task_id): Path<String>, headers: HeaderMap) -> Result<Response, WorkerError> {
     let id = parse_task_id(&task_id)?;
+    m.injected(&id, InjectedFailureKind::is_task_management).await?;
     let task = m.get(&id)?;
     let status = match header_u64(&headers, protocol::HEADER_CURRENT_VERSION) {
         Some(version) => {
@@ -103,6 +112,7 @@ async fn get_results(
     let id = parse_task_id(&task_id)?;
     let buffer: usize = buffer_id.parse().map_err(|_| WorkerError::BadRequest(format!("bad buffer id '{buffer_id}'")))?;
     let token: u64 = token.parse().map_err(|_| WorkerError::BadRequest(format!("bad token '{token}'")))?;
+    m.injected(&id, InjectedFailureKind::is_get_results).await?;
     let task = m.get(&id)?;
     if let Some(f) = task.failure() {
         let err = WorkerError::TaskFailed { task: id, code: f.code, message: f.message };
@@ -140,4 +150,23 @@ async fn destroy_buffer(State(m): Mgr, Path((task_id, buffer_id)): Path<(String,
     let buffer: usize = buffer_id.parse().map_err(|_| WorkerError::BadRequest(format!("bad buffer id '{buffer_id}'")))?;
     m.get(&id)?.output().destroy(buffer)?;
     Ok(axum::http::StatusCode::NO_CONTENT.into_response())
+}
+
+async fn inject_failure(State(m): Mgr, body: Bytes) -> Result<Response, WorkerError> {
+    let f: InjectedFailure = serde_json::from_slice(&body).map_err(|e| WorkerError::BadRequest(format!("malformed failure: {e}")))?;
+    if let Some(inj) = &m.injector {
+        inj.inject(f);
+    }
+    Ok(axum::http::StatusCode::NO_CONTENT.into_response())
+}
+
+async fn list_failures(State(m): Mgr) -> Response {
+    Json(m.injector.as_ref().map(|i| i.list()).unwrap_or_default()).into_response()
+}
+
+async fn clear_failures(State(m): Mgr) -> Response {
+    if let Some(inj) = &m.injector {
+        inj.clear();
+    }
+    axum::http::StatusCode::NO_CONTENT.into_response()
 }

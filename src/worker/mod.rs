@@ -3,6 +3,7 @@
 //! Started by `flotilla worker` and, several times in one process, by `flotilla local`.
 
 pub mod api;
+pub mod failure_injector;
 pub mod task;
 pub mod task_manager;
 
@@ -30,6 +31,8 @@ pub enum WorkerError {
     Buffer(#[from] crate::exchange::output_buffer::BufferError),
     #[error("task {task} failed: {message}")]
     TaskFailed { task: TaskId, code: String, message: String },
+    #[error("injected failure: {0:?}")]
+    Injected(failure_injector::InjectedFailureKind),
 }
 
 impl ApiError for WorkerError {
@@ -37,7 +40,7 @@ impl ApiError for WorkerError {
         match self {
             WorkerError::TaskNotFound(_) => StatusCode::NOT_FOUND,
             WorkerError::BadRequest(_) | WorkerError::BadPlan(_) | WorkerError::Buffer(_) => StatusCode::BAD_REQUEST,
-            WorkerError::TaskFailed { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            WorkerError::TaskFailed { .. } | WorkerError::Injected(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -48,6 +51,7 @@ impl ApiError for WorkerError {
             WorkerError::BadPlan(_) => "BAD_PLAN",
             WorkerError::Buffer(_) => "BAD_BUFFER_REQUEST",
             WorkerError::TaskFailed { .. } => "TASK_FAILED",
+            WorkerError::Injected(_) => "INJECTED_FAILURE",
         }
     }
 }
@@ -65,6 +69,8 @@ pub struct WorkerConfig {
     pub heartbeat: Duration,
     pub settings: TaskSettings,
     pub exchange: ExchangeConfig,
+    /// Accept injected failures (`POST /v1/failure-injection`); tests only.
+    pub enable_failure_injection: bool,
 }
 
 impl WorkerConfig {
@@ -75,6 +81,7 @@ impl WorkerConfig {
             heartbeat: Duration::from_millis(500),
             settings: TaskSettings { batch_size: 8192, output_buffer_bytes: 32 << 20 },
             exchange: ExchangeConfig::default(),
+            enable_failure_injection: false,
         }
     }
 }
@@ -103,7 +110,8 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
     let url = format!("http://{addr}");
     let node_id = format!("worker-{}-{}", addr.port(), crate::util::random_suffix(4));
     let http = crate::http::http_client();
-    let manager = Arc::new(SqlTaskManager::new(node_id.clone(), url.clone(), http.clone(), config.settings.clone(), config.exchange.clone()));
+    let injector = config.enable_failure_injection.then(|| Arc::new(failure_injector::FailureInjector::default()));
+    let manager = Arc::new(SqlTaskManager::new(node_id.clone(), url.clone(), http.clone(), config.settings.clone(), config.exchange.clone(), injector));
     let app = api::router(manager.clone());
     let (stop, mut stopped) = watch::channel(false);
     let mut stop_server = stop.subscribe();

@@ -185,6 +185,16 @@ impl SqlTask {
         self.stop();
     }
 
+    /// Fails the task on purpose (failure injection).
+    pub fn fail_injected(&self) {
+        self.fail(TaskFailure {
+            code: "INJECTED_FAILURE".into(),
+            message: format!("injected task failure in task {}", self.id),
+            upstream: None,
+            upstream_url: None,
+        });
+    }
+
     /// Ends the task as ABORTED (or CANCELED), stops its work and frees its buffers.
     pub fn abort(&self, cancel: bool) {
         self.transition(if cancel { TaskState::Canceled } else { TaskState::Aborted });

@@ -11,6 +11,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use parking_lot::RwLock;
 
 use super::task::{SqlTask, TaskSettings, TaskStart};
+use super::failure_injector::{FailureInjector, InjectedFailureKind};
 use super::WorkerError;
 use crate::exchange::client::{ExchangeClient, ExchangeConfig, ExchangeStats};
 use crate::protocol::{NodeInfo, TaskId, TaskInfo, TaskStatus, TaskUpdateRequest};
@@ -28,12 +29,20 @@ pub struct SqlTaskManager {
     base: Arc<TaskContext>,
     /// Task contexts by batch size; tasks share them as partitions of one session do.
     contexts: parking_lot::Mutex<HashMap<usize, Arc<TaskContext>>>,
+    pub injector: Option<Arc<FailureInjector>>,
 }
 
 impl SqlTaskManager {
-    pub fn new(node_id: String, url: String, http: reqwest::Client, defaults: TaskSettings, exchange: ExchangeConfig) -> Self {
+    pub fn new(
+        node_id: String,
+        url: String,
+        http: reqwest::Client,
+        defaults: TaskSettings,
+        exchange: ExchangeConfig,
+        injector: Option<Arc<FailureInjector>>,
+    ) -> Self {
         let base = SessionContext::new().task_ctx();
-        SqlTaskManager { node_id, url, tasks: RwLock::new(HashMap::new()), http, defaults, exchange, started: Instant::now(), base, contexts: Default::default() }
+        SqlTaskManager { node_id, url, tasks: RwLock::new(HashMap::new()), http, defaults, exchange, started: Instant::now(), base, contexts: Default::default(), injector }
     }
 
     pub fn node_id(&self) -> &str {
@@ -85,6 +94,11 @@ impl SqlTaskManager {
             task_ctx,
         })
         .map_err(|e| WorkerError::BadPlan(e.to_string()))?;
+        if let Some(inj) = &self.injector {
+            if inj.find(&id, |k| k == InjectedFailureKind::TaskFailure).is_some() {
+                task.fail_injected();
+            }
+        }
         let info = task.info();
         tasks.insert(id, task);
         Ok(info)
@@ -139,6 +153,16 @@ impl SqlTaskManager {
             buffered_bytes: tasks.values().map(|t| t.output().total_bytes()).sum(),
             uptime_ms: self.started.elapsed().as_millis() as u64,
         }
+    }
+
+    /// Applies an injected request failure for `id`, if one of `wanted` is set:
+    /// an error at once, or one after a hang longer than any client waits.
+    pub async fn injected(&self, id: &TaskId, wanted: fn(InjectedFailureKind) -> bool) -> Result<(), WorkerError> {
+        let Some(kind) = self.injector.as_ref().and_then(|i| i.find(id, wanted)) else { return Ok(()) };
+        if kind.is_timeout() {
+            tokio::time::sleep(super::failure_injector::INJECTED_TIMEOUT).await;
+        }
+        Err(WorkerError::Injected(kind))
     }
 
     /// Aborts every task (worker shutdown).

@@ -92,6 +92,22 @@ impl Cluster {
         panic!("{n} workers did not join in time");
     }
 
+    /// Waits until exactly `n` workers are alive (a lost one has timed out).
+    pub async fn wait_for_live_workers_exactly(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let url = format!("{}/v1/node", self.coordinator.url);
+        let http = reqwest::Client::new();
+        loop {
+            let nodes: Vec<Value> = http.get(&url).send().await.unwrap().json().await.unwrap();
+            let alive = nodes.iter().filter(|n| n["alive"] == Value::Bool(true)).count();
+            if alive == n {
+                return;
+            }
+            assert!(Instant::now() < deadline, "expected {n} live workers, have {alive}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     pub fn client(&self, schema: &str) -> StatementClient {
         StatementClient::new(&self.coordinator.url).with_catalog("tpch").with_schema(schema)
     }

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Runs tests/python/test_trino_client.py (Trino's Python client and its SQLAlchemy
+# dialect) against a real cluster: a coordinator and 2 workers of the given binary.
+#
+#   tests/python/run.sh path/to/flotilla
+#
+# Creates a throwaway virtualenv (pip install trino sqlalchemy, from PyPI), so it needs
+# network access to PyPI. Exits with the test's status; 0 with a message when python3
+# is missing.
+set -uo pipefail
+
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "python3 not found; skipping the Trino Python client test"
+    exit 0
+fi
+BIN=${1:?usage: $0 path/to/flotilla}
+HERE=$(cd "$(dirname "$0")" && pwd)
+WORKERS=2
+
+# The binary may be replaced by a concurrent build; give it a moment to reappear.
+for _ in $(seq 1 30); do
+    [ -x "$BIN" ] && break
+    sleep 1
+done
+if [ ! -x "$BIN" ]; then
+    echo "no executable flotilla binary at $BIN" >&2
+    exit 2
+fi
+BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/flotilla-pyclient.XXXXXX")
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do
+        kill "$pid" 2>/dev/null
+    done
+    for pid in "${PIDS[@]}"; do
+        wait "$pid" 2>/dev/null
+    done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "creating virtualenv in $TMP/venv"
+if ! python3 -m venv "$TMP/venv"; then
+    echo "python3 -m venv failed (is the venv module installed?)" >&2
+    exit 2
+fi
+PY=$TMP/venv/bin/python
+if ! "$PY" -m pip install --quiet --disable-pip-version-check trino sqlalchemy; then
+    echo "pip install trino sqlalchemy failed" >&2
+    exit 2
+fi
+"$PY" -c 'import importlib.metadata as m; print("trino", m.version("trino"), "sqlalchemy", m.version("sqlalchemy"))'
+
+# The coordinator prints "flotilla coordinator listening on http://HOST:PORT" first.
+"$BIN" coordinator --bind 127.0.0.1:0 >"$TMP/coordinator.out" 2>"$TMP/coordinator.err" &
+PIDS+=($!)
+URL=
+for _ in $(seq 1 100); do
+    line=$(head -n 1 "$TMP/coordinator.out" 2>/dev/null)
+    case "$line" in
+        *" listening on http://"*) URL=${line##* listening on }; break ;;
+    esac
+    if ! kill -0 "${PIDS[0]}" 2>/dev/null; then break; fi
+    sleep 0.1
+done
+if [ -z "$URL" ]; then
+    echo "coordinator did not print its URL" >&2
+    cat "$TMP/coordinator.out" "$TMP/coordinator.err" >&2
+    exit 1
+fi
+echo "coordinator at $URL"
+
+for i in $(seq 1 "$WORKERS"); do
+    "$BIN" worker --coordinator "$URL" --bind 127.0.0.1:0 >"$TMP/worker$i.out" 2>"$TMP/worker$i.err" &
+    PIDS+=($!)
+done
+
+# Wait (at most 20 s) until GET /v1/node lists $WORKERS alive workers.
+alive=0
+for _ in $(seq 1 200); do
+    alive=$("$PY" - "$URL" <<'PYEOF'
+import json, sys, urllib.request
+try:
+    with urllib.request.urlopen(sys.argv[1] + "/v1/node", timeout=2) as r:
+        print(sum(1 for n in json.load(r) if n.get("alive")))
+except Exception:
+    print(0)
+PYEOF
+)
+    [ "$alive" -ge "$WORKERS" ] && break
+    sleep 0.1
+done
+if [ "$alive" -lt "$WORKERS" ]; then
+    echo "only $alive of $WORKERS workers alive after 20 s" >&2
+    tail -n 20 "$TMP"/*.err >&2
+    exit 1
+fi
+echo "$alive workers alive"
+
+FLOTILLA_URL=$URL "$PY" "$HERE/test_trino_client.py"
+status=$?
+if [ "$status" -ne 0 ]; then
+    echo "--- coordinator stderr (last 30 lines) ---" >&2
+    tail -n 30 "$TMP/coordinator.err" >&2
+fi
+exit "$status"
