@@ -5,6 +5,7 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use std::sync::Arc;
 
 use crate::protocol::{ErrorBody, ErrorDetail};
 
@@ -25,11 +26,78 @@ pub async fn bind(addr: &str) -> std::io::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind(addr).await
 }
 
+/// Header carrying the cluster's shared secret on internal requests.
+pub const HEADER_INTERNAL_TOKEN: &str = "x-flotilla-internal-token";
+
 /// The shared HTTP client of a process: one connection pool for tasks and exchanges.
-pub fn http_client() -> reqwest::Client {
+/// With a shared secret, every request it sends carries it.
+pub fn http_client(secret: Option<&str>) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(s) = secret {
+        let mut v = reqwest::header::HeaderValue::from_str(s).expect("the shared secret is a valid header value");
+        v.set_sensitive(true);
+        headers.insert(HEADER_INTERNAL_TOKEN, v);
+    }
     reqwest::Client::builder()
         .pool_idle_timeout(std::time::Duration::from_secs(30))
         .tcp_nodelay(true)
+        .default_headers(headers)
         .build()
         .expect("building the HTTP client")
+}
+
+/// Internal security: the secret every coordinator<->worker and worker<->worker
+/// request must carry. `None` leaves internal endpoints open (a single trusted host).
+#[derive(Clone, Default)]
+pub struct InternalAuth(pub Option<Arc<str>>);
+
+#[derive(Debug, thiserror::Error)]
+#[error("internal request without a valid shared secret")]
+pub struct Unauthorized;
+
+impl ApiError for Unauthorized {
+    fn status(&self) -> StatusCode {
+        StatusCode::UNAUTHORIZED
+    }
+    fn code(&self) -> &'static str {
+        "UNAUTHORIZED"
+    }
+}
+
+/// Compares without an early exit, so timing does not reveal how much matched.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Middleware refusing internal requests that lack the shared secret.
+pub async fn require_internal(
+    axum::extract::State(auth): axum::extract::State<InternalAuth>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if let Some(secret) = &auth.0 {
+        let given = req.headers().get(HEADER_INTERNAL_TOKEN).map(|v| v.as_bytes()).unwrap_or_default();
+        if !same_secret(given, secret.as_bytes()) {
+            return error_response(&Unauthorized);
+        }
+    }
+    next.run(req).await
+}
+
+/// Reads the secret from a flag value or `FLOTILLA_SHARED_SECRET`; empty means none.
+pub fn shared_secret(flag: Option<String>) -> Option<String> {
+    flag.or_else(|| std::env::var("FLOTILLA_SHARED_SECRET").ok()).filter(|s| !s.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_compare_exactly() {
+        assert!(same_secret(b"abc", b"abc"));
+        assert!(!same_secret(b"abc", b"abd"));
+        assert!(!same_secret(b"ab", b"abc"));
+        assert!(!same_secret(b"", b"abc"));
+    }
 }

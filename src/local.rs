@@ -20,12 +20,17 @@ pub struct LocalOptions {
 
 impl LocalCluster {
     pub async fn start(workers: usize, options: LocalOptions) -> Result<LocalCluster, String> {
-        let coordinator = start_coordinator(CoordinatorConfig::new("127.0.0.1:0"))
+        // Internal requests are authenticated even on one host: a generated secret.
+        let secret = crate::util::random_suffix(32);
+        let mut config = CoordinatorConfig::new("127.0.0.1:0");
+        config.shared_secret = Some(secret.clone());
+        let coordinator = start_coordinator(config)
             .await
             .map_err(|e| format!("cannot start the coordinator: {e}"))?;
         let mut handles = Vec::new();
         for _ in 0..workers {
             let mut config = WorkerConfig::new("127.0.0.1:0", &coordinator.url);
+            config.shared_secret = Some(secret.clone());
             if let Some(b) = options.output_buffer_bytes {
                 config.settings.output_buffer_bytes = b;
             }

@@ -33,6 +33,9 @@ enum Command {
         /// Seconds without a heartbeat after which a worker is lost.
         #[arg(long, default_value_t = 5)]
         worker_timeout: u64,
+        /// Secret every internal request must carry (or FLOTILLA_SHARED_SECRET).
+        #[arg(long)]
+        shared_secret: Option<String>,
     },
     /// Run a worker that joins a coordinator.
     Worker {
@@ -46,6 +49,9 @@ enum Command {
         /// Accept injected failures through POST /v1/failure-injection (for tests).
         #[arg(long)]
         enable_failure_injection: bool,
+        /// Secret every internal request must carry (or FLOTILLA_SHARED_SECRET).
+        #[arg(long)]
+        shared_secret: Option<String>,
     },
     /// Run SQL against a coordinator.
     Sql {
@@ -153,8 +159,9 @@ async fn run(cli: Cli) -> Result<(), String> {
             cluster.shutdown().await;
             result
         }
-        Command::Coordinator { bind, worker_timeout } => {
+        Command::Coordinator { bind, worker_timeout, shared_secret } => {
             let mut config = flotilla::coordinator::CoordinatorConfig::new(&bind);
+            config.shared_secret = flotilla::http::shared_secret(shared_secret);
             config.worker_timeout = Duration::from_secs(worker_timeout.max(1));
             let handle = flotilla::coordinator::start_coordinator(config).await.map_err(|e| format!("cannot bind {bind}: {e}"))?;
             println!("flotilla coordinator listening on {}", handle.url);
@@ -162,8 +169,9 @@ async fn run(cli: Cli) -> Result<(), String> {
             handle.shutdown().await;
             Ok(())
         }
-        Command::Worker { coordinator, bind, output_buffer_max_bytes, enable_failure_injection } => {
+        Command::Worker { coordinator, bind, output_buffer_max_bytes, enable_failure_injection, shared_secret } => {
             let mut config = flotilla::worker::WorkerConfig::new(&bind, &coordinator);
+            config.shared_secret = flotilla::http::shared_secret(shared_secret);
             config.enable_failure_injection = enable_failure_injection;
             if let Some(b) = output_buffer_max_bytes {
                 config.settings.output_buffer_bytes = flotilla::config::parse_bytes(&b)?;

@@ -78,6 +78,8 @@ pub struct CoordinatorConfig {
     pub exchange: ExchangeConfig,
     /// Finished queries kept for `/v1/query`.
     pub max_history: usize,
+    /// Shared secret of internal requests (announcements, task API).
+    pub shared_secret: Option<String>,
 }
 
 impl CoordinatorConfig {
@@ -89,6 +91,7 @@ impl CoordinatorConfig {
             partitions_per_worker: cores.max(2),
             exchange: ExchangeConfig::default(),
             max_history: 200,
+            shared_secret: None,
         }
     }
 }
@@ -200,7 +203,7 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
     let state = Arc::new(CoordinatorState {
         nodes: Arc::new(NodeManager::new(config.worker_timeout)),
         node_scheduler: Arc::new(NodeScheduler::new()),
-        http: crate::http::http_client(),
+        http: crate::http::http_client(config.shared_secret.as_deref()),
         queries: RwLock::new(BTreeMap::new()),
         history: parking_lot::Mutex::new(VecDeque::new()),
         counter: AtomicU64::new(0),
@@ -221,13 +224,17 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
 }
 
 fn router(state: Arc<CoordinatorState>) -> Router {
+    let auth = crate::http::InternalAuth(state.config.shared_secret.as_deref().map(Arc::from));
+    let internal = Router::new()
+        .route("/v1/announcement", post(announce))
+        .route_layer(axum::middleware::from_fn_with_state(auth, crate::http::require_internal));
     Router::new()
+        .merge(internal)
         .route("/v1/statement", post(statement::post_statement))
         .route(
             "/v1/statement/executing/{query_id}/{token}",
             get(statement::get_results).delete(statement::cancel_query),
         )
-        .route("/v1/announcement", post(announce))
         .route("/v1/node", get(list_nodes))
         .route("/v1/query", get(list_queries))
         .route("/v1/query/{query_id}", get(query_info).delete(cancel))

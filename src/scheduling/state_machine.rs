@@ -323,4 +323,71 @@ mod tests {
         }
         assert!(!QueryState::can_transition(Q::Running, Q::Queued));
     }
+
+    /// The full transition table of each machine: every legal move is accepted and
+    /// every other one refused.
+    fn check_table<S: StateKind>(all: &[S], legal: &[(S, S)]) {
+        for &from in all {
+            for &to in all {
+                if from == to || from.is_final() {
+                    continue;
+                }
+                let expected = legal.contains(&(from, to));
+                assert_eq!(S::can_transition(from, to), expected, "{from:?} -> {to:?}");
+                let mut m = StateMachine::new("m", from);
+                assert_eq!(m.transition(to).is_ok(), expected, "{from:?} -> {to:?} through the machine");
+            }
+        }
+    }
+
+    #[test]
+    fn task_transition_table() {
+        use TaskState::*;
+        let all = [Planned, Running, Flushing, Finished, Canceled, Aborted, Failed];
+        let mut legal = vec![(Planned, Running), (Planned, Flushing), (Running, Flushing), (Running, Finished), (Flushing, Finished)];
+        for from in [Planned, Running, Flushing] {
+            legal.extend([(from, Canceled), (from, Aborted), (from, Failed)]);
+        }
+        check_table(&all, &legal);
+    }
+
+    #[test]
+    fn query_transition_table() {
+        use QueryState::*;
+        let all = [Queued, Planning, Starting, Running, Finishing, Finished, Failed];
+        let order = [Queued, Planning, Starting, Running, Finishing];
+        let mut legal = Vec::new();
+        for (i, &from) in order.iter().enumerate() {
+            for &to in &order[i + 1..] {
+                legal.push((from, to));
+            }
+            legal.push((from, Failed));
+            if from != Queued {
+                legal.push((from, Finished));
+            }
+        }
+        check_table(&all, &legal);
+    }
+
+    #[test]
+    fn stage_transition_table() {
+        use StageState::*;
+        let all = [Planned, Scheduling, Scheduled, Running, Flushing, Finished, Canceled, Aborted, Failed];
+        let mut legal = vec![
+            (Planned, Scheduling),
+            (Scheduling, Scheduled),
+            (Scheduling, Running),
+            (Scheduling, Flushing),
+            (Scheduled, Running),
+            (Scheduled, Flushing),
+            (Scheduled, Finished),
+            (Running, Flushing),
+            (Running, Finished),
+            (Flushing, Finished),
+        ];
+        for from in [Planned, Scheduling, Scheduled, Running, Flushing] {
+            legal.extend([(from, Canceled), (from, Aborted), (from, Failed)]);
+        }
+        check_table(&all, &legal);
+    }
 }

@@ -71,6 +71,8 @@ pub struct WorkerConfig {
     pub exchange: ExchangeConfig,
     /// Accept injected failures (`POST /v1/failure-injection`); tests only.
     pub enable_failure_injection: bool,
+    /// Shared secret of internal requests, sent and required.
+    pub shared_secret: Option<String>,
 }
 
 impl WorkerConfig {
@@ -82,6 +84,7 @@ impl WorkerConfig {
             settings: TaskSettings { batch_size: 8192, output_buffer_bytes: 32 << 20 },
             exchange: ExchangeConfig::default(),
             enable_failure_injection: false,
+            shared_secret: None,
         }
     }
 }
@@ -109,10 +112,11 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
     let addr = listener.local_addr()?;
     let url = format!("http://{addr}");
     let node_id = format!("worker-{}-{}", addr.port(), crate::util::random_suffix(4));
-    let http = crate::http::http_client();
+    let http = crate::http::http_client(config.shared_secret.as_deref());
     let injector = config.enable_failure_injection.then(|| Arc::new(failure_injector::FailureInjector::default()));
     let manager = Arc::new(SqlTaskManager::new(node_id.clone(), url.clone(), http.clone(), config.settings.clone(), config.exchange.clone(), injector));
-    let app = api::router(manager.clone());
+    let auth = crate::http::InternalAuth(config.shared_secret.as_deref().map(Arc::from));
+    let app = api::router(manager.clone()).layer(axum::middleware::from_fn_with_state(auth, crate::http::require_internal));
     let (stop, mut stopped) = watch::channel(false);
     let mut stop_server = stop.subscribe();
     let server = tokio::spawn(async move {

@@ -63,7 +63,13 @@ pub struct Cluster {
 
 impl Cluster {
     pub async fn start(workers: usize, worker_args: &[&str]) -> Cluster {
-        let coordinator = spawn(&["coordinator", "--bind", "127.0.0.1:0"]);
+        Self::start_with(&[], workers, worker_args).await
+    }
+
+    pub async fn start_with(coordinator_args: &[&str], workers: usize, worker_args: &[&str]) -> Cluster {
+        let mut args = vec!["coordinator", "--bind", "127.0.0.1:0"];
+        args.extend_from_slice(coordinator_args);
+        let coordinator = spawn(&args);
         let mut ws = Vec::new();
         for _ in 0..workers {
             let mut args = vec!["worker", "--coordinator", coordinator.url.as_str(), "--bind", "127.0.0.1:0"];

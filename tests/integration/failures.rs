@@ -78,3 +78,50 @@ async fn bad_task_api_requests_get_json_errors() {
     let ok = cluster.client("tiny").execute("SELECT count(*) FROM nation").await.expect("query after bad input");
     assert_eq!(ok.rows[0][0], serde_json::json!(25));
 }
+
+/// With a shared secret, internal requests without it get 401 and change nothing;
+/// the cluster itself, which has the secret, works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_requests_need_the_shared_secret() {
+    let secret = ["--shared-secret", "correct horse battery staple"];
+    let cluster = Cluster::start_with(&secret, 2, &secret).await;
+    let out = cluster.client("tiny").execute("SELECT count(*) FROM customer").await.expect("authenticated cluster works");
+    assert_eq!(out.rows[0][0], serde_json::json!(1500));
+    let http = reqwest::Client::new();
+    let worker = &cluster.workers[0].url;
+    for token in [None, Some("wrong")] {
+        let with = |r: reqwest::RequestBuilder| match token {
+            Some(t) => r.header("x-flotilla-internal-token", t),
+            None => r,
+        };
+        let requests = [
+            with(http.get(format!("{worker}/v1/task"))),
+            with(http.get(format!("{worker}/v1/info"))),
+            with(http.post(format!("{worker}/v1/task/q.1.0.0")).body("{}")),
+            with(http.delete(format!("{worker}/v1/task/q.1.0.0"))),
+            with(http.post(format!("{}/v1/announcement", cluster.coordinator.url)).body(r#"{"node_id":"intruder","url":"http://127.0.0.1:9"}"#)),
+        ];
+        for req in requests {
+            let resp = req.send().await.expect("answers");
+            assert_eq!(resp.status().as_u16(), 401);
+            let body: serde_json::Value = resp.json().await.expect("JSON error");
+            assert_eq!(body["error"]["code"], "UNAUTHORIZED");
+        }
+    }
+    // Nothing changed: no intruder node, no task.
+    let nodes: Vec<serde_json::Value> = http.get(format!("{}/v1/node", cluster.coordinator.url)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+    let authed = reqwest::Client::new();
+    for w in &cluster.workers {
+        let tasks: Vec<serde_json::Value> = authed
+            .get(format!("{}/v1/task", w.url))
+            .header("x-flotilla-internal-token", "correct horse battery staple")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert!(tasks.is_empty(), "{tasks:?}");
+    }
+}
