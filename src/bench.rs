@@ -132,6 +132,7 @@ pub async fn run_scheduling(stages: usize, tasks: usize, workers: usize, iterati
         let plan = Arc::new(FragmentedPlan { fragments, graph });
         let settings = SchedulerSettings {
             query_id: format!("bench_{iteration}_{}", crate::util::random_suffix(5)),
+            attempt: 0,
             http: cluster.coordinator.state.http.clone(),
             workers: slots.clone(),
             node_scheduler: Arc::new(NodeScheduler::new()),

@@ -51,6 +51,8 @@ pub struct QueryExecution {
     fragments: Mutex<Option<Arc<FragmentedPlan>>>,
     cancel: watch::Sender<bool>,
     output_rows: AtomicU64,
+    /// Times the whole query was run again (retry_policy=query).
+    pub retries: AtomicU64,
     pub root_input: Arc<ExchangeStats>,
     nodes: AtomicU64,
 }
@@ -97,6 +99,7 @@ impl QueryExecution {
             fragments: Mutex::new(None),
             cancel,
             output_rows: AtomicU64::new(0),
+            retries: AtomicU64::new(0),
             root_input: Arc::new(ExchangeStats::default()),
             nodes: AtomicU64::new(0),
         })
@@ -229,15 +232,34 @@ impl QueryExecution {
 
 /// Runs the query to a final state.
 pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
-    let outcome = tokio::select! {
-        r = execute(&coord, &q) => r,
-        _ = q.cancelled() => Err(QueryError::new("USER_CANCELED", "Query was canceled")),
+    // retry_policy=query: a retryable failure before any row reached the client runs
+    // the whole query again, a bounded number of times.
+    let attempts = match q.session.properties.get("retry_policy").map(String::as_str) {
+        Some("query") => q.session.properties.get("query_retry_attempts").and_then(|v| v.parse().ok()).unwrap_or(4usize) + 1,
+        _ => 1,
     };
-    // Tasks are deleted inside `execute` on every path it finishes; a cancel that
-    // dropped it mid-way leaves the stages' tasks, which are removed here.
-    if outcome.is_err() {
-        remove_stage_tasks(&q).await;
-    }
+    let mut attempt = 0;
+    let outcome = loop {
+        let outcome = tokio::select! {
+            r = execute(&coord, &q, attempt) => r,
+            _ = q.cancelled() => Err(QueryError::new("USER_CANCELED", "Query was canceled")),
+        };
+        // Tasks are deleted inside `execute` on every path it finishes; a cancel that
+        // dropped it mid-way leaves the stages' tasks, which are removed here.
+        if outcome.is_err() {
+            remove_stage_tasks(&q).await;
+        }
+        match outcome {
+            Err(e) if attempt + 1 < attempts && is_retryable(&e) && q.output_rows() == 0 && !*q.cancel.borrow() => {
+                tracing::warn!(query = %q.id, attempt, "query attempt failed, retrying: {e}");
+                attempt += 1;
+                q.retries.fetch_add(1, Ordering::Relaxed);
+                // Give the node manager time to notice a lost worker before replanning.
+                tokio::time::sleep(Duration::from_millis(500 * attempt as u64)).await;
+            }
+            other => break other,
+        }
+    };
     match outcome {
         Ok(()) => {
             q.transition(QueryState::Finishing);
@@ -247,12 +269,17 @@ pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
     }
 }
 
+/// Failures of the cluster, not of the query: worth running the query again.
+fn is_retryable(e: &QueryError) -> bool {
+    matches!(e.error_name.as_str(), "REMOTE_HOST_GONE" | "PAGE_TRANSPORT_ERROR" | "TOO_MANY_REQUESTS_FAILED" | "REMOTE_TASK_ERROR")
+}
+
 async fn remove_stage_tasks(q: &QueryExecution) {
     let deletes = q.stages().into_iter().flat_map(|s| s.tasks()).map(|t| async move { t.delete(true).await });
     futures::future::join_all(deletes).await;
 }
 
-async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>) -> Result<(), QueryError> {
+async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt: usize) -> Result<(), QueryError> {
     q.transition(QueryState::Planning);
     crate::config::validate_session(&q.session.properties).map_err(|m| QueryError::new("INVALID_SESSION_PROPERTY", m))?;
     let workers = coord.nodes.live_workers();
@@ -327,6 +354,7 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>) -> Resu
     let sources = Arc::new(SourceLocations::new(0, client));
     let settings = SchedulerSettings {
         query_id: q.id.clone(),
+        attempt,
         http: coord.http.clone(),
         workers,
         node_scheduler: coord.node_scheduler.clone(),

@@ -174,6 +174,8 @@ pub trait RootSourceSink: Send + Sync {
 
 pub struct SchedulerSettings {
     pub query_id: String,
+    /// Attempt of the whole query (retry_policy=query), part of every task id.
+    pub attempt: usize,
     pub http: reqwest::Client,
     pub workers: Vec<WorkerNode>,
     pub node_scheduler: Arc<NodeScheduler>,
@@ -375,7 +377,7 @@ impl PipelinedQueryScheduler {
         let mut created = Vec::new();
         for (t, (worker, partitions)) in workers.into_iter().zip(slices).enumerate() {
             let task = Arc::new(HttpRemoteTask::new(
-                TaskId::new(&self.settings.query_id, id, t, 0),
+                TaskId::new(&self.settings.query_id, id, t, self.settings.attempt),
                 worker,
                 partitions.clone(),
                 self.settings.http.clone(),

@@ -125,3 +125,57 @@ async fn a_killed_worker_fails_the_query_cleanly() {
     let _new = spawn(&["worker", "--coordinator", &base, "--bind", "127.0.0.1:0"]);
     cluster.wait_for_live_workers_exactly(3).await;
 }
+
+/// retry_policy=query: a failure of the first attempt, before any row reached the
+/// client, runs the query again and the client gets the right rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_policy_query_survives_every_injected_failure() {
+    let cluster = Cluster::start(3, &["--enable-failure-injection"]).await;
+    let positions = stage_positions(&cluster).await;
+    let want = super::common::oracle("sf0_1", QUERY).await;
+    let client = cluster
+        .client("sf0_1")
+        .with_session("retry_policy", "query")
+        .with_session("exchange_max_error_duration", "3s");
+    let kinds = [
+        "task_management_request_failure",
+        "task_management_request_timeout",
+        "get_results_request_failure",
+        "get_results_request_timeout",
+        "task_failure",
+    ];
+    for (position, stage) in &positions {
+        for kind in kinds {
+            // Only the first attempt's tasks (attempt 0) fail.
+            set_failure(&cluster, Some(json!({"stage": stage, "attempt": 0, "kind": kind}))).await;
+            let cell = format!("{kind} at the {position} stage {stage}");
+            let got = tokio::time::timeout(Duration::from_secs(60), client.execute(QUERY))
+                .await
+                .unwrap_or_else(|_| panic!("{cell}: stuck"))
+                .unwrap_or_else(|e| panic!("{cell}: {e}"));
+            super::common::assert_same_rows(&cell, QUERY, &got.rows, &want);
+            set_failure(&cluster, None).await;
+            cluster.assert_no_tasks_left().await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_policy_query_finishes_on_the_survivors_of_a_killed_worker() {
+    let mut cluster = Cluster::start(3, &[]).await;
+    let sql = "SELECT l_returnflag, l_linestatus, count(*), sum(l_quantity), sum(l_extendedprice) FROM lineitem GROUP BY 1, 2 ORDER BY 1, 2";
+    let client = cluster.client("sf1").with_session("retry_policy", "query").with_session("exchange_max_error_duration", "3s");
+    let query = tokio::spawn(async move { client.execute(sql).await });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cluster.remaining_tasks().await.len() < 3 {
+        assert!(Instant::now() < deadline, "query never started tasks");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut victim = cluster.workers.remove(0);
+    victim.child.kill().expect("kill -9");
+    let _ = victim.child.wait();
+    let got = tokio::time::timeout(Duration::from_secs(120), query).await.expect("query must end").expect("join").expect("query succeeds");
+    let want = super::common::oracle("sf1", sql).await;
+    super::common::assert_same_rows("sf1 after kill -9", sql, &got.rows, &want);
+    cluster.assert_no_tasks_left().await;
+}
