@@ -5,6 +5,7 @@
 
 pub mod distribute;
 pub mod fragmenter;
+pub mod metadata;
 pub mod node_manager;
 pub mod planner;
 pub mod query;

@@ -290,6 +290,14 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt
         .and_then(|v| v.parse().ok())
         .unwrap_or(workers.len().max(1) * coord.config.partitions_per_worker);
     let ctx = session_context(&q.session, partitions);
+    if let Some(stmt) = super::metadata::parse(&q.sql) {
+        let batch = super::metadata::run(&ctx, &q.session, &stmt).await?;
+        *q.schema.lock() = Some(batch.schema());
+        q.transition(QueryState::Starting);
+        q.transition(QueryState::Running);
+        q.emit(batch).await;
+        return Ok(());
+    }
     let logical = ctx.state().create_logical_plan(&q.sql).await.map_err(|e| planning_error(&e))?;
     if let LogicalPlan::Explain(explain) = &logical {
         let physical = ctx.state().create_physical_plan(&explain.plan).await.map_err(|e| planning_error(&e))?;

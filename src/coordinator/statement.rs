@@ -59,7 +59,8 @@ pub fn session_from_headers(headers: &HeaderMap) -> Result<SessionSpec, Coordina
             spec.properties.insert(k.trim().to_string(), v);
         }
     }
-    crate::config::validate_session(&spec.properties).map_err(CoordinatorError::BadRequest)?;
+    // Unknown or invalid properties fail the query (INVALID_SESSION_PROPERTY), as in
+    // Trino, rather than the HTTP request: clients report query errors better.
     Ok(spec)
 }
 

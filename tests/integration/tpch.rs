@@ -43,3 +43,38 @@ async fn small_output_buffers_still_stream_q1_and_q18() {
     }
     cluster.assert_no_tasks_left().await;
 }
+
+/// Metadata statements answer as Trino does, with Trino's type names. Expected types
+/// are the catalog's contract (keys BIGINT, money DECIMAL(15,2), dates DATE).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_statements_answer_like_trino() {
+    let cluster = Cluster::start(1, &[]).await;
+    let client = cluster.client("tiny");
+    let column = |rows: &[Vec<serde_json::Value>]| rows.iter().map(|r| r[0].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let catalogs = client.execute("SHOW CATALOGS").await.expect("show catalogs");
+    assert_eq!(catalogs.columns[0].name, "Catalog");
+    assert!(column(&catalogs.rows).contains(&"tpch".to_string()));
+    let schemas = column(&client.execute("SHOW SCHEMAS FROM tpch").await.expect("show schemas").rows);
+    for s in ["tiny", "sf0_1", "sf1", "sf10", "information_schema"] {
+        assert!(schemas.contains(&s.to_string()), "{s} in {schemas:?}");
+    }
+    let tables = column(&client.execute("SHOW TABLES").await.expect("show tables").rows);
+    assert_eq!(tables, ["customer", "lineitem", "nation", "orders", "part", "partsupp", "region", "supplier"]);
+    let d = client.execute("DESCRIBE lineitem").await.expect("describe");
+    let names: Vec<&str> = d.columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["Column", "Type", "Extra", "Comment"]);
+    assert_eq!(d.rows.len(), 16);
+    let ty = |col: &str| d.rows.iter().find(|r| r[0] == col).map(|r| r[1].as_str().unwrap().to_string()).unwrap();
+    assert_eq!(ty("l_orderkey"), "bigint");
+    assert_eq!(ty("l_quantity"), "decimal(15,2)");
+    assert_eq!(ty("l_shipdate"), "date");
+    assert_eq!(ty("l_comment"), "varchar");
+    // An unknown session property is a query error, not an HTTP one.
+    match client.clone().with_session("no_such_property", "1").execute("SELECT 1").await {
+        Err(flotilla::client::ClientError::Query { error_name, message, .. }) => {
+            assert_eq!(error_name, "INVALID_SESSION_PROPERTY", "{message}");
+            assert!(message.contains("no_such_property"), "{message}");
+        }
+        other => panic!("expected INVALID_SESSION_PROPERTY, got {other:?}"),
+    }
+}

@@ -1,0 +1,115 @@
+//! Trino's metadata statements, answered by the coordinator the way Trino answers
+//! them: `SHOW CATALOGS`, `SHOW SCHEMAS [FROM c]`, `SHOW TABLES [FROM [c.]s]`,
+//! `DESCRIBE t` / `SHOW COLUMNS FROM t`. DataFusion either lacks them or answers in
+//! its own shape (Arrow type names, extra columns), which Trino's clients and BI tools
+//! do not expect. Called by the query execution before planning.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::prelude::SessionContext;
+
+use super::planner::{planning_error, QueryError, SessionSpec};
+use crate::format::trino_type;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetadataStatement {
+    ShowCatalogs,
+    ShowSchemas { catalog: Option<String> },
+    ShowTables { catalog: Option<String>, schema: Option<String> },
+    Describe { table: String },
+}
+
+/// Recognizes a metadata statement; anything else is left to DataFusion.
+pub fn parse(sql: &str) -> Option<MetadataStatement> {
+    let words: Vec<&str> = sql.trim().trim_end_matches(';').split_whitespace().collect();
+    let kw = |i: usize, w: &str| words.get(i).is_some_and(|x| x.eq_ignore_ascii_case(w));
+    let name = |i: usize| words.get(i).map(|w| w.trim_matches('"').to_string());
+    let from = |i: usize| kw(i, "from") || kw(i, "in");
+    match words.len() {
+        2 if kw(0, "show") && kw(1, "catalogs") => Some(MetadataStatement::ShowCatalogs),
+        2 if kw(0, "show") && kw(1, "schemas") => Some(MetadataStatement::ShowSchemas { catalog: None }),
+        4 if kw(0, "show") && kw(1, "schemas") && from(2) => Some(MetadataStatement::ShowSchemas { catalog: name(3) }),
+        2 if kw(0, "show") && kw(1, "tables") => Some(MetadataStatement::ShowTables { catalog: None, schema: None }),
+        4 if kw(0, "show") && kw(1, "tables") && from(2) => {
+            let target = name(3)?;
+            Some(match target.split_once('.') {
+                Some((c, s)) => MetadataStatement::ShowTables { catalog: Some(c.to_string()), schema: Some(s.to_string()) },
+                None => MetadataStatement::ShowTables { catalog: None, schema: Some(target) },
+            })
+        }
+        2 if kw(0, "describe") || kw(0, "desc") => Some(MetadataStatement::Describe { table: name(1)? }),
+        4 if kw(0, "show") && kw(1, "columns") && from(2) => Some(MetadataStatement::Describe { table: name(3)? }),
+        _ => None,
+    }
+}
+
+fn text_batch(columns: &[&str], rows: Vec<Vec<String>>) -> Result<RecordBatch, QueryError> {
+    let schema = Arc::new(Schema::new(columns.iter().map(|c| Field::new(*c, DataType::Utf8, false)).collect::<Vec<_>>()));
+    let arrays = (0..columns.len())
+        .map(|i| Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r[i].as_str()))) as _)
+        .collect();
+    RecordBatch::try_new(schema, arrays).map_err(|e| QueryError::new("GENERIC_INTERNAL_ERROR", e.to_string()))
+}
+
+/// Answers a metadata statement from the planning context's catalogs.
+pub async fn run(ctx: &SessionContext, spec: &SessionSpec, stmt: &MetadataStatement) -> Result<RecordBatch, QueryError> {
+    let catalog_named = |name: &str| {
+        ctx.catalog(name).ok_or_else(|| QueryError::new("CATALOG_NOT_FOUND", format!("Catalog '{name}' does not exist")))
+    };
+    match stmt {
+        MetadataStatement::ShowCatalogs => {
+            let mut names = ctx.catalog_names();
+            names.sort();
+            text_batch(&["Catalog"], names.into_iter().map(|n| vec![n]).collect())
+        }
+        MetadataStatement::ShowSchemas { catalog } => {
+            let c = catalog_named(catalog.as_deref().unwrap_or(&spec.catalog))?;
+            let mut names = c.schema_names();
+            if !names.iter().any(|n| n == "information_schema") {
+                names.push("information_schema".into());
+            }
+            names.sort();
+            text_batch(&["Schema"], names.into_iter().map(|n| vec![n]).collect())
+        }
+        MetadataStatement::ShowTables { catalog, schema } => {
+            let cname = catalog.as_deref().unwrap_or(&spec.catalog);
+            let sname = schema.as_deref().unwrap_or(&spec.schema);
+            let s = catalog_named(cname)?
+                .schema(sname)
+                .ok_or_else(|| QueryError::new("SCHEMA_NOT_FOUND", format!("Schema '{cname}.{sname}' does not exist")))?;
+            let mut names = s.table_names();
+            names.sort();
+            text_batch(&["Table"], names.into_iter().map(|n| vec![n]).collect())
+        }
+        MetadataStatement::Describe { table } => {
+            let provider = ctx.table_provider(table.as_str()).await.map_err(|e| planning_error(&e))?;
+            let rows = provider
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| vec![f.name().clone(), trino_type(f.data_type()), String::new(), String::new()])
+                .collect();
+            text_batch(&["Column", "Type", "Extra", "Comment"], rows)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use MetadataStatement::*;
+
+    #[test]
+    fn statements_parse_as_trino_users_type_them() {
+        assert_eq!(parse("SHOW CATALOGS"), Some(ShowCatalogs));
+        assert_eq!(parse("show schemas from tpch;"), Some(ShowSchemas { catalog: Some("tpch".into()) }));
+        assert_eq!(parse("SHOW TABLES"), Some(ShowTables { catalog: None, schema: None }));
+        assert_eq!(parse("SHOW TABLES FROM tpch.sf1"), Some(ShowTables { catalog: Some("tpch".into()), schema: Some("sf1".into()) }));
+        assert_eq!(parse("describe lineitem"), Some(Describe { table: "lineitem".into() }));
+        assert_eq!(parse("SHOW COLUMNS FROM orders"), Some(Describe { table: "orders".into() }));
+        assert_eq!(parse("SELECT 1"), None);
+        assert_eq!(parse("SHOW TABLES LIKE 'x'"), None);
+    }
+}
