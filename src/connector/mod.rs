@@ -10,4 +10,5 @@
 //! This module owns the catalog/schema/table providers and the leaf scan
 //! execution plans for each connector; it owns no stored data.
 
+pub mod information_schema;
 pub mod tpch;

@@ -55,7 +55,7 @@ pub const TPCH_CATALOG_NAME: &str = "tpch";
 
 /// Schemas the catalog lists. Any other valid `sfN` name still resolves;
 /// listing them all is impossible.
-const LISTED_SCHEMAS: [&str; 4] = ["tiny", "sf0_1", "sf1", "sf10"];
+pub const LISTED_SCHEMAS: [&str; 4] = ["tiny", "sf0_1", "sf1", "sf10"];
 
 /// Batches buffered between the generator thread and the consumer. Small on
 /// purpose: generation is cheap to resume, memory for lineitem batches is not.
@@ -196,6 +196,9 @@ impl CatalogProvider for TpchCatalog {
     }
 
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        if name == super::information_schema::NAME {
+            return Some(Arc::new(super::information_schema::TrinoInformationSchema::new(TPCH_CATALOG_NAME)));
+        }
         let scale_factor = parse_schema_name(name)?;
         Some(Arc::new(TpchSchema { scale_factor }) as Arc<dyn SchemaProvider>)
     }

@@ -4,6 +4,7 @@
 //! `flotilla coordinator` and by `flotilla local`.
 
 pub mod distribute;
+pub mod execute_immediate;
 pub mod fragmenter;
 pub mod metadata;
 pub mod node_manager;

@@ -98,9 +98,10 @@ impl Default for SessionSpec {
 
 /// A planning context whose `target_partitions` is the query's partition count.
 pub fn session_context(spec: &SessionSpec, partitions: usize) -> SessionContext {
+    // The catalog brings Trino's information_schema; DataFusion's would shadow it.
     let mut config = SessionConfig::new()
         .with_target_partitions(partitions.max(1))
-        .with_information_schema(true)
+        .with_information_schema(false)
         .with_create_default_catalog_and_schema(true)
         .with_default_catalog_and_schema(&spec.catalog, &spec.schema)
         .with_round_robin_repartition(false);

@@ -290,7 +290,21 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt
         .and_then(|v| v.parse().ok())
         .unwrap_or(workers.len().max(1) * coord.config.partitions_per_worker);
     let ctx = session_context(&q.session, partitions);
-    if let Some(stmt) = super::metadata::parse(&q.sql) {
+    let sql = match super::execute_immediate::rewrite(&q.sql) {
+        Some(Ok(sql)) => sql,
+        Some(Err(m)) => return Err(QueryError::new("SYNTAX_ERROR", m)),
+        None => q.sql.clone(),
+    };
+    if matches!(
+        super::execute_immediate::parse_prepared(&sql),
+        Some(super::execute_immediate::PreparedStatement::Prepare { .. } | super::execute_immediate::PreparedStatement::Deallocate { .. })
+    ) {
+        // The client keeps prepared statements; the answer is in the response headers.
+        q.transition(QueryState::Starting);
+        q.transition(QueryState::Running);
+        return Ok(());
+    }
+    if let Some(stmt) = super::metadata::parse(&sql) {
         let batch = super::metadata::run(&ctx, &q.session, &stmt).await?;
         *q.schema.lock() = Some(batch.schema());
         q.transition(QueryState::Starting);
@@ -298,7 +312,7 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt
         q.emit(batch).await;
         return Ok(());
     }
-    let logical = ctx.state().create_logical_plan(&q.sql).await.map_err(|e| planning_error(&e))?;
+    let logical = ctx.state().create_logical_plan(&sql).await.map_err(|e| planning_error(&e))?;
     if let LogicalPlan::Explain(explain) = &logical {
         let physical = ctx.state().create_physical_plan(&explain.plan).await.map_err(|e| planning_error(&e))?;
         let graphviz = matches!(explain.explain_format, datafusion::common::format::ExplainFormat::Graphviz);

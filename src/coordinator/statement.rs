@@ -15,6 +15,7 @@ use axum::Json;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
+use super::execute_immediate::{bind, parse_prepared, PreparedStatement};
 use super::planner::SessionSpec;
 use super::query::QueryExecution;
 use super::{CoordinatorError, CoordinatorState};
@@ -89,9 +90,58 @@ pub async fn post_statement(State(coord): State<Arc<CoordinatorState>>, headers:
         return Err(CoordinatorError::BadRequest("empty statement".into()));
     }
     let session = session_from_headers(&headers)?;
-    let q = coord.submit(sql.to_string(), session);
+    let mut response_headers = Vec::new();
+    let mut sql = sql.to_string();
+    match parse_prepared(&sql) {
+        Some(PreparedStatement::Prepare { name, statement }) => {
+            response_headers.push(("x-trino-added-prepare", format!("{name}={}", form_encode(&statement))));
+        }
+        Some(PreparedStatement::Deallocate { name }) => response_headers.push(("x-trino-deallocated-prepare", name)),
+        Some(PreparedStatement::Execute { name, using }) => {
+            let prepared = prepared_statements(&headers);
+            // An unknown name is left for the planner, whose error names it.
+            if let Some(statement) = prepared.get(&name) {
+                sql = bind(statement, &using).map_err(CoordinatorError::BadRequest)?;
+            }
+        }
+        None => {}
+    }
+    let q = coord.submit(sql, session);
     let base = base_url(&headers);
-    Ok(Json(results_document(&coord, &q, &base, 0, Vec::new(), false)).into_response())
+    let mut resp = Json(results_document(&coord, &q, &base, 0, Vec::new(), false)).into_response();
+    for (name, value) in response_headers {
+        if let Ok(v) = axum::http::HeaderValue::from_str(&value) {
+            resp.headers_mut().insert(name, v);
+        }
+    }
+    Ok(resp)
+}
+
+/// `X-Trino-Prepared-Statement: name=form-encoded statement, ...`
+fn prepared_statements(headers: &HeaderMap) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for value in headers.get_all("x-trino-prepared-statement") {
+        let Ok(text) = value.to_str() else { continue };
+        for pair in text.split(',') {
+            if let Some((k, v)) = pair.trim().split_once('=') {
+                out.insert(k.trim().to_string(), percent_decode(&v.replace('+', " ")));
+            }
+        }
+    }
+    out
+}
+
+/// Form encoding, as the client decodes prepared statements.
+fn form_encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
 }
 
 pub async fn get_results(
@@ -115,6 +165,8 @@ pub async fn get_results(
         let _ = tokio::time::timeout(Duration::from_secs(1), rx.wait_for(|s| *s != QueryState::Queued && *s != QueryState::Planning)).await;
         (Vec::new(), false)
     };
+    // A statement without a result (PREPARE, DEALLOCATE) is exhausted once it ends.
+    let exhausted = exhausted || (q.schema().is_none() && matches!(q.state(), QueryState::Finished | QueryState::Failed));
     let mut rows = Vec::new();
     for b in &batches {
         rows.extend(batch_to_json_rows(b).map_err(|e| CoordinatorError::Internal(e.to_string()))?);
