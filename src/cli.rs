@@ -5,7 +5,12 @@
 use rustyline::error::ReadlineError;
 use rustyline::DefaultEditor;
 
-use crate::client::{ClientError, StatementClient};
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{HumanBytes, HumanCount, ProgressBar, ProgressStyle};
+
+use crate::client::{ClientError, QueryOutcome, QueryResultsPage, StatementClient};
 use crate::format::{format_rows, OutputFormat};
 
 fn history_path() -> Option<std::path::PathBuf> {
@@ -43,7 +48,7 @@ pub async fn repl(client: StatementClient, format: OutputFormat) -> Result<(), S
         for sql in crate::local::split_statements(&buffer) {
             let canceller = client.clone();
             let outcome = tokio::select! {
-                r = client.execute(&sql) => Some(r),
+                r = execute_with_progress_line(&client, &sql) => Some(r),
                 _ = tokio::signal::ctrl_c() => {
                     let _ = canceller.cancel_current().await;
                     None
@@ -62,4 +67,52 @@ pub async fn repl(client: StatementClient, format: OutputFormat) -> Result<(), S
         let _ = editor.save_history(&p);
     }
     Ok(())
+}
+
+fn progress_message(page: &QueryResultsPage) -> String {
+    let st = &page.stats;
+    let n = |k: &str| st.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
+    format!(
+        "{} stages {}/{} tasks {}/{} rows {} {} {:.1}s",
+        st.get("state").and_then(|v| v.as_str()).unwrap_or("QUEUED"),
+        n("completedStages"),
+        n("totalStages"),
+        n("completedSplits"),
+        n("totalSplits"),
+        HumanCount(n("processedRows")),
+        HumanBytes(n("processedBytes")),
+        n("elapsedTimeMillis") as f64 / 1000.0
+    )
+}
+
+/// Runs a statement; on a terminal, a live progress line (state, stages and tasks
+/// done of total, rows, bytes, elapsed) shows on stderr until it ends.
+pub async fn execute_with_progress_line(client: &StatementClient, sql: &str) -> Result<QueryOutcome, ClientError> {
+    if !std::io::stderr().is_terminal() {
+        return client.execute(sql).await;
+    }
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(ProgressStyle::with_template("{spinner} {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+    bar.enable_steady_tick(Duration::from_millis(100));
+    let result = client.execute_with_progress(sql, |page| bar.set_message(progress_message(page))).await;
+    bar.finish_and_clear();
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_line_shows_state_stages_tasks_rows_bytes_elapsed() {
+        let page: QueryResultsPage = serde_json::from_value(serde_json::json!({
+            "id": "q",
+            "stats": {"state": "RUNNING", "completedStages": 1, "totalStages": 3, "completedSplits": 4, "totalSplits": 9,
+                      "processedRows": 1500, "processedBytes": 2048, "elapsedTimeMillis": 1250}
+        }))
+        .unwrap();
+        let m = progress_message(&page);
+        assert!(m.starts_with("RUNNING stages 1/3 tasks 4/9 rows 1,500"), "{m}");
+        assert!(m.contains("2.00 KiB") && m.ends_with("1.2s"), "{m}");
+    }
 }

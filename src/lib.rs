@@ -11,6 +11,7 @@ pub mod exchange;
 pub mod format;
 pub mod http;
 pub mod local;
+pub mod metrics;
 pub mod protocol;
 pub mod scheduling;
 pub mod util;

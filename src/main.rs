@@ -227,7 +227,7 @@ async fn run_queries(server: &str, q: &QueryArgs) -> Result<(), String> {
 async fn run_one(client: &StatementClient, sql: &str, format: OutputFormat) -> Result<(), String> {
     let canceller = client.clone();
     let outcome = tokio::select! {
-        r = client.execute(sql) => r,
+        r = flotilla::cli::execute_with_progress_line(client, sql) => r,
         _ = tokio::signal::ctrl_c() => {
             let _ = canceller.cancel_current().await;
             return Err("Query canceled by user (Ctrl-C)".into());

@@ -119,6 +119,7 @@ impl CoordinatorState {
             crate::util::random_suffix(5)
         );
         let q = QueryExecution::new(id.clone(), sql, session);
+        crate::metrics::QUERIES_SUBMITTED.fetch_add(1, Ordering::Relaxed);
         self.queries.write().insert(id.clone(), q.clone());
         self.remember(id);
         tokio::spawn(query::run_query(self.clone(), q.clone()));
@@ -241,6 +242,7 @@ fn router(state: Arc<CoordinatorState>) -> Router {
         .route("/v1/query", get(list_queries))
         .route("/v1/query/{query_id}", get(query_info).delete(cancel))
         .route("/v1/info", get(info))
+        .route("/metrics", get(metrics))
         .route("/v1/query/{query_id}/cancel", delete(cancel))
         .merge(ui::routes())
         .fallback(not_found)
@@ -281,6 +283,25 @@ async fn query_info(State(s): St, Path(id): Path<String>) -> Result<Response, Co
 async fn cancel(State(s): St, Path(id): Path<String>) -> Result<Response, CoordinatorError> {
     s.query(&id)?.cancel();
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn metrics(State(s): St) -> Response {
+    use crate::scheduling::state_machine::QueryState::*;
+    let queries = s.queries();
+    let states = [Queued, Planning, Starting, Running, Finishing, Finished, Failed];
+    let names: Vec<String> = states.iter().map(|st| format!("{st:?}").to_uppercase()).collect();
+    let samples: Vec<(Vec<(&str, &str)>, f64)> = states
+        .iter()
+        .zip(&names)
+        .map(|(st, name)| (vec![("state", name.as_str())], queries.iter().filter(|q| q.state() == *st).count() as f64))
+        .collect();
+    let mut e = crate::metrics::Exposition::default();
+    e.gauge_family("flotilla_queries", "Queries known to the coordinator, by state.", &samples);
+    e.counter("flotilla_queries_submitted_total", "Queries submitted to this coordinator.", crate::metrics::QUERIES_SUBMITTED.load(Ordering::Relaxed));
+    e.gauge("flotilla_workers_alive", "Workers with a recent heartbeat.", s.nodes.live_workers().len() as f64);
+    e.latency_histogram("flotilla_query_latency_seconds", "Time from submission to the end of a query.", &crate::metrics::QUERY_LATENCY);
+    e.exchange_counters();
+    ([(axum::http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], e.finish()).into_response()
 }
 
 async fn info(State(s): St) -> Response {

@@ -267,6 +267,7 @@ pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
         }
         Err(e) => q.fail(e),
     }
+    crate::metrics::QUERY_LATENCY.observe(q.elapsed().as_secs_f64());
 }
 
 /// Failures of the cluster, not of the query: worth running the query again.

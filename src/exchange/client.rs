@@ -231,6 +231,8 @@ impl Puller {
                 }
             };
             self.stats.pages.fetch_add(1, Ordering::Relaxed);
+            crate::metrics::EXCHANGE_PAGES.fetch_add(1, Ordering::Relaxed);
+            crate::metrics::EXCHANGE_BYTES.fetch_add(raw.len() as u64, Ordering::Relaxed);
             self.stats.bytes.fetch_add(raw.len() as u64, Ordering::Relaxed);
             let cap = self.config.buffer_bytes.max(1);
             let want = raw.len().clamp(1, cap) as u32;

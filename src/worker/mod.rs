@@ -116,7 +116,10 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
     let injector = config.enable_failure_injection.then(|| Arc::new(failure_injector::FailureInjector::default()));
     let manager = Arc::new(SqlTaskManager::new(node_id.clone(), url.clone(), http.clone(), config.settings.clone(), config.exchange.clone(), injector));
     let auth = crate::http::InternalAuth(config.shared_secret.as_deref().map(Arc::from));
-    let app = api::router(manager.clone()).layer(axum::middleware::from_fn_with_state(auth, crate::http::require_internal));
+    // Scrapers do not carry the cluster secret; /metrics stays outside it.
+    let app = api::router(manager.clone())
+        .layer(axum::middleware::from_fn_with_state(auth, crate::http::require_internal))
+        .merge(api::metrics_router(manager.clone()));
     let (stop, mut stopped) = watch::channel(false);
     let mut stop_server = stop.subscribe();
     let server = tokio::spawn(async move {

@@ -343,6 +343,7 @@ impl SqlTask {
         let page = Page::encode(&batch)?;
         self.output_rows.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
         self.output_bytes.fetch_add(page.len() as u64, Ordering::Relaxed);
+        crate::metrics::PAGES_PRODUCED.fetch_add(1, Ordering::Relaxed);
         let result = match self.spec {
             OutputBufferSpec::Broadcast { .. } => self.output.enqueue_all(page).await,
             _ => self.output.enqueue(buffer, page).await,

@@ -1,0 +1,92 @@
+//! The client protocol and the metrics endpoints on a real cluster.
+
+use std::collections::HashMap;
+
+use super::common::{oracle, Cluster};
+use serde_json::Value;
+
+/// A 100k-row result arrives whole and in order, over many `nextUri` pages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_pages_arrive_whole_and_in_order() {
+    let cluster = Cluster::start(2, &[]).await;
+    let sql = "SELECT l_orderkey, l_linenumber, l_quantity FROM lineitem ORDER BY l_orderkey, l_linenumber LIMIT 100000";
+    let mut pages_with_rows = 0;
+    let got = cluster
+        .client("sf0_1")
+        .execute_with_progress(sql, |page| {
+            if page.data.as_ref().is_some_and(|d| !d.is_empty()) {
+                pages_with_rows += 1;
+            }
+        })
+        .await
+        .expect("query");
+    assert_eq!(got.rows.len(), 100_000);
+    assert!(pages_with_rows >= 5, "only {pages_with_rows} pages carried rows");
+    let want = oracle("sf0_1", sql).await;
+    assert_eq!(got.rows, want, "rows differ from single-node DataFusion");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_errors_are_json_with_stable_codes() {
+    let cluster = Cluster::start(1, &[]).await;
+    let base = &cluster.coordinator.url;
+    let http = reqwest::Client::new();
+    let cases = [
+        (http.get(format!("{base}/v1/statement/executing/20260101_000001_zzzzz/1")), 404, "QUERY_NOT_FOUND"),
+        (http.get(format!("{base}/v1/query/nope")), 404, "QUERY_NOT_FOUND"),
+        (http.delete(format!("{base}/v1/statement/executing/nope/1")), 404, "QUERY_NOT_FOUND"),
+        (http.post(format!("{base}/v1/statement")).body(""), 400, "BAD_REQUEST"),
+        (http.post(format!("{base}/v1/statement")).body(vec![0xff, 0xfe, 0x00]), 400, "BAD_REQUEST"),
+        (http.post(format!("{base}/v1/statement")).header("X-Trino-Session", "no_equals_sign").body("SELECT 1"), 400, "BAD_REQUEST"),
+        (http.post(format!("{base}/v1/announcement")).body("{broken"), 400, "BAD_REQUEST"),
+    ];
+    for (req, status, code) in cases {
+        let resp = req.send().await.expect("coordinator answers");
+        assert_eq!(resp.status().as_u16(), status);
+        let body: Value = resp.json().await.expect("JSON error body");
+        assert_eq!(body["error"]["code"], code, "{body}");
+    }
+    // A good statement with a bad token gets 400; the query itself is unaffected.
+    let first: Value = http.post(format!("{base}/v1/statement")).body("SELECT 1").send().await.unwrap().json().await.unwrap();
+    let id = first["id"].as_str().unwrap();
+    let resp = http.get(format!("{base}/v1/statement/executing/{id}/abc")).send().await.unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+}
+
+fn parse_metrics(text: &str) -> HashMap<String, f64> {
+    let mut out = HashMap::new();
+    for line in text.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let (name, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("bad metrics line: {line}"));
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("bad value in: {line}"));
+        assert!(name.chars().next().unwrap().is_ascii_alphabetic(), "bad name in: {line}");
+        out.insert(name.to_string(), value);
+    }
+    out
+}
+
+async fn scrape(url: &str) -> HashMap<String, f64> {
+    let resp = reqwest::get(format!("{url}/metrics")).await.expect("scrape");
+    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/plain; version=0.0.4"));
+    parse_metrics(&resp.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_parse_and_move_after_a_query() {
+    let cluster = Cluster::start(2, &[]).await;
+    let before_c = scrape(&cluster.coordinator.url).await;
+    let before_w = scrape(&cluster.workers[0].url).await;
+    assert_eq!(before_c["flotilla_workers_alive"], 2.0);
+    cluster.client("tiny").execute(flotilla::local::TPCH_QUERIES[2]).await.expect("q3");
+    let after_c = scrape(&cluster.coordinator.url).await;
+    let after_w = scrape(&cluster.workers[0].url).await;
+    assert_eq!(after_c["flotilla_queries_submitted_total"], before_c["flotilla_queries_submitted_total"] + 1.0);
+    assert_eq!(after_c["flotilla_queries{state=\"FINISHED\"}"], before_c["flotilla_queries{state=\"FINISHED\"}"] + 1.0);
+    assert_eq!(after_c["flotilla_query_latency_seconds_count"], before_c["flotilla_query_latency_seconds_count"] + 1.0);
+    assert!(after_c["flotilla_exchange_pages_total"] > before_c["flotilla_exchange_pages_total"], "the root stage read pages");
+    assert!(after_w["flotilla_pages_produced_total"] > before_w["flotilla_pages_produced_total"], "the worker produced pages");
+    assert!(after_w.contains_key("flotilla_tasks{state=\"RUNNING\"}"));
+    assert!(after_w.contains_key("flotilla_output_buffer_bytes"));
+}
