@@ -10,4 +10,5 @@ mod integration {
     pub mod python_client;
     pub mod scheduling;
     pub mod tpch;
+    pub mod web_ui;
 }

@@ -41,7 +41,8 @@ pub enum FragmentOutput {
 
 #[derive(Debug, Clone)]
 pub struct Fragment {
-    /// Stage id; the root is 0 and producers have larger ids than their consumer.
+    /// Stage id; the root is 0, the others are numbered as cuts are made, bottom-up,
+    /// so a producer has a smaller id than its (non-root) consumer.
     pub id: usize,
     pub plan: Arc<dyn ExecutionPlan>,
     pub output: FragmentOutput,
@@ -76,9 +77,9 @@ impl FragmentedPlan {
         &self.fragments[0]
     }
 
-    /// Worker stages, deepest (largest id) first, so producers come before consumers.
+    /// Worker stages, producers before their consumers.
     pub fn worker_stages(&self) -> Vec<usize> {
-        (1..self.fragments.len()).rev().collect()
+        (1..self.fragments.len()).collect()
     }
 
     /// The schedule dependencies of Trino's phased policy, from the joins.

@@ -230,7 +230,7 @@ impl PipelinedQueryScheduler {
             self.check_failures()?;
             let full: HashSet<usize> = self.stages.values().filter(|s| s.has_full_output_buffer()).map(|s| s.id()).collect();
             let mut ready = self.schedule.get_stages_to_schedule(&states, &full);
-            ready.sort_unstable_by(|a, b| b.cmp(a));
+            ready.sort_unstable();
             if !ready.is_empty() {
                 self.schedule_stages(&ready).await?;
             }

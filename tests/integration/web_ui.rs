@@ -1,0 +1,91 @@
+//! The web UI in headless Chromium while a query runs: the query page renders the
+//! query and its stage DAG, the index page lists the query. `.ci/run` installs
+//! Debian's chromium when it is missing; elsewhere, without it, the test says so and
+//! skips.
+
+use std::time::{Duration, Instant};
+
+use super::common::Cluster;
+use serde_json::Value;
+
+fn chromium() -> Option<&'static str> {
+    ["/usr/bin/chromium", "/usr/bin/chromium-browser"].into_iter().find(|p| std::path::Path::new(p).exists())
+}
+
+/// The DOM after the page's scripts ran, as headless Chromium dumps it.
+fn rendered(browser: &str, url: &str) -> String {
+    let profile = std::env::temp_dir().join(format!("flotilla-ui-{}", flotilla::util::random_suffix(8)));
+    let out = std::process::Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(url)
+        .output()
+        .expect("run chromium");
+    let _ = std::fs::remove_dir_all(&profile);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_ui_shows_a_running_query_and_its_stages() {
+    let Some(browser) = chromium() else {
+        println!("chromium is not installed; skipping the browser test (.ci/run installs it)");
+        return;
+    };
+    let cluster = Cluster::start(2, &[]).await;
+    let base = cluster.coordinator.url.clone();
+    let http = reqwest::Client::new();
+    let sql = "SELECT l_orderkey, count(*) FROM lineitem GROUP BY l_orderkey ORDER BY 2 DESC, 1";
+    let first: Value = http
+        .post(format!("{base}/v1/statement"))
+        .header("X-Trino-Schema", "sf1")
+        .body(sql)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = first["id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cluster.remaining_tasks().await.is_empty() {
+        assert!(Instant::now() < deadline, "query never started tasks");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let info: Value = http.get(format!("{base}/v1/query/{id}")).send().await.unwrap().json().await.unwrap();
+    let stages: Vec<u64> = info["stages"].as_array().unwrap().iter().map(|s| s["stage"].as_u64().unwrap()).collect();
+    assert!(!stages.is_empty());
+
+    let page = tokio::task::spawn_blocking({
+        let (b, url) = (browser.to_string(), format!("{base}/ui/query.html?{id}"));
+        move || rendered(&b, &url)
+    })
+    .await
+    .unwrap();
+    assert!(page.contains(&id), "query page shows the query id:\n{page}");
+    for s in &stages {
+        assert!(page.contains(&format!("data-stage=\"{s}\"")), "query page draws stage {s}:\n{page}");
+    }
+    assert!(page.contains("RUNNING") || page.contains("FINISHED"), "query page shows states:\n{page}");
+
+    let index = tokio::task::spawn_blocking({
+        let (b, url) = (browser.to_string(), format!("{base}/ui/"));
+        move || rendered(&b, &url)
+    })
+    .await
+    .unwrap();
+    assert!(index.contains(&id), "index lists the query:\n{index}");
+
+    http.delete(format!("{base}/v1/query/{id}")).send().await.unwrap();
+    cluster.assert_no_tasks_left().await;
+}
