@@ -59,6 +59,8 @@ pub fn spawn(args: &[&str]) -> Proc {
 pub struct Cluster {
     pub coordinator: Proc,
     pub workers: Vec<Proc>,
+    /// The shared secret the cluster was started with, sent on internal requests.
+    pub secret: Option<String>,
 }
 
 impl Cluster {
@@ -76,7 +78,8 @@ impl Cluster {
             args.extend_from_slice(worker_args);
             ws.push(spawn(&args));
         }
-        let cluster = Cluster { coordinator, workers: ws };
+        let secret = coordinator_args.windows(2).find(|w| w[0] == "--shared-secret").map(|w| w[1].to_string());
+        let cluster = Cluster { coordinator, workers: ws, secret };
         cluster.wait_for_workers(workers).await;
         cluster
     }
@@ -123,10 +126,40 @@ impl Cluster {
         let http = reqwest::Client::new();
         let mut all = Vec::new();
         for w in &self.workers {
-            let tasks: Vec<Value> = http.get(format!("{}/v1/task", w.url)).send().await.expect("worker answers").json().await.expect("json");
+            let mut req = http.get(format!("{}/v1/task", w.url));
+            if let Some(s) = &self.secret {
+                req = req.header("x-flotilla-internal-token", s);
+            }
+            let tasks: Vec<Value> = req.send().await.expect("worker answers").json().await.expect("json");
             all.extend(tasks);
         }
         all
+    }
+
+    /// Starts `sql` through the raw statement protocol and returns the query id,
+    /// without following `nextUri` (the query keeps running).
+    pub async fn start_statement(&self, schema: &str, sql: &str) -> String {
+        let first: Value = reqwest::Client::new()
+            .post(format!("{}/v1/statement", self.coordinator.url))
+            .header("X-Trino-Catalog", "tpch")
+            .header("X-Trino-Schema", schema)
+            .body(sql.to_string())
+            .send()
+            .await
+            .expect("statement accepted")
+            .json()
+            .await
+            .expect("QueryResults JSON");
+        first["id"].as_str().expect("query id").to_string()
+    }
+
+    /// Waits (bounded) until the workers hold at least `n` tasks.
+    pub async fn wait_for_tasks(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.remaining_tasks().await.len() < n {
+            assert!(Instant::now() < deadline, "query never started {n} tasks");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Waits (bounded) until no worker holds a task of any query.

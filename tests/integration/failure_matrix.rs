@@ -94,11 +94,7 @@ async fn a_killed_worker_fails_the_query_cleanly() {
         let r = client.execute("SELECT l_orderkey, count(*) FROM lineitem GROUP BY l_orderkey ORDER BY 2 DESC, 1").await;
         (r, started)
     });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while cluster.remaining_tasks().await.len() < 3 {
-        assert!(Instant::now() < deadline, "query never started tasks");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    cluster.wait_for_tasks(3).await;
     let mut victim = cluster.workers.remove(0);
     let killed_at = Instant::now();
     victim.child.kill().expect("kill -9");
@@ -166,11 +162,7 @@ async fn retry_policy_query_finishes_on_the_survivors_of_a_killed_worker() {
     let sql = "SELECT l_returnflag, l_linestatus, count(*), sum(l_quantity), sum(l_extendedprice) FROM lineitem GROUP BY 1, 2 ORDER BY 1, 2";
     let client = cluster.client("sf1").with_session("retry_policy", "query").with_session("exchange_max_error_duration", "3s");
     let query = tokio::spawn(async move { client.execute(sql).await });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while cluster.remaining_tasks().await.len() < 3 {
-        assert!(Instant::now() < deadline, "query never started tasks");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    cluster.wait_for_tasks(3).await;
     let mut victim = cluster.workers.remove(0);
     victim.child.kill().expect("kill -9");
     let _ = victim.child.wait();

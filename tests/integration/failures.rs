@@ -111,17 +111,5 @@ async fn internal_requests_need_the_shared_secret() {
     // Nothing changed: no intruder node, no task.
     let nodes: Vec<serde_json::Value> = http.get(format!("{}/v1/node", cluster.coordinator.url)).send().await.unwrap().json().await.unwrap();
     assert_eq!(nodes.len(), 2, "{nodes:?}");
-    let authed = reqwest::Client::new();
-    for w in &cluster.workers {
-        let tasks: Vec<serde_json::Value> = authed
-            .get(format!("{}/v1/task", w.url))
-            .header("x-flotilla-internal-token", "correct horse battery staple")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert!(tasks.is_empty(), "{tasks:?}");
-    }
+    cluster.assert_no_tasks_left().await;
 }

@@ -69,24 +69,8 @@ async fn cancelling_mid_query_leaves_no_task() {
     let base = &cluster.coordinator.url;
     // Big enough to still be running after a second on this machine.
     let sql = "SELECT l_orderkey, count(*) FROM lineitem GROUP BY l_orderkey ORDER BY 2 DESC, 1";
-    let first: Value = http
-        .post(format!("{base}/v1/statement"))
-        .header("X-Trino-Catalog", "tpch")
-        .header("X-Trino-Schema", "sf1")
-        .body(sql)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = first["id"].as_str().unwrap().to_string();
-    // Wait until tasks exist on the workers.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while cluster.remaining_tasks().await.is_empty() {
-        assert!(Instant::now() < deadline, "query never started tasks");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let id = cluster.start_statement("sf1", sql).await;
+    cluster.wait_for_tasks(1).await;
     let resp = http.delete(format!("{base}/v1/query/{id}")).send().await.unwrap();
     assert!(resp.status().is_success());
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -139,11 +123,7 @@ async fn ctrl_c_in_the_cli_cancels_the_query() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn flotilla sql");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while cluster.remaining_tasks().await.is_empty() {
-        assert!(Instant::now() < deadline, "query never started tasks");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    cluster.wait_for_tasks(1).await;
     let status = std::process::Command::new("kill").args(["-INT", &cli.id().to_string()]).status().expect("kill");
     assert!(status.success());
     let deadline = Instant::now() + Duration::from_secs(10);

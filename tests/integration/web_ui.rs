@@ -3,8 +3,6 @@
 //! Debian's chromium when it is missing; elsewhere, without it, the test says so and
 //! skips.
 
-use std::time::{Duration, Instant};
-
 use super::common::Cluster;
 use serde_json::Value;
 
@@ -46,22 +44,8 @@ async fn the_web_ui_shows_a_running_query_and_its_stages() {
     let base = cluster.coordinator.url.clone();
     let http = reqwest::Client::new();
     let sql = "SELECT l_orderkey, count(*) FROM lineitem GROUP BY l_orderkey ORDER BY 2 DESC, 1";
-    let first: Value = http
-        .post(format!("{base}/v1/statement"))
-        .header("X-Trino-Schema", "sf1")
-        .body(sql)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = first["id"].as_str().unwrap().to_string();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while cluster.remaining_tasks().await.is_empty() {
-        assert!(Instant::now() < deadline, "query never started tasks");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let id = cluster.start_statement("sf1", sql).await;
+    cluster.wait_for_tasks(1).await;
     let info: Value = http.get(format!("{base}/v1/query/{id}")).send().await.unwrap().json().await.unwrap();
     let stages: Vec<u64> = info["stages"].as_array().unwrap().iter().map(|s| s["stage"].as_u64().unwrap()).collect();
     assert!(!stages.is_empty());
