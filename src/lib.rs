@@ -9,6 +9,7 @@ pub mod connector;
 pub mod coordinator;
 pub mod exchange;
 pub mod format;
+pub mod generate;
 pub mod http;
 pub mod local;
 pub mod metrics;

@@ -60,6 +60,15 @@ enum Command {
         #[command(flatten)]
         query: QueryArgs,
     },
+    /// Write the 8 TPC-H tables to files (one folder per table).
+    TpchGen {
+        #[arg(long, default_value = "1")]
+        scale: f64,
+        #[arg(long)]
+        output: String,
+        #[arg(long, value_enum, default_value = "parquet")]
+        format: flotilla::generate::FileFormat,
+    },
     /// Benchmarks against single-node DataFusion.
     Bench {
         #[command(subcommand)]
@@ -183,6 +192,16 @@ async fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Sql { server, query } => run_queries(&server, &query).await,
+        Command::TpchGen { scale, output, format } => {
+            if !(scale > 0.0) {
+                return Err(format!("scale factor must be positive, got {scale}"));
+            }
+            let folders = flotilla::generate::generate(scale, std::path::Path::new(&output), format).await?;
+            for f in folders {
+                println!("{}", f.display());
+            }
+            Ok(())
+        }
         Command::Bench { suite: BenchSuite::Tpch { scale, workers, iterations, queries } } => {
             flotilla::bench::run_tpch(&scale, workers, iterations.max(1), &queries).await
         }

@@ -14,6 +14,8 @@ use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::sync::Arc;
 
+use datafusion::datasource::physical_plan::FileScanConfig;
+use datafusion::datasource::source::DataSourceExec;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::joins::{CrossJoinExec, HashJoinExec, NestedLoopJoinExec, PartitionMode};
@@ -146,9 +148,11 @@ impl FragmentedPlan {
     }
 }
 
-/// True when the plan runs anything that must execute on workers.
+/// True when the plan runs anything that must execute on workers: generated TPC-H
+/// splits or file scans (in-memory tables, like information_schema, stay local).
 pub fn reads_tables(plan: &Arc<dyn ExecutionPlan>) -> bool {
-    is::<TpchScanExec>(plan) || plan.children().iter().any(|c| reads_tables(c))
+    let file_scan = as_::<DataSourceExec>(plan).is_some_and(|d| (d.data_source().as_ref() as &dyn std::any::Any).is::<FileScanConfig>());
+    file_scan || is::<TpchScanExec>(plan) || plan.children().iter().any(|c| reads_tables(c))
 }
 
 fn is<T: 'static>(plan: &Arc<dyn ExecutionPlan>) -> bool {

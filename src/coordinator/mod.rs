@@ -103,6 +103,8 @@ pub struct CoordinatorState {
     pub nodes: Arc<NodeManager>,
     pub node_scheduler: Arc<NodeScheduler>,
     pub http: reqwest::Client,
+    /// External file tables, shared by every query's planning context.
+    pub files: Arc<dyn datafusion::catalog::CatalogProvider>,
     queries: RwLock<BTreeMap<String, Arc<QueryExecution>>>,
     history: parking_lot::Mutex<VecDeque<String>>,
     counter: AtomicU64,
@@ -207,6 +209,7 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
         nodes: Arc::new(NodeManager::new(config.worker_timeout)),
         node_scheduler: Arc::new(NodeScheduler::new()),
         http: crate::http::http_client(config.shared_secret.as_deref()),
+        files: planner::files_catalog(),
         queries: RwLock::new(BTreeMap::new()),
         history: parking_lot::Mutex::new(VecDeque::new()),
         counter: AtomicU64::new(0),

@@ -5,6 +5,9 @@
 
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+
+use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider};
 use datafusion::error::DataFusionError;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use serde::Serialize;
@@ -96,8 +99,9 @@ impl Default for SessionSpec {
     }
 }
 
-/// A planning context whose `target_partitions` is the query's partition count.
-pub fn session_context(spec: &SessionSpec, partitions: usize) -> SessionContext {
+/// A planning context whose `target_partitions` is the query's partition count, with
+/// the `tpch` catalog and the coordinator's `files` catalog.
+pub fn session_context(spec: &SessionSpec, partitions: usize, files: Option<Arc<dyn CatalogProvider>>) -> SessionContext {
     // The catalog brings Trino's information_schema; DataFusion's would shadow it.
     let mut config = SessionConfig::new()
         .with_target_partitions(partitions.max(1))
@@ -116,13 +120,27 @@ pub fn session_context(spec: &SessionSpec, partitions: usize) -> SessionContext 
     opts.optimizer.enable_topk_dynamic_filter_pushdown = false;
     opts.optimizer.enable_aggregate_dynamic_filter_pushdown = false;
     opts.execution.parquet.pushdown_filters = false;
+    opts.execution.enable_file_stream_work_stealing = false;
     // An uncorrelated scalar subquery would run as a `ScalarSubqueryExec` whose
     // results reach expressions below it through shared memory, which a cut between
     // them breaks; as a join it is just another (broadcast) input.
     opts.optimizer.enable_physical_uncorrelated_scalar_subquery = false;
     let ctx = SessionContext::new_with_config(config);
     crate::connector::tpch::register_tpch(&ctx);
+    if let Some(files) = files {
+        ctx.register_catalog(FILES_CATALOG, files);
+    }
     ctx
+}
+
+/// The catalog of external file tables (`CREATE EXTERNAL TABLE files.default.t ...`).
+pub const FILES_CATALOG: &str = "files";
+
+/// The coordinator's `files` catalog: one `default` schema, kept across queries.
+pub fn files_catalog() -> Arc<dyn CatalogProvider> {
+    let catalog = MemoryCatalogProvider::new();
+    let _ = catalog.register_schema("default", Arc::new(MemorySchemaProvider::new()));
+    Arc::new(catalog)
 }
 
 /// The same context for single-node DataFusion: the oracle of the tests and the
@@ -144,7 +162,7 @@ mod tests {
 
     #[tokio::test]
     async fn bad_sql_is_a_syntax_error() {
-        let ctx = session_context(&SessionSpec::default(), 2);
+        let ctx = session_context(&SessionSpec::default(), 2, None);
         let e = ctx.sql("SELEC 1").await.unwrap_err();
         let q = planning_error(&e);
         assert_eq!(q.error_name, "SYNTAX_ERROR");
@@ -153,7 +171,7 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_tables_are_named() {
-        let ctx = session_context(&SessionSpec::default(), 2);
+        let ctx = session_context(&SessionSpec::default(), 2, None);
         let e = ctx.sql("SELECT * FROM no_such_table").await.unwrap_err();
         let q = planning_error(&e);
         assert_eq!(q.error_name, "TABLE_NOT_FOUND", "{q:?}");

@@ -290,7 +290,7 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt
         .get("hash_partition_count")
         .and_then(|v| v.parse().ok())
         .unwrap_or(workers.len().max(1) * coord.config.partitions_per_worker);
-    let ctx = session_context(&q.session, partitions);
+    let ctx = session_context(&q.session, partitions, Some(coord.files.clone()));
     let sql = match super::execute_immediate::rewrite(&q.sql) {
         Some(Ok(sql)) => sql,
         Some(Err(m)) => return Err(QueryError::new("SYNTAX_ERROR", m)),

@@ -110,10 +110,14 @@ impl SqlTaskManager {
         contexts
             .entry(batch_size)
             .or_insert_with(|| {
+                let mut config = SessionConfig::new().with_batch_size(batch_size);
+                // A task runs only some partitions of a file scan; with work stealing
+                // they would also read the file groups of partitions other tasks own.
+                config.options_mut().execution.enable_file_stream_work_stealing = false;
                 Arc::new(TaskContext::new(
                     None,
                     b.session_id(),
-                    SessionConfig::new().with_batch_size(batch_size),
+                    config,
                     b.scalar_functions().clone(),
                     b.higher_order_functions().clone(),
                     b.aggregate_functions().clone(),

@@ -1,0 +1,67 @@
+//! File tables: `flotilla tpch-gen` writes the TPC-H tables, `CREATE EXTERNAL TABLE`
+//! puts them in the coordinator's `files` catalog, and the 22 queries over the
+//! Parquet files, scanned in splits by the workers, match the `tpch` catalog's answers
+//! as single-node DataFusion computes them.
+
+use super::common::{assert_same_rows, oracle, Cluster, BIN};
+use flotilla::local::TPCH_QUERIES;
+
+const TABLES: [&str; 8] = ["nation", "region", "part", "supplier", "partsupp", "customer", "orders", "lineitem"];
+
+fn generate(dir: &std::path::Path, format: &str) {
+    let status = std::process::Command::new(BIN)
+        .args(["tpch-gen", "--scale", "0.1", "--format", format, "--output"])
+        .arg(dir)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("run tpch-gen");
+    assert!(status.success(), "tpch-gen failed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpch_over_generated_parquet_matches_the_tpch_catalog() {
+    let dir = std::env::temp_dir().join(format!("flotilla-files-{}", flotilla::util::random_suffix(8)));
+    generate(&dir, "parquet");
+    let cluster = Cluster::start(3, &[]).await;
+    let client = cluster.client("tiny");
+    for t in TABLES {
+        let location = dir.join(t);
+        let ddl = format!("CREATE EXTERNAL TABLE files.default.{t} STORED AS PARQUET LOCATION '{}/'", location.display());
+        client.execute(&ddl).await.unwrap_or_else(|e| panic!("{ddl}: {e}"));
+    }
+    let files = flotilla::client::StatementClient::new(&cluster.coordinator.url).with_catalog("files").with_schema("default");
+    // The scans really are split over tasks: the lineitem leaf stage has several.
+    let sql = "SELECT l_returnflag, count(*) FROM lineitem GROUP BY 1 ORDER BY 1";
+    let out = files.execute(sql).await.expect("count");
+    assert_same_rows("lineitem by flag", sql, &out.rows, &oracle("sf0_1", sql).await);
+    let info: serde_json::Value = reqwest::get(format!("{}/v1/query/{}", cluster.coordinator.url, out.id)).await.unwrap().json().await.unwrap();
+    let leaf = info["stages"].as_array().unwrap().iter().find(|s| s["inputs"].as_array().unwrap().is_empty()).expect("leaf stage").clone();
+    assert_eq!(leaf["task_count"], serde_json::json!(3), "the file scan is spread over the 3 workers: {leaf}");
+    for (i, sql) in TPCH_QUERIES.iter().enumerate() {
+        let label = format!("parquet q{}", i + 1);
+        let got = files.execute(sql).await.unwrap_or_else(|e| panic!("{label} failed: {e}"));
+        let want = oracle("sf0_1", sql).await;
+        assert_same_rows(&label, sql, &got.rows, &want);
+    }
+    cluster.assert_no_tasks_left().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csv_tables_work_too() {
+    let dir = std::env::temp_dir().join(format!("flotilla-csv-{}", flotilla::util::random_suffix(8)));
+    generate(&dir, "csv");
+    let cluster = Cluster::start(2, &[]).await;
+    let client = cluster.client("tiny");
+    let ddl = format!(
+        "CREATE EXTERNAL TABLE files.default.orders STORED AS CSV LOCATION '{}/' OPTIONS ('format.has_header' 'true')",
+        dir.join("orders").display()
+    );
+    client.execute(&ddl).await.expect("create csv table");
+    let sql = "SELECT o_orderstatus, count(*), sum(o_custkey) FROM files.default.orders GROUP BY 1 ORDER BY 1";
+    let got = client.execute(sql).await.expect("query csv");
+    let want = oracle("sf0_1", "SELECT o_orderstatus, count(*), sum(o_custkey) FROM orders GROUP BY 1 ORDER BY 1").await;
+    assert_same_rows("csv orders", sql, &got.rows, &want);
+    cluster.assert_no_tasks_left().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
