@@ -93,6 +93,18 @@ impl Exposition {
         }
     }
 
+    /// A gauge counting `items` per state, one sample for every state in `states`
+    /// (zero included), labelled with the state's upper-case name.
+    pub fn state_counts<S: PartialEq + std::fmt::Debug>(&mut self, name: &str, help: &str, states: &[S], items: &[S]) {
+        let names: Vec<String> = states.iter().map(|s| format!("{s:?}").to_uppercase()).collect();
+        let samples: Vec<(Vec<(&str, &str)>, f64)> = states
+            .iter()
+            .zip(&names)
+            .map(|(s, n)| (vec![("state", n.as_str())], items.iter().filter(|i| *i == s).count() as f64))
+            .collect();
+        self.gauge_family(name, help, &samples);
+    }
+
     pub fn latency_histogram(&mut self, name: &str, help: &str, h: &LatencyHistogram) {
         self.header(name, help, "histogram");
         let (buckets, count, sum) = h.snapshot();

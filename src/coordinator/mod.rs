@@ -290,16 +290,10 @@ async fn cancel(State(s): St, Path(id): Path<String>) -> Result<Response, Coordi
 
 async fn metrics(State(s): St) -> Response {
     use crate::scheduling::state_machine::QueryState::*;
-    let queries = s.queries();
-    let states = [Queued, Planning, Starting, Running, Finishing, Finished, Failed];
-    let names: Vec<String> = states.iter().map(|st| format!("{st:?}").to_uppercase()).collect();
-    let samples: Vec<(Vec<(&str, &str)>, f64)> = states
-        .iter()
-        .zip(&names)
-        .map(|(st, name)| (vec![("state", name.as_str())], queries.iter().filter(|q| q.state() == *st).count() as f64))
-        .collect();
+    let states: Vec<_> = s.queries().iter().map(|q| q.state()).collect();
     let mut e = crate::metrics::Exposition::default();
-    e.gauge_family("flotilla_queries", "Queries known to the coordinator, by state.", &samples);
+    let all = [Queued, Planning, Starting, Running, Finishing, Finished, Failed];
+    e.state_counts("flotilla_queries", "Queries known to the coordinator, by state.", &all, &states);
     e.counter("flotilla_queries_submitted_total", "Queries submitted to this coordinator.", crate::metrics::QUERIES_SUBMITTED.load(Ordering::Relaxed));
     e.gauge("flotilla_workers_alive", "Workers with a recent heartbeat.", s.nodes.live_workers().len() as f64);
     e.latency_histogram("flotilla_query_latency_seconds", "Time from submission to the end of a query.", &crate::metrics::QUERY_LATENCY);

@@ -178,16 +178,10 @@ pub fn metrics_router(manager: Arc<SqlTaskManager>) -> Router {
 
 async fn metrics(State(m): Mgr) -> Response {
     use crate::protocol::TaskState::*;
-    let tasks = m.list();
-    let states = [Planned, Running, Flushing, Finished, Canceled, Aborted, Failed];
-    let names: Vec<String> = states.iter().map(|s| format!("{s:?}").to_uppercase()).collect();
-    let samples: Vec<(Vec<(&str, &str)>, f64)> = states
-        .iter()
-        .zip(&names)
-        .map(|(st, name)| (vec![("state", name.as_str())], tasks.iter().filter(|t| t.state == *st).count() as f64))
-        .collect();
+    let states: Vec<_> = m.list().iter().map(|t| t.state).collect();
     let mut e = crate::metrics::Exposition::default();
-    e.gauge_family("flotilla_tasks", "Tasks held by this worker, by state.", &samples);
+    let all = [Planned, Running, Flushing, Finished, Canceled, Aborted, Failed];
+    e.state_counts("flotilla_tasks", "Tasks held by this worker, by state.", &all, &states);
     e.gauge("flotilla_output_buffer_bytes", "Bytes in this worker's output buffers.", m.node_info().buffered_bytes as f64);
     e.exchange_counters();
     ([(axum::http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], e.finish()).into_response()
