@@ -18,14 +18,7 @@ pub fn rewrite(sql: &str) -> Option<Result<String, String>> {
 
 fn rewrite_body(rest: &str) -> Result<String, String> {
     let (statement, after) = quoted_literal(rest).ok_or("EXECUTE IMMEDIATE needs the statement as a quoted string")?;
-    let after = after.trim();
-    let params = if after.is_empty() {
-        Vec::new()
-    } else {
-        let using = after.get(..5).filter(|w| w.eq_ignore_ascii_case("using")).ok_or_else(|| format!("unexpected '{after}'"))?;
-        split_top_level(after[using.len()..].trim())
-    };
-    substitute(&statement, &params)
+    bind(&statement, after.trim())
 }
 
 /// Reads a single-quoted SQL string (`''` is a quote); returns it and what follows.

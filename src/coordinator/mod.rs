@@ -32,6 +32,7 @@ use crate::exchange::client::ExchangeConfig;
 use crate::http::ApiError;
 use crate::protocol::Announcement;
 use crate::scheduling::node_scheduler::NodeScheduler;
+use crate::scheduling::state_machine::StateKind;
 use node_manager::NodeManager;
 use planner::SessionSpec;
 use query::QueryExecution;
@@ -133,7 +134,7 @@ impl CoordinatorState {
         h.push_back(id);
         while h.len() > self.config.max_history {
             let Some(old) = h.front().cloned() else { break };
-            let done = self.queries.read().get(&old).map(|q| q.state().is_done()).unwrap_or(true);
+            let done = self.queries.read().get(&old).map(|q| q.state().is_final()).unwrap_or(true);
             if !done {
                 break;
             }
@@ -152,26 +153,7 @@ impl CoordinatorState {
 
     /// Exchange settings for the root stage, with the query's session overrides.
     pub fn exchange_config(&self, session: &BTreeMap<String, String>) -> ExchangeConfig {
-        let mut c = self.config.exchange.clone();
-        if let Some(v) = session.get("exchange_max_buffer_bytes").and_then(|v| crate::config::parse_bytes(v).ok()) {
-            c.buffer_bytes = v as usize;
-            c.max_response_bytes = c.max_response_bytes.min(v.max(1));
-        }
-        if let Some(v) = session.get("exchange_max_error_duration").and_then(|v| crate::config::parse_duration(v).ok()) {
-            c.max_error_duration = v;
-        }
-        c
-    }
-}
-
-trait DoneState {
-    fn is_done(self) -> bool;
-}
-
-impl DoneState for crate::scheduling::state_machine::QueryState {
-    fn is_done(self) -> bool {
-        use crate::scheduling::state_machine::StateKind;
-        self.is_final()
+        self.config.exchange.with_session(session)
     }
 }
 

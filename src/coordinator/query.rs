@@ -21,7 +21,7 @@ use super::distribute::prepare_for_distribution;
 use super::fragmenter::{fragment_plan, reads_tables, FragmentedPlan};
 use super::planner::{planning_error, session_context, QueryError, SessionSpec};
 use super::CoordinatorState;
-use crate::exchange::client::{ExchangeClient, ExchangeError, ExchangeStats};
+use crate::exchange::client::{ExchangeClient, ExchangeStats};
 use crate::exchange::remote_source::{attach_resolver, SourceLocations, SourceResolver};
 use crate::protocol::SourceUpdate;
 use crate::scheduling::phased::{AllAtOnceExecutionSchedule, ExecutionSchedule, PhasedExecutionSchedule};
@@ -506,7 +506,6 @@ fn root_error(e: &datafusion::error::DataFusionError) -> QueryError {
             ),
         );
     }
-    let _ = std::any::type_name::<ExchangeError>();
     QueryError::new("EXECUTION_ERROR", failure.message)
 }
 

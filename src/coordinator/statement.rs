@@ -20,7 +20,7 @@ use super::planner::SessionSpec;
 use super::query::QueryExecution;
 use super::{CoordinatorError, CoordinatorState};
 use crate::format::{batch_to_json_rows, trino_type, type_signature};
-use crate::scheduling::state_machine::{QueryState, StageState, TaskState};
+use crate::scheduling::state_machine::{QueryState, StageState, StateKind, TaskState};
 
 /// The last page served for each query, so a retried `nextUri` gets the same rows.
 #[derive(Default)]
@@ -108,7 +108,7 @@ pub async fn post_statement(State(coord): State<Arc<CoordinatorState>>, headers:
     }
     let q = coord.submit(sql, session);
     let base = base_url(&headers);
-    let mut resp = Json(results_document(&coord, &q, &base, 0, Vec::new(), false)).into_response();
+    let mut resp = Json(results_document(&q, &base, 0, Vec::new(), false)).into_response();
     for (name, value) in response_headers {
         if let Ok(v) = axum::http::HeaderValue::from_str(&value) {
             resp.headers_mut().insert(name, v);
@@ -166,12 +166,12 @@ pub async fn get_results(
         (Vec::new(), false)
     };
     // A statement without a result (PREPARE, DEALLOCATE) is exhausted once it ends.
-    let exhausted = exhausted || (q.schema().is_none() && matches!(q.state(), QueryState::Finished | QueryState::Failed));
+    let exhausted = exhausted || (q.schema().is_none() && q.state().is_final());
     let mut rows = Vec::new();
     for b in &batches {
         rows.extend(batch_to_json_rows(b).map_err(|e| CoordinatorError::Internal(e.to_string()))?);
     }
-    let doc = results_document(&coord, &q, &base, token, rows, exhausted);
+    let doc = results_document(&q, &base, token, rows, exhausted);
     coord.pages.pages.lock().insert(query_id.clone(), (token, doc.clone()));
     if doc.get("nextUri").is_none() {
         coord.pages.pages.lock().remove(&query_id);
@@ -193,7 +193,7 @@ fn base_url(headers: &HeaderMap) -> String {
 }
 
 /// Builds Trino's `QueryResults` for the page `token` holding `rows`.
-fn results_document(coord: &CoordinatorState, q: &Arc<QueryExecution>, base: &str, token: u64, rows: Vec<Vec<Value>>, exhausted: bool) -> Value {
+fn results_document(q: &Arc<QueryExecution>, base: &str, token: u64, rows: Vec<Vec<Value>>, exhausted: bool) -> Value {
     let state = q.state();
     let mut doc = json!({
         "id": q.id,
@@ -225,24 +225,14 @@ fn results_document(coord: &CoordinatorState, q: &Arc<QueryExecution>, base: &st
             });
         }
     }
-    let done = failed || (exhausted && state.is_final_state());
+    let done = failed || (exhausted && state.is_final());
     if !done {
         doc["nextUri"] = json!(format!("{base}/v1/statement/executing/{}/{}", q.id, token + 1));
         doc["partialCancelUri"] = json!(format!("{base}/v1/statement/executing/{}/{}", q.id, token + 1));
     }
-    let _ = coord;
     doc
 }
 
-trait FinalState {
-    fn is_final_state(self) -> bool;
-}
-
-impl FinalState for QueryState {
-    fn is_final_state(self) -> bool {
-        matches!(self, QueryState::Finished | QueryState::Failed)
-    }
-}
 
 /// Trino's `StatementStats`, counting tasks where Trino counts splits.
 fn stats(q: &QueryExecution) -> Value {

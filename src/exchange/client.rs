@@ -49,6 +49,21 @@ impl Default for ExchangeConfig {
     }
 }
 
+impl ExchangeConfig {
+    /// This configuration with a query's session overrides applied.
+    pub fn with_session(&self, session: &std::collections::BTreeMap<String, String>) -> ExchangeConfig {
+        let mut c = self.clone();
+        if let Some(v) = session.get("exchange_max_buffer_bytes").and_then(|v| crate::config::parse_bytes(v).ok()) {
+            c.buffer_bytes = v as usize;
+            c.max_response_bytes = c.max_response_bytes.min(v.max(1));
+        }
+        if let Some(v) = session.get("exchange_max_error_duration").and_then(|v| crate::config::parse_duration(v).ok()) {
+            c.max_error_duration = v;
+        }
+        c
+    }
+}
+
 /// One upstream buffer to read.
 #[derive(Debug, Clone)]
 pub struct ExchangeSource {

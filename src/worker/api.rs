@@ -114,19 +114,14 @@ async fn get_results(
     let token: u64 = token.parse().map_err(|_| WorkerError::BadRequest(format!("bad token '{token}'")))?;
     m.injected(&id, InjectedFailureKind::is_get_results).await?;
     let task = m.get(&id)?;
-    if let Some(f) = task.failure() {
-        let err = WorkerError::TaskFailed { task: id, code: f.code, message: f.message };
-        let mut resp = err.into_response();
-        resp.headers_mut().insert(protocol::HEADER_TASK_FAILED, HeaderValue::from_static("true"));
+    // Checked before and after the long poll: the task may fail while we wait.
+    if let Some(resp) = failed_task_response(&task, &id) {
         return Ok(resp);
     }
     let max_bytes = header_u64(&headers, protocol::HEADER_MAX_SIZE).unwrap_or(8 << 20);
     let max_wait = Duration::from_millis(header_u64(&headers, protocol::HEADER_MAX_WAIT).unwrap_or(1000).min(10_000));
     let result = task.output().get(buffer, token, max_bytes, max_wait).await?;
-    if let Some(f) = task.failure() {
-        let err = WorkerError::TaskFailed { task: id, code: f.code, message: f.message };
-        let mut resp = err.into_response();
-        resp.headers_mut().insert(protocol::HEADER_TASK_FAILED, HeaderValue::from_static("true"));
+    if let Some(resp) = failed_task_response(&task, &id) {
         return Ok(resp);
     }
     let mut resp = frame_pages(&result.pages).into_response();
@@ -135,6 +130,14 @@ async fn get_results(
     h.insert(protocol::HEADER_BUFFER_COMPLETE, HeaderValue::from_static(if result.complete { "true" } else { "false" }));
     h.insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/x-flotilla-pages"));
     Ok(resp)
+}
+
+/// A consumer asking a failed task for pages learns the task's own failure.
+fn failed_task_response(task: &super::task::SqlTask, id: &TaskId) -> Option<Response> {
+    let f = task.failure()?;
+    let mut resp = WorkerError::TaskFailed { task: id.clone(), code: f.code, message: f.message }.into_response();
+    resp.headers_mut().insert(protocol::HEADER_TASK_FAILED, HeaderValue::from_static("true"));
+    Some(resp)
 }
 
 async fn acknowledge(State(m): Mgr, Path((task_id, buffer_id, token)): Path<(String, String, String)>) -> Result<Response, WorkerError> {

@@ -388,7 +388,7 @@ pub fn failure_from_error(e: &DataFusionError) -> TaskFailure {
         };
         return TaskFailure { code: x.code().to_string(), message, upstream: Some(task.clone()), upstream_url: Some(url.to_string()) };
     }
-    TaskFailure { code: "EXECUTION_ERROR".into(), message: strip_context(e), upstream: None, upstream_url: None }
+    TaskFailure { code: "EXECUTION_ERROR".into(), message: e.to_string(), upstream: None, upstream_url: None }
 }
 
 fn find_exchange_error(e: &DataFusionError) -> Option<&ExchangeError> {
@@ -398,8 +398,4 @@ fn find_exchange_error(e: &DataFusionError) -> Option<&ExchangeError> {
         DataFusionError::Shared(inner) => find_exchange_error(inner),
         _ => None,
     }
-}
-
-fn strip_context(e: &DataFusionError) -> String {
-    e.to_string()
 }

@@ -65,14 +65,7 @@ impl SqlTaskManager {
             return Err(WorkerError::BadRequest("a new task needs at least one partition".into()));
         }
         let settings = TaskSettings::from_session(&req.session, &self.defaults);
-        let mut exchange = self.exchange.clone();
-        if let Some(v) = req.session.get("exchange_max_buffer_bytes").and_then(|v| crate::config::parse_bytes(v).ok()) {
-            exchange.buffer_bytes = v as usize;
-            exchange.max_response_bytes = exchange.max_response_bytes.min(v.max(1));
-        }
-        if let Some(v) = req.session.get("exchange_max_error_duration").and_then(|v| crate::config::parse_duration(v).ok()) {
-            exchange.max_error_duration = v;
-        }
+        let exchange = self.exchange.with_session(&req.session);
         let input_stats = Arc::new(ExchangeStats::default());
         let client = ExchangeClient::new(self.http.clone(), exchange, input_stats.clone());
         let task_ctx = self.task_context(settings.batch_size);
