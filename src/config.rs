@@ -8,8 +8,10 @@ use std::time::Duration;
 /// Properties a user may set, with a one-line description each (shown by errors).
 pub const SESSION_PROPERTIES: &[(&str, &str)] = &[
     ("execution_policy", "phased | all-at-once"),
-    ("retry_policy", "none | query (task is not available yet)"),
+    ("retry_policy", "none | query | task"),
     ("query_retry_attempts", "how many times retry_policy=query runs a failed query again (default 4)"),
+    ("task_retry_attempts", "how many times retry_policy=task retries one failed task (default 4)"),
+    ("stage_retry_attempts", "how many times retry_policy=task restarts a stage after fetch failures (default 4)"),
     ("batch_size", "rows per batch inside tasks"),
     ("output_buffer_max_bytes", "bytes a task's output buffer holds before the producer waits, e.g. 1MB"),
     ("exchange_max_buffer_bytes", "bytes a consumer buffers from its upstream tasks, e.g. 64KB"),
@@ -52,8 +54,8 @@ pub fn validate_session(session: &BTreeMap<String, String>) -> Result<(), String
     for (k, v) in session {
         let ok = match k.as_str() {
             "execution_policy" => matches!(v.as_str(), "phased" | "all-at-once"),
-            "retry_policy" => v == "none" || v == "query",
-            "query_retry_attempts" => v.parse::<usize>().is_ok(),
+            "retry_policy" => matches!(v.as_str(), "none" | "query" | "task"),
+            "query_retry_attempts" | "task_retry_attempts" | "stage_retry_attempts" => v.parse::<usize>().is_ok(),
             "batch_size" | "hash_partition_count" => v.parse::<usize>().map(|n| n > 0).unwrap_or(false),
             "output_buffer_max_bytes" | "exchange_max_buffer_bytes" => parse_bytes(v).map(|n| n > 0).unwrap_or(false),
             "exchange_max_error_duration" => parse_duration(v).is_ok(),
@@ -98,6 +100,12 @@ mod tests {
         s.insert("execution_policy".to_string(), "all-at-once".to_string());
         s.insert("output_buffer_max_bytes".to_string(), "1MB".to_string());
         assert!(validate_session(&s).is_ok());
+        s.insert("retry_policy".to_string(), "task".to_string());
+        s.insert("task_retry_attempts".to_string(), "2".to_string());
+        assert!(validate_session(&s).is_ok());
+        s.insert("stage_retry_attempts".to_string(), "-1".to_string());
+        assert!(validate_session(&s).unwrap_err().contains("stage_retry_attempts"));
+        s.remove("stage_retry_attempts");
         s.insert("execution_policy".to_string(), "sometimes".to_string());
         assert!(validate_session(&s).unwrap_err().contains("execution_policy"));
         let mut u = BTreeMap::new();

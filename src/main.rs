@@ -52,6 +52,10 @@ enum Command {
         /// Secret every internal request must carry (or FLOTILLA_SHARED_SECRET).
         #[arg(long)]
         shared_secret: Option<String>,
+        /// Directory for spooled task output (retry_policy=task); the worker uses a
+        /// subdirectory named after itself. Default: the system temp directory.
+        #[arg(long, env = "FLOTILLA_SPOOL_DIR")]
+        spool_dir: Option<String>,
     },
     /// Run SQL against a coordinator.
     Sql {
@@ -178,8 +182,11 @@ async fn run(cli: Cli) -> Result<(), String> {
             handle.shutdown().await;
             Ok(())
         }
-        Command::Worker { coordinator, bind, output_buffer_max_bytes, enable_failure_injection, shared_secret } => {
+        Command::Worker { coordinator, bind, output_buffer_max_bytes, enable_failure_injection, shared_secret, spool_dir } => {
             let mut config = flotilla::worker::WorkerConfig::new(&bind, &coordinator);
+            if let Some(dir) = spool_dir {
+                config.spool_root = dir.into();
+            }
             config.shared_secret = flotilla::http::shared_secret(shared_secret);
             config.enable_failure_injection = enable_failure_injection;
             if let Some(b) = output_buffer_max_bytes {

@@ -150,6 +150,10 @@ pub struct TaskUpdateRequest {
     /// Session properties that shape execution (batch size, buffer limits).
     #[serde(default)]
     pub session: BTreeMap<String, String>,
+    /// Write the output to the worker's spool on disk, readable until the task is
+    /// deleted, instead of streaming it (retry policy `task`).
+    #[serde(default)]
+    pub spool: bool,
 }
 
 /// Task states, as in Trino.

@@ -6,6 +6,7 @@ mod integration {
     pub mod common;
     pub mod failure_matrix;
     pub mod failures;
+    pub mod fault_tolerant;
     pub mod files;
     pub mod protocol;
     pub mod python_client;

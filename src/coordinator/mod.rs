@@ -11,6 +11,7 @@ pub mod node_manager;
 pub mod planner;
 pub mod query;
 pub mod remote_task;
+pub mod root_stage;
 pub mod statement;
 pub mod ui;
 

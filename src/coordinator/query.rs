@@ -24,6 +24,8 @@ use super::CoordinatorState;
 use crate::exchange::client::{ExchangeClient, ExchangeStats};
 use crate::exchange::remote_source::{attach_resolver, SourceLocations, SourceResolver};
 use crate::protocol::SourceUpdate;
+use crate::scheduling::fault_tolerant::{FaultTolerantQueryScheduler, RetryLimits};
+use super::root_stage::SpooledRootStage;
 use crate::scheduling::phased::{AllAtOnceExecutionSchedule, ExecutionSchedule, PhasedExecutionSchedule};
 use crate::scheduling::pipelined::{task_count, PipelinedQueryScheduler, RootSourceSink, SchedulerError, SchedulerSettings, StageExecution, StageInfo};
 use crate::scheduling::state_machine::{QueryState, StateKind, StateMachine};
@@ -49,6 +51,8 @@ pub struct QueryExecution {
     results_tx: Mutex<Option<mpsc::Sender<RecordBatch>>>,
     stages: Mutex<Vec<Arc<StageExecution>>>,
     fragments: Mutex<Option<Arc<FragmentedPlan>>>,
+    /// The `ExecutionGraph` as text (retry_policy=task), kept current by its scheduler.
+    graph: Mutex<Option<Arc<Mutex<String>>>>,
     cancel: watch::Sender<bool>,
     output_rows: AtomicU64,
     /// Times the whole query was run again (retry_policy=query).
@@ -75,6 +79,8 @@ pub struct QueryDetail {
     pub summary: QuerySummary,
     pub stages: Vec<StageInfo>,
     pub fragment_dag: Option<String>,
+    /// Fault-tolerant mode: the execution graph, rendered as Ballista does.
+    pub execution_graph: Option<String>,
 }
 
 impl QueryExecution {
@@ -97,6 +103,7 @@ impl QueryExecution {
             results_tx: Mutex::new(Some(tx)),
             stages: Mutex::new(Vec::new()),
             fragments: Mutex::new(None),
+            graph: Mutex::new(None),
             cancel,
             output_rows: AtomicU64::new(0),
             retries: AtomicU64::new(0),
@@ -113,7 +120,7 @@ impl QueryExecution {
         self.state_tx.subscribe()
     }
 
-    fn transition(&self, to: QueryState) -> bool {
+    pub(crate) fn transition(&self, to: QueryState) -> bool {
         let changed = self.machine.lock().try_transition(to);
         if changed {
             if to.is_final() {
@@ -201,6 +208,7 @@ impl QueryExecution {
             summary: self.summary(),
             stages: self.stages().iter().map(|s| s.info()).collect(),
             fragment_dag: self.fragments.lock().as_ref().map(|f| f.to_dot()),
+            execution_graph: self.graph.lock().as_ref().map(|g| g.lock().clone()),
         }
     }
 
@@ -214,7 +222,7 @@ impl QueryExecution {
         self.transition(QueryState::Failed);
     }
 
-    async fn emit(&self, batch: RecordBatch) -> bool {
+    pub(crate) async fn emit(&self, batch: RecordBatch) -> bool {
         if batch.num_rows() == 0 {
             return true;
         }
@@ -363,6 +371,20 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt
     let physical = prepare_for_distribution(physical, ctx.state().config().options()).map_err(|e| planning_error(&e))?;
     let fragmented = Arc::new(fragment_plan(physical).map_err(|e| planning_error(&e))?);
     *q.fragments.lock() = Some(fragmented.clone());
+    let exchange = coord.exchange_config(&q.session.properties);
+    let settings = SchedulerSettings {
+        query_id: q.id.clone(),
+        attempt,
+        http: coord.http.clone(),
+        workers,
+        node_scheduler: coord.node_scheduler.clone(),
+        session: q.session.properties.clone(),
+        max_error_duration: exchange.max_error_duration,
+        nodes: Some(coord.nodes.clone()),
+    };
+    if q.session.properties.get("retry_policy").map(String::as_str) == Some("task") {
+        return execute_fault_tolerant(coord, q, fragmented, settings, exchange, &ctx, analyze).await;
+    }
     let stage_ids = fragmented.worker_stages();
     let schedule: Box<dyn ExecutionSchedule> = match q.session.properties.get("execution_policy").map(String::as_str) {
         Some("all-at-once") => Box::new(AllAtOnceExecutionSchedule::new(&stage_ids)),
@@ -371,20 +393,8 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt
                 .map_err(|e| QueryError::new("GENERIC_INTERNAL_ERROR", e.to_string()))?,
         ),
     };
-    let exchange = coord.exchange_config(&q.session.properties);
-    let max_error_duration = exchange.max_error_duration;
     let client = ExchangeClient::new(coord.http.clone(), exchange, q.root_input.clone());
     let sources = Arc::new(SourceLocations::new(0, client));
-    let settings = SchedulerSettings {
-        query_id: q.id.clone(),
-        attempt,
-        http: coord.http.clone(),
-        workers,
-        node_scheduler: coord.node_scheduler.clone(),
-        session: q.session.properties.clone(),
-        max_error_duration,
-        nodes: Some(coord.nodes.clone()),
-    };
     let mut scheduler = PipelinedQueryScheduler::new(settings, fragmented.clone(), schedule, sources.clone());
     *q.stages.lock() = scheduler.stages();
     q.transition(QueryState::Starting);
@@ -409,6 +419,48 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt
             Some(best) if best.failure.code != "REMOTE_TASK_FAILED" => Err(task_failure_error(&best)),
             _ => Err(e),
         },
+    }
+}
+
+/// retry_policy=task: the `FaultTolerantQueryScheduler` runs every stage, the root
+/// included, recomputing what fails.
+async fn execute_fault_tolerant(
+    coord: &Arc<CoordinatorState>,
+    q: &Arc<QueryExecution>,
+    fragmented: Arc<FragmentedPlan>,
+    settings: SchedulerSettings,
+    exchange: crate::exchange::client::ExchangeConfig,
+    ctx: &datafusion::prelude::SessionContext,
+    analyze: bool,
+) -> Result<(), QueryError> {
+    let limits = RetryLimits::from_session(&q.session.properties, coord.config.partitions_per_worker);
+    let mut scheduler =
+        FaultTolerantQueryScheduler::new(settings, limits, fragmented.clone()).map_err(|e| QueryError::new("GENERIC_INTERNAL_ERROR", e.to_string()))?;
+    *q.stages.lock() = scheduler.stages();
+    *q.graph.lock() = Some(scheduler.display());
+    q.transition(QueryState::Starting);
+    let rows = Arc::new(AtomicU64::new(0));
+    let root = Arc::new(SpooledRootStage {
+        query: q.clone(),
+        plan: fragmented.root().plan.clone(),
+        task_ctx: ctx.task_ctx(),
+        http: coord.http.clone(),
+        exchange,
+        analyze,
+        rows: rows.clone(),
+    });
+    let outcome = scheduler.run(root).await;
+    let analysis = analyze.then(|| explain_analyze(&fragmented, &scheduler.stages(), q.elapsed()));
+    scheduler.remove_all_tasks(outcome.is_err()).await;
+    match outcome {
+        Ok(()) => match analysis {
+            Some(text) => emit_text(q, "Query Plan", format!("Output: {} rows\n\n{text}", rows.load(Ordering::Relaxed))).await,
+            None => Ok(()),
+        },
+        Err(SchedulerError::TaskFailed(report)) => Err(task_failure_error(&report)),
+        Err(SchedulerError::Root(e)) => Err(e),
+        Err(e @ SchedulerError::NoWorkers(_)) => Err(QueryError::new("NO_NODES_AVAILABLE", e.to_string())),
+        Err(e) => Err(QueryError::new("GENERIC_INTERNAL_ERROR", e.to_string())),
     }
 }
 
@@ -492,7 +544,7 @@ fn explain_analyze(plan: &FragmentedPlan, stages: &[Arc<StageExecution>], elapse
     out
 }
 
-fn root_error(e: &datafusion::error::DataFusionError) -> QueryError {
+pub(crate) fn root_error(e: &datafusion::error::DataFusionError) -> QueryError {
     let failure = crate::worker::task::failure_from_error(e);
     if failure.upstream.is_some() {
         let name = if failure.code == "REMOTE_TASK_UNREACHABLE" { "PAGE_TRANSPORT_ERROR" } else { "REMOTE_TASK_ERROR" };

@@ -27,6 +27,18 @@ pub struct HttpRemoteTask {
     max_error_duration: Duration,
     /// Bumped on every status change; the stage and scheduler watch it.
     changed: watch::Sender<u64>,
+    /// True while a create request is in flight. A delete waits for it to settle, or
+    /// the create could land after the delete and leave an orphan task behind.
+    creating: watch::Sender<bool>,
+}
+
+/// Clears `creating` however `send_update` ends, including by being dropped.
+struct CreatingGuard<'a>(&'a watch::Sender<bool>);
+
+impl Drop for CreatingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.send_replace(false);
+    }
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -49,7 +61,8 @@ impl HttpRemoteTask {
             output_buffer_bytes: 0,
             stats: TaskStats::default(),
         };
-        HttpRemoteTask { task_id, worker, partitions, http, status: Mutex::new(status), max_error_duration, changed }
+        let (creating, _) = watch::channel(false);
+        HttpRemoteTask { task_id, worker, partitions, http, status: Mutex::new(status), max_error_duration, changed, creating }
     }
 
     pub fn status(&self) -> TaskStatus {
@@ -76,6 +89,10 @@ impl HttpRemoteTask {
 
     /// Creates the task, or sends an update to it.
     pub async fn send_update(&self, req: &TaskUpdateRequest) -> Result<(), RemoteTaskError> {
+        let _creating = req.fragment.is_some().then(|| {
+            self.creating.send_replace(true);
+            CreatingGuard(&self.creating)
+        });
         let started = Instant::now();
         let mut backoff = self.backoff();
         loop {
@@ -107,6 +124,12 @@ impl HttpRemoteTask {
                 }
             }
         }
+    }
+
+    /// Marks a create as under way before it is handed to another tokio task, so a
+    /// delete issued in between still waits for it.
+    pub fn mark_creating(&self) {
+        self.creating.send_replace(true);
     }
 
     pub async fn add_sources(&self, sources: Vec<SourceUpdate>) -> Result<(), RemoteTaskError> {
@@ -202,6 +225,9 @@ impl HttpRemoteTask {
     /// Deletes the task on its worker (abort or cancel); returns its final status when
     /// the worker answered, so a failure not yet polled is still learned.
     pub async fn delete(&self, abort: bool) -> Option<TaskStatus> {
+        let mut creating = self.creating.subscribe();
+        let settle = self.max_error_duration + Duration::from_secs(2);
+        let _ = tokio::time::timeout(settle, creating.wait_for(|c| !*c)).await;
         let url = format!("{}?abort={abort}", self.task_url());
         for attempt in 0..3 {
             match self.http.delete(&url).timeout(Duration::from_secs(5)).send().await {

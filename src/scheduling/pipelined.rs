@@ -49,6 +49,13 @@ pub enum SchedulerError {
     RemoteTask(#[from] RemoteTaskError),
     #[error("no live workers to run stage {0}")]
     NoWorkers(usize),
+    /// The fault-tolerant graph refused an update or could not be built.
+    #[error("execution graph: {0}")]
+    Graph(String),
+    /// The coordinator's root stage failed (fault-tolerant mode, where it runs inside
+    /// the scheduler).
+    #[error("{0}")]
+    Root(crate::coordinator::planner::QueryError),
 }
 
 #[derive(Debug)]
@@ -95,7 +102,12 @@ impl StageExecution {
         self.tasks.lock().clone()
     }
 
-    fn transition(&self, to: StageState) {
+    /// Adds a task attempt (fault-tolerant mode creates them one at a time).
+    pub(crate) fn add_task(&self, task: Arc<HttpRemoteTask>) {
+        self.tasks.lock().push(task);
+    }
+
+    pub(crate) fn transition(&self, to: StageState) {
         if self.machine.lock().try_transition(to) {
             self.changed.send_modify(|v| *v += 1);
         }
@@ -200,6 +212,15 @@ pub fn task_count(fragment: &Fragment, workers: usize) -> usize {
         1
     } else {
         fragment.partitions.min(workers.max(1))
+    }
+}
+
+/// How a stage's tasks lay out their output, given how many tasks its consumer has.
+pub fn output_spec(fragment: &Fragment, consumer_tasks: usize) -> OutputBufferSpec {
+    match fragment.output {
+        FragmentOutput::Repartition { partitions } => OutputBufferSpec::Partitioned { partitions },
+        FragmentOutput::Passthrough => OutputBufferSpec::Passthrough,
+        FragmentOutput::Broadcast | FragmentOutput::Root => OutputBufferSpec::Broadcast { buffers: consumer_tasks },
     }
 }
 
@@ -351,17 +372,11 @@ impl PipelinedQueryScheduler {
                 failure: TaskFailure { code: "PLAN_SERIALIZATION".into(), message: e.to_string(), upstream: None, upstream_url: None },
             })
         })?;
-        let output = match fragment.output {
-            FragmentOutput::Repartition { partitions } => OutputBufferSpec::Partitioned { partitions },
-            FragmentOutput::Passthrough => OutputBufferSpec::Passthrough,
-            FragmentOutput::Broadcast | FragmentOutput::Root => {
-                let consumer_tasks = match fragment.consumer {
-                    Some(c) if c != 0 => self.stages[&c].task_count,
-                    _ => 1,
-                };
-                OutputBufferSpec::Broadcast { buffers: consumer_tasks }
-            }
+        let consumer_tasks = match fragment.consumer {
+            Some(c) if c != 0 => self.stages[&c].task_count,
+            _ => 1,
         };
+        let output = output_spec(fragment, consumer_tasks);
         // Only producers whose tasks were all created in an earlier round.
         let sources: Vec<SourceUpdate> = fragment
             .inputs
@@ -391,6 +406,7 @@ impl PipelinedQueryScheduler {
                 output: Some(output),
                 sources: sources.clone(),
                 session: self.settings.session.clone(),
+                spool: false,
             };
             created.push((task, req));
         }

@@ -33,6 +33,8 @@ pub enum WorkerError {
     TaskFailed { task: TaskId, code: String, message: String },
     #[error("injected failure: {0:?}")]
     Injected(failure_injector::InjectedFailureKind),
+    #[error("cannot read spooled output: {0}")]
+    Spool(String),
 }
 
 impl ApiError for WorkerError {
@@ -40,7 +42,7 @@ impl ApiError for WorkerError {
         match self {
             WorkerError::TaskNotFound(_) => StatusCode::NOT_FOUND,
             WorkerError::BadRequest(_) | WorkerError::BadPlan(_) | WorkerError::Buffer(_) => StatusCode::BAD_REQUEST,
-            WorkerError::TaskFailed { .. } | WorkerError::Injected(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            WorkerError::TaskFailed { .. } | WorkerError::Injected(_) | WorkerError::Spool(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -52,6 +54,7 @@ impl ApiError for WorkerError {
             WorkerError::Buffer(_) => "BAD_BUFFER_REQUEST",
             WorkerError::TaskFailed { .. } => "TASK_FAILED",
             WorkerError::Injected(_) => "INJECTED_FAILURE",
+            WorkerError::Spool(_) => "SPOOL_ERROR",
         }
     }
 }
@@ -73,6 +76,8 @@ pub struct WorkerConfig {
     pub enable_failure_injection: bool,
     /// Shared secret of internal requests, sent and required.
     pub shared_secret: Option<String>,
+    /// Where spooled task output goes; each worker uses a directory of its own below.
+    pub spool_root: std::path::PathBuf,
 }
 
 impl WorkerConfig {
@@ -85,6 +90,7 @@ impl WorkerConfig {
             exchange: ExchangeConfig::default(),
             enable_failure_injection: false,
             shared_secret: None,
+            spool_root: std::env::temp_dir().join("flotilla-spool"),
         }
     }
 }
@@ -101,6 +107,7 @@ pub struct WorkerHandle {
 impl WorkerHandle {
     pub async fn shutdown(self) {
         self.manager.abort_all();
+        self.manager.remove_spool_root();
         let _ = self.stop.send(true);
         let _ = self.server.await;
     }
@@ -114,7 +121,9 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
     let node_id = format!("worker-{}-{}", addr.port(), crate::util::random_suffix(4));
     let http = crate::http::http_client(config.shared_secret.as_deref());
     let injector = config.enable_failure_injection.then(|| Arc::new(failure_injector::FailureInjector::default()));
-    let manager = Arc::new(SqlTaskManager::new(node_id.clone(), url.clone(), http.clone(), config.settings.clone(), config.exchange.clone(), injector));
+    let spool_dir = config.spool_root.join(&node_id);
+    crate::exchange::spool::prepare_spool_root(&spool_dir)?;
+    let manager = Arc::new(SqlTaskManager::new(node_id.clone(), url.clone(), http.clone(), config.settings.clone(), config.exchange.clone(), injector, spool_dir));
     let auth = crate::http::InternalAuth(config.shared_secret.as_deref().map(Arc::from));
     // Scrapers do not carry the cluster secret; /metrics stays outside it.
     let app = api::router(manager.clone())

@@ -25,6 +25,7 @@ use crate::exchange::codec::FlotillaCodec;
 use crate::exchange::output_buffer::OutputBuffer;
 use crate::exchange::page::Page;
 use crate::exchange::remote_source::SourceLocations;
+use crate::exchange::spool::SpoolWriter;
 use crate::protocol::{OutputBufferSpec, SourceUpdate, TaskFailure, TaskId, TaskInfo, TaskState, TaskStats, TaskStatus};
 use crate::scheduling::state_machine::StateMachine;
 
@@ -60,6 +61,8 @@ pub struct SqlTask {
     /// Woken on every status change, for long polls.
     status_changed: Arc<Notify>,
     output: Arc<OutputBuffer>,
+    /// Fault-tolerant mode: the output goes to disk here instead of to `output`.
+    spool: Option<Arc<SpoolWriter>>,
     sources: Arc<SourceLocations>,
     input: Arc<ExchangeStats>,
     output_rows: AtomicU64,
@@ -87,6 +90,8 @@ pub struct TaskStart {
     pub client: ExchangeClient,
     pub input_stats: Arc<ExchangeStats>,
     pub task_ctx: Arc<TaskContext>,
+    /// Spool the output into this directory (retry policy `task`).
+    pub spool: Option<std::path::PathBuf>,
 }
 
 impl SqlTask {
@@ -105,6 +110,13 @@ impl SqlTask {
             OutputBufferSpec::Partitioned { partitions } => partitions,
             OutputBufferSpec::Broadcast { buffers } => buffers,
             OutputBufferSpec::Passthrough => input_partitions,
+        };
+        let broadcast = matches!(start.spec, OutputBufferSpec::Broadcast { .. });
+        let spool = match start.spool {
+            Some(dir) => Some(Arc::new(
+                SpoolWriter::create(dir, exec_plan.schema(), broadcast).map_err(|e| DataFusionError::External(Box::new(e)))?,
+            )),
+            None => None,
         };
         let status_changed = Arc::new(Notify::new());
         let output = Arc::new(OutputBuffer::new(buffer_count, start.settings.output_buffer_bytes, status_changed.clone()));
@@ -127,6 +139,7 @@ impl SqlTask {
             }),
             status_changed,
             output,
+            spool,
             sources,
             input: start.input_stats,
             output_rows: AtomicU64::new(0),
@@ -169,6 +182,18 @@ impl SqlTask {
         &self.output
     }
 
+    pub fn spool(&self) -> Option<&Arc<SpoolWriter>> {
+        self.spool.as_ref()
+    }
+
+    /// Frees what a finished task still holds: buffered pages and spool files.
+    pub fn release(&self) {
+        self.output.destroy_all();
+        if let Some(spool) = &self.spool {
+            spool.remove();
+        }
+    }
+
     pub fn failure(&self) -> Option<TaskFailure> {
         self.inner.lock().failure.clone()
     }
@@ -206,7 +231,7 @@ impl SqlTask {
         for h in handles {
             h.abort();
         }
-        self.output.destroy_all();
+        self.release();
         self.status_changed.notify_waiters();
     }
 
@@ -266,6 +291,21 @@ impl SqlTask {
                 first_error.get_or_insert(e);
                 // One failed partition fails the task; stop the others now.
                 runs.abort_all();
+            }
+        }
+        if first_error.is_none() {
+            if let Some(spool) = &self.spool {
+                // A spooled task is done once its files are complete: nobody has to
+                // read them for it to finish.
+                match spool.finish() {
+                    Ok(()) => {
+                        self.output.destroy_all();
+                        self.transition(TaskState::Flushing);
+                        self.transition(TaskState::Finished);
+                        return;
+                    }
+                    Err(e) => first_error = Some(DataFusionError::External(Box::new(e))),
+                }
             }
         }
         match first_error {
@@ -340,10 +380,14 @@ impl SqlTask {
     }
 
     async fn emit(&self, buffer: usize, batch: RecordBatch) -> Result<(), DataFusionError> {
-        let page = Page::encode(&batch)?;
         self.output_rows.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
-        self.output_bytes.fetch_add(page.len() as u64, Ordering::Relaxed);
         crate::metrics::PAGES_PRODUCED.fetch_add(1, Ordering::Relaxed);
+        if let Some(spool) = &self.spool {
+            self.output_bytes.fetch_add(batch.get_array_memory_size() as u64, Ordering::Relaxed);
+            return spool.write(buffer, &batch).map_err(|e| DataFusionError::External(Box::new(e)));
+        }
+        let page = Page::encode(&batch)?;
+        self.output_bytes.fetch_add(page.len() as u64, Ordering::Relaxed);
         let result = match self.spec {
             OutputBufferSpec::Broadcast { .. } => self.output.enqueue_all(page).await,
             _ => self.output.enqueue(buffer, page).await,
@@ -388,7 +432,20 @@ pub fn failure_from_error(e: &DataFusionError) -> TaskFailure {
         };
         return TaskFailure { code: x.code().to_string(), message, upstream: Some(task.clone()), upstream_url: Some(url.to_string()) };
     }
+    if is_spool_error(e) {
+        // The disk, not the query: worth another attempt elsewhere.
+        return TaskFailure { code: "SPOOL_ERROR".into(), message: e.to_string(), upstream: None, upstream_url: None };
+    }
     TaskFailure { code: "EXECUTION_ERROR".into(), message: e.to_string(), upstream: None, upstream_url: None }
+}
+
+fn is_spool_error(e: &DataFusionError) -> bool {
+    match e {
+        DataFusionError::External(inner) => inner.downcast_ref::<crate::exchange::spool::SpoolError>().is_some(),
+        DataFusionError::Context(_, inner) => is_spool_error(inner),
+        DataFusionError::Shared(inner) => is_spool_error(inner),
+        _ => false,
+    }
 }
 
 fn find_exchange_error(e: &DataFusionError) -> Option<&ExchangeError> {

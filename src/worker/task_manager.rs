@@ -30,6 +30,8 @@ pub struct SqlTaskManager {
     /// Task contexts by batch size; tasks share them as partitions of one session do.
     contexts: parking_lot::Mutex<HashMap<usize, Arc<TaskContext>>>,
     pub injector: Option<Arc<FailureInjector>>,
+    /// This worker's spool directory; a spooled task writes below it.
+    spool_root: std::path::PathBuf,
 }
 
 impl SqlTaskManager {
@@ -40,9 +42,31 @@ impl SqlTaskManager {
         defaults: TaskSettings,
         exchange: ExchangeConfig,
         injector: Option<Arc<FailureInjector>>,
+        spool_root: std::path::PathBuf,
     ) -> Self {
         let base = SessionContext::new().task_ctx();
-        SqlTaskManager { node_id, url, tasks: RwLock::new(HashMap::new()), http, defaults, exchange, started: Instant::now(), base, contexts: Default::default(), injector }
+        SqlTaskManager {
+            node_id,
+            url,
+            tasks: RwLock::new(HashMap::new()),
+            http,
+            defaults,
+            exchange,
+            started: Instant::now(),
+            base,
+            contexts: Default::default(),
+            injector,
+            spool_root,
+        }
+    }
+
+    pub fn spool_root(&self) -> &std::path::Path {
+        &self.spool_root
+    }
+
+    /// Deletes the spool directory (worker shutdown, after every task is aborted).
+    pub fn remove_spool_root(&self) {
+        let _ = std::fs::remove_dir_all(&self.spool_root);
     }
 
     pub fn node_id(&self) -> &str {
@@ -85,6 +109,7 @@ impl SqlTaskManager {
             client,
             input_stats,
             task_ctx,
+            spool: req.spool.then(|| self.spool_root.join(id.to_string())),
         })
         .map_err(|e| WorkerError::BadPlan(e.to_string()))?;
         if let Some(inj) = &self.injector {
@@ -128,7 +153,7 @@ impl SqlTaskManager {
         if !task.state().is_done() {
             task.abort(!abort);
         } else {
-            task.output().destroy_all();
+            task.release();
         }
         Ok(task.status())
     }

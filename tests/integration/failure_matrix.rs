@@ -1,6 +1,8 @@
 //! Failures with retry_policy=none: each injected failure kind at a leaf stage, an
 //! intermediate stage and the stage feeding the root ends the query fast with an
-//! error naming what broke, and leaves no task behind; so does a killed worker.
+//! error naming what broke, and leaves no task behind; so does a killed worker. The
+//! same with retry_policy=query, which survives them. (retry_policy=task: see
+//! `fault_tolerant`.)
 
 use std::time::{Duration, Instant};
 
@@ -8,12 +10,12 @@ use super::common::{spawn, Cluster};
 use flotilla::client::ClientError;
 use serde_json::{json, Value};
 
-const QUERY: &str = "SELECT n_name, count(*) AS orders, sum(o_totalprice) AS total \
+pub const QUERY: &str = "SELECT n_name, count(*) AS orders, sum(o_totalprice) AS total \
     FROM orders JOIN customer ON o_custkey = c_custkey JOIN nation ON c_nationkey = n_nationkey \
     GROUP BY n_name ORDER BY n_name";
 
 /// The leaf, an intermediate and the root-feeding stage of QUERY, from a clean run.
-async fn stage_positions(cluster: &Cluster) -> Vec<(&'static str, u64)> {
+pub async fn stage_positions(cluster: &Cluster) -> Vec<(&'static str, u64)> {
     let http = reqwest::Client::new();
     let out = cluster.client("sf0_1").execute(QUERY).await.expect("clean run");
     assert_eq!(out.rows.len(), 25, "one row per nation");
@@ -32,7 +34,7 @@ async fn stage_positions(cluster: &Cluster) -> Vec<(&'static str, u64)> {
     ]
 }
 
-async fn set_failure(cluster: &Cluster, body: Option<Value>) {
+pub async fn set_failure(cluster: &Cluster, body: Option<Value>) {
     let http = reqwest::Client::new();
     for w in &cluster.workers {
         let url = format!("{}/v1/failure-injection", w.url);

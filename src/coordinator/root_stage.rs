@@ -1,0 +1,101 @@
+//! `SpooledRootStage`: the coordinator's root fragment in fault-tolerant mode. The
+//! `FaultTolerantQueryScheduler` runs it once every other stage has succeeded, with
+//! the locations of its inputs' spooled outputs, and may run it again when an input
+//! had to be recomputed.
+//!
+//! A second run is only possible while no row has reached the client, so the root
+//! holds back its first rows (up to `HOLD_BACK_BYTES`) until its inputs are read to
+//! the end: most results are small, and for those a broken input never costs the
+//! query. A larger result starts streaming and is no longer retryable.
+
+use std::sync::Arc;
+
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::ExecutionPlan;
+use futures::future::{BoxFuture, FutureExt};
+use futures::StreamExt;
+
+use super::query::{root_error, QueryExecution};
+use crate::exchange::client::{ExchangeClient, ExchangeConfig};
+use crate::exchange::remote_source::{attach_resolver, SourceLocations, SourceResolver};
+use crate::protocol::SourceUpdate;
+use crate::scheduling::fault_tolerant::{RootFailure, RootStage};
+use crate::scheduling::state_machine::QueryState;
+
+/// Rows the root keeps back so that a failed read can still be retried.
+pub const HOLD_BACK_BYTES: usize = 64 << 20;
+
+pub struct SpooledRootStage {
+    pub query: Arc<QueryExecution>,
+    pub plan: Arc<dyn ExecutionPlan>,
+    pub task_ctx: Arc<TaskContext>,
+    pub http: reqwest::Client,
+    pub exchange: ExchangeConfig,
+    /// EXPLAIN ANALYZE: count rows, deliver none.
+    pub analyze: bool,
+    /// Rows of the run that succeeded.
+    pub rows: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl RootStage for SpooledRootStage {
+    fn run(&self, sources: Vec<SourceUpdate>) -> BoxFuture<'static, Result<(), RootFailure>> {
+        let q = self.query.clone();
+        let client = ExchangeClient::new(self.http.clone(), self.exchange.clone(), q.root_input.clone());
+        let locations = Arc::new(SourceLocations::new(0, client));
+        locations.add(sources);
+        let resolver: Arc<dyn SourceResolver> = locations;
+        let plan = attach_resolver(self.plan.clone(), &resolver);
+        let (task_ctx, analyze, rows_out) = (self.task_ctx.clone(), self.analyze, self.rows.clone());
+        async move {
+            let fatal = |e: &datafusion::error::DataFusionError| RootFailure::Fatal(root_error(e));
+            let plan = plan.map_err(|e| fatal(&e))?;
+            let mut stream = plan.execute(0, task_ctx).map_err(|e| fatal(&e))?;
+            q.transition(QueryState::Running);
+            let mut held = Vec::new();
+            let mut held_bytes = 0usize;
+            let mut streaming = false;
+            let mut rows = 0u64;
+            while let Some(batch) = stream.next().await {
+                let batch = match batch {
+                    Ok(b) => b,
+                    Err(e) => {
+                        let failure = crate::worker::task::failure_from_error(&e);
+                        return Err(match (failure.upstream, failure.upstream_url, streaming) {
+                            (Some(upstream), Some(url), false) => RootFailure::Fetch { upstream, url, message: failure.message },
+                            _ => fatal(&e),
+                        });
+                    }
+                };
+                rows += batch.num_rows() as u64;
+                if analyze {
+                    continue;
+                }
+                if !streaming {
+                    held_bytes += batch.get_array_memory_size();
+                    held.push(batch);
+                    if held_bytes < HOLD_BACK_BYTES {
+                        continue;
+                    }
+                    streaming = true;
+                    for b in std::mem::take(&mut held) {
+                        if !q.emit(b).await {
+                            return Ok(());
+                        }
+                    }
+                    continue;
+                }
+                if !q.emit(batch).await {
+                    return Ok(());
+                }
+            }
+            for b in held {
+                if !q.emit(b).await {
+                    break;
+                }
+            }
+            rows_out.store(rows, std::sync::atomic::Ordering::Relaxed);
+            Ok(())
+        }
+        .boxed()
+    }
+}

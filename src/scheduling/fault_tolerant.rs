@@ -1,0 +1,470 @@
+//! `FaultTolerantQueryScheduler`: runs the stages of one query with retry policy
+//! `task`. Unlike the pipelined scheduler, a stage starts only when its inputs are
+//! complete, and every task writes its output to its worker's spool, so any task can
+//! be run again without re-running the others. The `ExecutionGraph` decides what runs
+//! and what is recomputed; this module is the thin I/O around it:
+//!
+//! - a free slot on a live worker gets `pop_next_task`, launched as a spooled
+//!   `HttpRemoteTask` (one task per stage partition, attempt = the graph's attempt);
+//! - a finished task is reported `Successful` with its task id as the output path; a
+//!   failed one `Failed`, or `FetchFailed` when it could not read an upstream output;
+//! - a worker that stops sending heartbeats is reported to
+//!   `reset_stages_on_lost_executor`;
+//! - attempts the graph no longer counts (rolled back, superseded) are aborted;
+//! - the final stage is the coordinator's root fragment, run through `RootStage`
+//!   once every other stage has succeeded.
+//!
+//! Built and driven by `QueryExecution` when the session says `retry_policy=task`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+use super::execution_graph::{
+    ExecutionGraph, ExecutionStage, GraphEvent, PartitionLocation, StageSpec, TaskAttemptStatus, TaskDescription, TaskStatusUpdate,
+    TaskUpdateState,
+};
+use super::pipelined::{output_spec, SchedulerError, SchedulerSettings, StageExecution, TaskFailureReport};
+use super::state_machine::{StageState, StateKind};
+use crate::coordinator::fragmenter::FragmentedPlan;
+use crate::coordinator::node_manager::WorkerNode;
+use crate::coordinator::planner::QueryError;
+use crate::coordinator::remote_task::{HttpRemoteTask, RemoteTaskError};
+use crate::protocol::{Base64Bytes, SourceUpdate, TaskFailure, TaskId, TaskState, TaskUpdateRequest, UpstreamTask};
+
+/// The executor id the graph knows the coordinator's root stage by.
+pub const COORDINATOR: &str = "coordinator";
+
+/// Limits of fault-tolerant execution, from the session.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryLimits {
+    /// A partition whose task failed this many times fails the query.
+    pub max_task_failures: usize,
+    /// A stage restarted this many times by fetch failures fails the query.
+    pub max_stage_failures: usize,
+    /// Tasks run at once on one worker.
+    pub slots_per_worker: usize,
+}
+
+impl RetryLimits {
+    /// `task_retry_attempts` retries of a task means its next failure is fatal.
+    pub fn from_session(session: &BTreeMap<String, String>, slots_per_worker: usize) -> Self {
+        let get = |k: &str| session.get(k).and_then(|v| v.parse::<usize>().ok()).unwrap_or(4);
+        RetryLimits { max_task_failures: get("task_retry_attempts") + 1, max_stage_failures: get("stage_retry_attempts"), slots_per_worker: slots_per_worker.max(1) }
+    }
+}
+
+/// Why the root stage stopped.
+#[derive(Debug)]
+pub enum RootFailure {
+    /// An upstream output could not be read, before any row reached the client: the
+    /// producer can be re-run and the root tried again.
+    Fetch { upstream: TaskId, url: String, message: String },
+    /// Anything else fails the query with this error.
+    Fatal(QueryError),
+}
+
+/// The coordinator's part of the final stage: runs the root fragment over the
+/// spooled outputs of its inputs, delivering rows to the client.
+pub trait RootStage: Send + Sync {
+    fn run(&self, sources: Vec<SourceUpdate>) -> BoxFuture<'static, Result<(), RootFailure>>;
+}
+
+pub struct FaultTolerantQueryScheduler {
+    settings: SchedulerSettings,
+    limits: RetryLimits,
+    plan: Arc<FragmentedPlan>,
+    graph: ExecutionGraph,
+    stages: BTreeMap<usize, Arc<StageExecution>>,
+    fragments: HashMap<usize, Base64Bytes>,
+    /// The attempt of each (stage, partition) the graph has running on a worker.
+    running: HashMap<(usize, usize), Arc<HttpRemoteTask>>,
+    /// Workers that ran something for this query, by node id.
+    workers: HashMap<String, WorkerNode>,
+    /// Workers already reported lost (and not used since).
+    lost: HashSet<String>,
+    /// Every task's status change bumps it; the loop waits on it.
+    changed: watch::Sender<u64>,
+    stop_pollers: watch::Sender<bool>,
+    /// The graph as text, refreshed every round, for query info.
+    display: Arc<Mutex<String>>,
+    last_failure: Option<TaskFailureReport>,
+}
+
+impl FaultTolerantQueryScheduler {
+    pub fn new(settings: SchedulerSettings, limits: RetryLimits, plan: Arc<FragmentedPlan>) -> Result<Self, SchedulerError> {
+        let mut specs = Vec::new();
+        let mut stages = BTreeMap::new();
+        for id in plan.worker_stages() {
+            let fragment = Arc::new(plan.fragments[id].clone());
+            let partitions = fragment.partitions.max(1);
+            specs.push(StageSpec { stage_id: id, partitions, inputs: fragment.inputs.clone(), output_links: vec![fragment.consumer.unwrap_or(0)] });
+            stages.insert(id, Arc::new(StageExecution::new(fragment, partitions)));
+        }
+        specs.push(StageSpec { stage_id: 0, partitions: 1, inputs: plan.root().inputs.clone(), output_links: vec![] });
+        let graph = ExecutionGraph::new(&settings.query_id, specs).map_err(|e| SchedulerError::Graph(e.to_string()))?;
+        let codec = crate::exchange::codec::FlotillaCodec::new();
+        let mut fragments = HashMap::new();
+        for &id in stages.keys() {
+            let bytes = codec.encode_plan(plan.fragments[id].plan.clone()).map_err(|e| SchedulerError::Graph(format!("stage {id} does not serialize: {e}")))?;
+            fragments.insert(id, Base64Bytes(bytes));
+        }
+        let workers = settings.workers.iter().map(|w| (w.node_id.clone(), w.clone())).collect();
+        let (changed, _) = watch::channel(0);
+        let (stop_pollers, _) = watch::channel(false);
+        let display = Arc::new(Mutex::new(graph.to_string()));
+        Ok(FaultTolerantQueryScheduler {
+            settings,
+            limits,
+            plan,
+            graph,
+            stages,
+            fragments,
+            running: HashMap::new(),
+            workers,
+            lost: HashSet::new(),
+            changed,
+            stop_pollers,
+            display,
+            last_failure: None,
+        })
+    }
+
+    pub fn stages(&self) -> Vec<Arc<StageExecution>> {
+        self.stages.values().cloned().collect()
+    }
+
+    pub fn plan(&self) -> &Arc<FragmentedPlan> {
+        &self.plan
+    }
+
+    /// The graph rendered as text, kept current while the query runs.
+    pub fn display(&self) -> Arc<Mutex<String>> {
+        self.display.clone()
+    }
+
+    /// Runs every stage, the root last, until the root has delivered all rows or the
+    /// graph gives up. Cancel by dropping the future.
+    pub async fn run(&mut self, root: Arc<dyn RootStage>) -> Result<(), SchedulerError> {
+        let mut wake = self.changed.subscribe();
+        let mut root_run: Option<(usize, BoxFuture<'static, Result<(), RootFailure>>)> = None;
+        loop {
+            wake.borrow_and_update();
+            self.check_lost_workers()?;
+            self.apply_task_updates()?;
+            self.abort_superseded_attempts();
+            if let Some((attempt, _)) = &root_run {
+                if !self.graph.running_tasks().iter().any(|t| t.stage_id == 0 && t.task_id == *attempt) {
+                    // Rolled back (an input is being recomputed): stop reading.
+                    root_run = None;
+                }
+            }
+            if self.graph.is_successful() {
+                *self.display.lock() = self.graph.to_string();
+                return Ok(());
+            }
+            if root_run.is_none() && self.root_available() {
+                if let Some(desc) = self.graph.pop_next_task(COORDINATOR).map_err(|e| SchedulerError::Graph(e.to_string()))? {
+                    if desc.stage_id != 0 {
+                        return Err(SchedulerError::Graph(format!("stage {} became runnable on the coordinator", desc.stage_id)));
+                    }
+                    let sources = self.sources_for(&desc);
+                    root_run = Some((desc.task_attempt, root.run(sources)));
+                }
+            }
+            self.launch_tasks()?;
+            self.refresh_stage_states();
+            *self.display.lock() = self.graph.to_string();
+            let root_done = async {
+                match root_run.as_mut() {
+                    Some((_, f)) => f.await,
+                    None => futures::future::pending().await,
+                }
+            };
+            let outcome = tokio::select! {
+                r = root_done => Some(r),
+                _ = wake.changed() => None,
+                _ = tokio::time::sleep(Duration::from_millis(500)) => None,
+            };
+            if let Some(result) = outcome {
+                let (attempt, _) = root_run.take().expect("the root was running");
+                self.apply_root_result(attempt, result)?;
+            }
+        }
+    }
+
+    fn root_available(&self) -> bool {
+        match self.graph.stage(0).map(|s| &s.state) {
+            Some(ExecutionStage::Resolved) => true,
+            Some(ExecutionStage::Running { tasks }) => tasks[0].as_ref().is_none_or(|t| matches!(t.status, TaskAttemptStatus::Failed { .. })),
+            _ => false,
+        }
+    }
+
+    /// A worker that missed its heartbeats loses everything it ran for this query.
+    fn check_lost_workers(&mut self) -> Result<(), SchedulerError> {
+        let Some(nodes) = self.settings.nodes.clone() else { return Ok(()) };
+        let gone: Vec<String> = self.workers.keys().filter(|id| !nodes.is_alive(id) && !self.lost.contains(*id)).cloned().collect();
+        for node in gone {
+            tracing::warn!(query = %self.settings.query_id, worker = %node, "worker lost, recomputing its work");
+            self.lost.insert(node.clone());
+            for task in self.running.values().filter(|t| t.worker.node_id == node) {
+                task.mark_failed("REMOTE_HOST_GONE", format!("worker {} ({}) is lost: no heartbeat within {:?}", node, task.worker.url, nodes.timeout()));
+            }
+            self.graph.reset_stages_on_lost_executor(&node).map_err(|e| SchedulerError::Graph(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Reports every attempt that reached a final state to the graph.
+    fn apply_task_updates(&mut self) -> Result<(), SchedulerError> {
+        let mut by_executor: BTreeMap<String, Vec<TaskStatusUpdate>> = BTreeMap::new();
+        let mut done = Vec::new();
+        for (&(stage, partition), task) in &self.running {
+            let status = task.status();
+            let state = match status.state {
+                TaskState::Finished => TaskUpdateState::Successful { path: task.task_id.to_string() },
+                TaskState::Failed => {
+                    let failure = status.failure.unwrap_or_else(|| TaskFailure { code: "UNKNOWN".into(), message: "task failed".into(), upstream: None, upstream_url: None });
+                    let report = TaskFailureReport { stage, task: task.task_id.clone(), worker: task.worker.url.clone(), failure: failure.clone() };
+                    let update = self.classify(stage, &failure);
+                    if !matches!(update, TaskUpdateState::FetchFailed { .. }) || self.last_failure.is_none() {
+                        self.last_failure = Some(report);
+                    }
+                    update
+                }
+                TaskState::Canceled | TaskState::Aborted => TaskUpdateState::Failed { reason: format!("task {} was aborted on its worker", task.task_id), retryable: true },
+                _ => continue,
+            };
+            done.push((stage, partition));
+            let update = TaskStatusUpdate { stage_id: stage, partition, task_attempt: task.task_id.attempt, state };
+            by_executor.entry(task.worker.node_id.clone()).or_default().push(update);
+        }
+        for key in done {
+            self.running.remove(&key);
+        }
+        for (executor, updates) in by_executor {
+            let events = self
+                .graph
+                .update_task_status(&executor, updates, self.limits.max_task_failures, self.limits.max_stage_failures)
+                .map_err(|e| SchedulerError::Graph(e.to_string()))?;
+            self.handle_events(events)?;
+        }
+        Ok(())
+    }
+
+    /// A failure naming an upstream task is a fetch failure: that output is what has
+    /// to be recomputed, not this task. Errors of the query itself are not retried.
+    fn classify(&self, stage: usize, failure: &TaskFailure) -> TaskUpdateState {
+        if let Some(upstream) = &failure.upstream {
+            let is_input = self.graph.stage(stage).is_some_and(|s| s.inputs.contains_key(&upstream.stage));
+            if is_input {
+                return TaskUpdateState::FetchFailed {
+                    map_stage_id: upstream.stage,
+                    map_partition: upstream.task,
+                    executor_id: self.executor_of(upstream, failure.upstream_url.as_deref()),
+                    reason: format!("{}: {}", failure.code, failure.message),
+                };
+            }
+        }
+        let retryable = !matches!(failure.code.as_str(), "EXECUTION_ERROR" | "REMOTE_TASK_REJECTED");
+        TaskUpdateState::Failed { reason: format!("{}: {}", failure.code, failure.message), retryable }
+    }
+
+    /// The worker an upstream task id ran on (its node id, as the graph knows it).
+    fn executor_of(&self, upstream: &TaskId, url: Option<&str>) -> String {
+        let by_url = url.and_then(|u| self.workers.values().find(|w| w.url == u));
+        match by_url {
+            Some(w) => w.node_id.clone(),
+            None => self
+                .stages
+                .get(&upstream.stage)
+                .and_then(|s| s.tasks().into_iter().find(|t| &t.task_id == upstream))
+                .map(|t| t.worker.node_id.clone())
+                .unwrap_or_default(),
+        }
+    }
+
+    fn handle_events(&mut self, events: Vec<GraphEvent>) -> Result<(), SchedulerError> {
+        for event in events {
+            if let GraphEvent::JobFailed(message) = event {
+                let mut report = self.last_failure.clone().unwrap_or(TaskFailureReport {
+                    stage: 0,
+                    task: TaskId::new(&self.settings.query_id, 0, 0, 0),
+                    worker: COORDINATOR.into(),
+                    failure: TaskFailure { code: "UNKNOWN".into(), message: String::new(), upstream: None, upstream_url: None },
+                });
+                report.failure.message = message;
+                return Err(SchedulerError::TaskFailed(report));
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_root_result(&mut self, attempt: usize, result: Result<(), RootFailure>) -> Result<(), SchedulerError> {
+        let state = match result {
+            Ok(()) => TaskUpdateState::Successful { path: format!("{}.0.0.{attempt}", self.settings.query_id) },
+            Err(RootFailure::Fatal(e)) => return Err(SchedulerError::Root(e)),
+            Err(RootFailure::Fetch { upstream, url, message }) => {
+                let failure = TaskFailure { code: "REMOTE_TASK_UNREACHABLE".into(), message, upstream: Some(upstream), upstream_url: Some(url) };
+                if self.last_failure.is_none() {
+                    let task = TaskId::new(&self.settings.query_id, 0, 0, attempt);
+                    self.last_failure = Some(TaskFailureReport { stage: 0, task, worker: COORDINATOR.into(), failure: failure.clone() });
+                }
+                self.classify(0, &failure)
+            }
+        };
+        let update = TaskStatusUpdate { stage_id: 0, partition: 0, task_attempt: attempt, state };
+        let events = self
+            .graph
+            .update_task_status(COORDINATOR, vec![update], self.limits.max_task_failures, self.limits.max_stage_failures)
+            .map_err(|e| SchedulerError::Graph(e.to_string()))?;
+        self.handle_events(events)
+    }
+
+    /// Aborts attempts the graph has dropped (their stage was rolled back or their
+    /// worker lost); their late reports would be ignored anyway.
+    fn abort_superseded_attempts(&mut self) {
+        let current: HashSet<(usize, usize, usize)> = self.graph.running_tasks().into_iter().map(|t| (t.stage_id, t.partition, t.task_id)).collect();
+        self.running.retain(|&(stage, partition), task| {
+            let keep = current.contains(&(stage, partition, task.task_id.attempt));
+            if !keep {
+                let task = task.clone();
+                tokio::spawn(async move { task.delete(true).await });
+            }
+            keep
+        });
+    }
+
+    /// Fills every free slot of every live worker, spreading tasks round robin.
+    fn launch_tasks(&mut self) -> Result<(), SchedulerError> {
+        let live: Vec<WorkerNode> = match &self.settings.nodes {
+            Some(nodes) => nodes.live_workers(),
+            None => self.settings.workers.clone(),
+        };
+        if live.is_empty() {
+            if self.graph.available_tasks() > 0 && self.running.is_empty() {
+                let stage = self.graph.running_stages().first().copied().unwrap_or(0);
+                return Err(SchedulerError::NoWorkers(stage));
+            }
+            return Ok(());
+        }
+        let mut free: Vec<usize> = live
+            .iter()
+            .map(|w| self.limits.slots_per_worker.saturating_sub(self.running.values().filter(|t| t.worker.node_id == w.node_id).count()))
+            .collect();
+        let start = self.settings.node_scheduler.place(&live, 1).first().and_then(|w| live.iter().position(|l| l == w)).unwrap_or(0);
+        loop {
+            let mut launched = false;
+            for i in 0..live.len() {
+                let w = (start + i) % live.len();
+                if free[w] == 0 {
+                    continue;
+                }
+                let Some(desc) = self.graph.pop_next_task(&live[w].node_id).map_err(|e| SchedulerError::Graph(e.to_string()))? else {
+                    return Ok(());
+                };
+                if desc.stage_id == 0 {
+                    return Err(SchedulerError::Graph("the root stage was handed to a worker".into()));
+                }
+                self.launch(desc, live[w].clone());
+                free[w] -= 1;
+                launched = true;
+            }
+            if !launched {
+                return Ok(());
+            }
+        }
+    }
+
+    fn launch(&mut self, desc: TaskDescription, worker: WorkerNode) {
+        let (stage_id, partition) = (desc.stage_id, desc.partition);
+        self.lost.remove(&worker.node_id);
+        self.workers.insert(worker.node_id.clone(), worker.clone());
+        let stage = self.stages[&stage_id].clone();
+        let fragment = &stage.fragment;
+        let consumer_tasks = match fragment.consumer {
+            Some(c) if c != 0 => self.stages.get(&c).map(|s| s.task_count).unwrap_or(1),
+            _ => 1,
+        };
+        let task_id = TaskId::new(&self.settings.query_id, stage_id, partition, desc.task_attempt);
+        let task = Arc::new(HttpRemoteTask::new(
+            task_id,
+            worker,
+            vec![partition],
+            self.settings.http.clone(),
+            self.settings.max_error_duration,
+            self.changed.clone(),
+        ));
+        let request = TaskUpdateRequest {
+            fragment: Some(self.fragments[&stage_id].clone()),
+            partitions: vec![partition],
+            task_index: partition,
+            output: Some(output_spec(fragment, consumer_tasks)),
+            sources: self.sources_for(&desc),
+            session: self.settings.session.clone(),
+            spool: true,
+        };
+        stage.add_task(task.clone());
+        self.running.insert((stage_id, partition), task.clone());
+        task.mark_creating();
+        let stop = self.stop_pollers.subscribe();
+        tokio::spawn(async move {
+            match task.send_update(&request).await {
+                Ok(()) => task.poll_status(stop).await,
+                Err(RemoteTaskError::Rejected { code, message, .. }) => task.mark_failed("REMOTE_TASK_REJECTED", format!("{code}: {message}")),
+                Err(e) => task.mark_failed("TOO_MANY_REQUESTS_FAILED", e.to_string()),
+            }
+        });
+    }
+
+    /// Upstream locations of a task: every partition's successful attempt.
+    fn sources_for(&self, desc: &TaskDescription) -> Vec<SourceUpdate> {
+        let mut updates: Vec<SourceUpdate> = desc
+            .input_locations
+            .iter()
+            .map(|(&stage, locations)| SourceUpdate { stage, tasks: locations.iter().filter_map(|l| self.upstream_task(l)).collect(), no_more: true })
+            .collect();
+        updates.sort_by_key(|u| u.stage);
+        updates
+    }
+
+    fn upstream_task(&self, l: &PartitionLocation) -> Option<UpstreamTask> {
+        let task_id: TaskId = l.path.parse().ok()?;
+        let url = self.workers.get(&l.executor_id)?.url.clone();
+        Some(UpstreamTask { task_id, url, partitions: vec![l.partition] })
+    }
+
+    /// Moves the query-info stage states forward as the graph progresses. They never
+    /// go back: a stage re-run after a rollback shows in the graph's text instead.
+    fn refresh_stage_states(&self) {
+        for (id, stage) in &self.stages {
+            let target = match self.graph.stage(*id).map(|s| &s.state) {
+                Some(ExecutionStage::Running { .. }) => StageState::Running,
+                Some(ExecutionStage::Successful { .. }) => StageState::Finished,
+                Some(ExecutionStage::Failed { .. }) => StageState::Failed,
+                _ => continue,
+            };
+            for step in [StageState::Scheduling, StageState::Scheduled, StageState::Running, target] {
+                stage.transition(step);
+            }
+        }
+    }
+
+    /// Deletes every attempt of the query on every worker (which removes their spool
+    /// files) and stops status polling.
+    pub async fn remove_all_tasks(&self, abort: bool) {
+        let _ = self.stop_pollers.send(true);
+        let deletes = self.stages.values().flat_map(|s| s.tasks()).map(|t| async move { t.delete(abort).await });
+        futures::future::join_all(deletes).await;
+        for s in self.stages.values() {
+            if !s.state().is_final() {
+                s.transition(if abort { StageState::Aborted } else { StageState::Canceled });
+            }
+        }
+    }
+}

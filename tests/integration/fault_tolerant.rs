@@ -1,0 +1,214 @@
+//! retry_policy=task on real processes: spooled stages give the same answers as
+//! single-node DataFusion; every injected failure kind at every stage position is
+//! survived with the right rows; a worker killed with SIGKILL mid-query is recomputed
+//! around; retries are bounded; and no task or spool file outlives its query.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::common::{assert_same_rows, oracle, Cluster};
+use super::failure_matrix::{set_failure, stage_positions, QUERY};
+use flotilla::client::{ClientError, StatementClient};
+use flotilla::local::TPCH_QUERIES;
+use serde_json::{json, Value};
+
+/// A spool directory of the test's own, removed when dropped.
+struct SpoolDir(PathBuf);
+
+impl SpoolDir {
+    fn new(name: &str) -> SpoolDir {
+        let dir = std::env::temp_dir().join(format!("flotilla-it-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("spool dir");
+        SpoolDir(dir)
+    }
+
+    fn arg(&self) -> &str {
+        self.0.to_str().expect("utf-8 temp dir")
+    }
+
+    /// Spooled files under the directory, at any depth.
+    fn files(&self) -> Vec<PathBuf> {
+        fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+            let Ok(entries) = std::fs::read_dir(dir) else { return };
+            for e in entries.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else {
+                    out.push(p);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.0, &mut out);
+        out
+    }
+
+    /// Waits (bounded) until the workers have deleted every spool file.
+    async fn assert_empty(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = self.files();
+            if left.is_empty() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "spool files left after the query: {left:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for SpoolDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn task_mode(cluster: &Cluster, schema: &str) -> StatementClient {
+    cluster.client(schema).with_session("retry_policy", "task").with_session("exchange_max_error_duration", "3s")
+}
+
+async fn query_info(cluster: &Cluster, id: &str) -> Value {
+    let url = format!("{}/v1/query/{id}", cluster.coordinator.url);
+    reqwest::Client::new().get(url).send().await.unwrap().json().await.unwrap()
+}
+
+/// Task ids of every attempt the query made.
+fn attempts(info: &Value) -> Vec<String> {
+    let stages = info["stages"].as_array().expect("stages");
+    stages.iter().flat_map(|s| s["tasks"].as_array().unwrap().iter().map(|t| t["task_id"].as_str().unwrap().to_string())).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpch_with_retry_policy_task_matches_datafusion() {
+    let spool = SpoolDir::new("tpch");
+    let cluster = Cluster::start(3, &["--spool-dir", spool.arg()]).await;
+    for schema in ["tiny", "sf0_1"] {
+        let client = task_mode(&cluster, schema);
+        for (i, sql) in TPCH_QUERIES.iter().enumerate() {
+            let label = format!("{schema} q{} (retry_policy=task)", i + 1);
+            let got = client.execute(sql).await.unwrap_or_else(|e| panic!("{label} failed: {e}"));
+            assert_same_rows(&label, sql, &got.rows, &oracle(schema, sql).await);
+        }
+    }
+    // The last query ran as an execution graph: one spooled task per partition, every
+    // stage successful, shown as Ballista shows it.
+    let last = task_mode(&cluster, "tiny").execute(QUERY).await.expect("query");
+    let info = query_info(&cluster, &last.id).await;
+    let graph = info["execution_graph"].as_str().expect("the query info carries the execution graph");
+    assert!(graph.starts_with("ExecutionGraph[job_id="), "{graph}");
+    assert!(graph.contains("SuccessfulStage[id=0"), "{graph}");
+    assert!(!graph.contains("RunningStage"), "{graph}");
+    cluster.assert_no_tasks_left().await;
+    spool.assert_empty().await;
+}
+
+/// Each of the five kinds at the leaf, an intermediate and the root-feeding stage,
+/// on the first attempt of that stage's tasks: the query retries what broke and
+/// returns the rows of the run without failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_policy_task_survives_every_injected_failure() {
+    let spool = SpoolDir::new("matrix");
+    let cluster = Cluster::start(3, &["--enable-failure-injection", "--spool-dir", spool.arg()]).await;
+    let positions = stage_positions(&cluster).await;
+    let client = task_mode(&cluster, "sf0_1");
+    let clean = client.execute(QUERY).await.expect("run without failure");
+    assert_same_rows("task mode without failure", QUERY, &clean.rows, &oracle("sf0_1", QUERY).await);
+    let kinds = [
+        "task_management_request_failure",
+        "task_management_request_timeout",
+        "get_results_request_failure",
+        "get_results_request_timeout",
+        "task_failure",
+    ];
+    for (position, stage) in &positions {
+        for kind in kinds {
+            set_failure(&cluster, Some(json!({"stage": stage, "attempt": 0, "kind": kind}))).await;
+            let cell = format!("{kind} at the {position} stage {stage}");
+            let got = tokio::time::timeout(Duration::from_secs(90), client.execute(QUERY))
+                .await
+                .unwrap_or_else(|_| panic!("{cell}: stuck"))
+                .unwrap_or_else(|e| panic!("{cell}: {e}"));
+            assert_same_rows(&cell, QUERY, &got.rows, &clean.rows);
+            // The stage really did run a second attempt.
+            let retried = attempts(&query_info(&cluster, &got.id).await);
+            let prefix = format!("{}.{stage}.", got.id);
+            assert!(
+                retried.iter().any(|t| t.starts_with(&prefix) && !t.ends_with(".0")),
+                "{cell}: no later attempt of stage {stage} in {retried:?}"
+            );
+            set_failure(&cluster, None).await;
+            cluster.assert_no_tasks_left().await;
+            spool.assert_empty().await;
+        }
+    }
+}
+
+/// A failure on every attempt exhausts `task_retry_attempts`; a user error is not
+/// retried at all. Both fail cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_policy_task_gives_up_when_retries_run_out() {
+    let spool = SpoolDir::new("give-up");
+    let cluster = Cluster::start(3, &["--enable-failure-injection", "--spool-dir", spool.arg()]).await;
+    let positions = stage_positions(&cluster).await;
+    let (_, leaf) = positions[0];
+    set_failure(&cluster, Some(json!({"stage": leaf, "kind": "task_failure"}))).await;
+    let client = task_mode(&cluster, "sf0_1").with_session("task_retry_attempts", "2");
+    let started = Instant::now();
+    match client.execute(QUERY).await {
+        Err(ClientError::Query { error_name, message, .. }) => {
+            assert_eq!(error_name, "REMOTE_TASK_ERROR", "{message}");
+            assert!(message.contains("failed 3 times"), "two retries, then the third failure is final: {message}");
+            assert!(message.contains("injected task failure"), "{message}");
+            assert!(message.contains("worker http://127.0.0.1:"), "{message}");
+        }
+        other => panic!("expected a failure, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
+    set_failure(&cluster, None).await;
+    cluster.assert_no_tasks_left().await;
+    spool.assert_empty().await;
+
+    match task_mode(&cluster, "tiny").execute("SELECT sum(CAST(l_comment AS INT)) FROM lineitem").await {
+        Err(ClientError::Query { error_name, message, .. }) => {
+            assert_eq!(error_name, "EXECUTION_ERROR", "{message}");
+            assert!(message.contains("non-retryable"), "a user error is not retried: {message}");
+        }
+        other => panic!("expected a failure, got {other:?}"),
+    }
+    cluster.assert_no_tasks_left().await;
+    spool.assert_empty().await;
+}
+
+/// SIGKILL of a worker while its tasks run and its spool holds finished output: the
+/// query finishes on the two survivors with the right rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_policy_task_finishes_on_the_survivors_of_a_killed_worker() {
+    let spool = SpoolDir::new("kill");
+    let mut cluster = Cluster::start(3, &["--spool-dir", spool.arg()]).await;
+    let sql = "SELECT l_returnflag, l_linestatus, count(*), sum(l_quantity), sum(l_extendedprice) \
+        FROM lineitem JOIN orders ON l_orderkey = o_orderkey GROUP BY 1, 2 ORDER BY 1, 2";
+    let client = task_mode(&cluster, "sf1");
+    let query = tokio::spawn(async move { client.execute(sql).await });
+    // Wait until output has been spooled, so the victim holds finished work too.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !spool.files().iter().any(|f| f.extension().is_some_and(|e| e == "arrow")) {
+        assert!(Instant::now() < deadline, "nothing was spooled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut victim = cluster.workers.remove(0);
+    victim.child.kill().expect("kill -9");
+    let _ = victim.child.wait();
+    let got = tokio::time::timeout(Duration::from_secs(180), query).await.expect("query must end").expect("join").expect("query succeeds");
+    assert_same_rows("sf1 join after kill -9 (retry_policy=task)", sql, &got.rows, &oracle("sf1", sql).await);
+    cluster.assert_no_tasks_left().await;
+    // The survivors' spools are empty; the victim's directory is what it left behind.
+    let victim_port = victim.url.rsplit(':').next().unwrap().to_string();
+    let left: Vec<PathBuf> = spool
+        .files()
+        .into_iter()
+        .filter(|f| !f.to_string_lossy().contains(&format!("worker-{victim_port}-")))
+        .collect();
+    assert!(left.is_empty(), "survivors kept spool files: {left:?}");
+}
