@@ -33,7 +33,7 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
-pub async fn run_tpch(scale: &str, workers: usize, iterations: usize, only: &[usize]) -> Result<(), String> {
+pub async fn run_tpch(scale: &str, workers: usize, iterations: usize, only: &[usize], session: &[(String, String)]) -> Result<(), String> {
     let schema = schema_for_scale(scale)?;
     let selected: Vec<usize> = if only.is_empty() { (1..=22).collect() } else { only.to_vec() };
     if let Some(bad) = selected.iter().find(|q| !(1..=22).contains(*q)) {
@@ -41,9 +41,14 @@ pub async fn run_tpch(scale: &str, workers: usize, iterations: usize, only: &[us
     }
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
     let cluster = LocalCluster::start(workers.max(1), LocalOptions::default()).await?;
-    let client = StatementClient::new(cluster.url()).with_catalog("tpch").with_schema(&schema);
+    let mut client = StatementClient::new(cluster.url()).with_catalog("tpch").with_schema(&schema);
+    for (k, v) in session {
+        client = client.with_session(k, v);
+    }
     let single = single_node_context(&schema, cores);
-    println!("TPC-H {schema}: {workers} workers vs single-node DataFusion ({cores} partitions), median of {iterations}");
+    let props: Vec<String> = session.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let props = if props.is_empty() { String::new() } else { format!(" [{}]", props.join(", ")) };
+    println!("TPC-H {schema}{props}: {workers} workers vs single-node DataFusion ({cores} partitions), median of {iterations}");
     println!("{:>5} {:>12} {:>12} {:>7} {:>9}", "query", "flotilla ms", "datafusion ms", "ratio", "rows");
     let (mut total_d, mut total_s) = (Duration::ZERO, Duration::ZERO);
     let mut failures = Vec::new();

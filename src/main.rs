@@ -94,6 +94,9 @@ enum BenchSuite {
         /// Only these queries (1-22), comma separated.
         #[arg(long, value_delimiter = ',')]
         queries: Vec<usize>,
+        /// Session property for the distributed runs, repeatable: --session retry_policy=task
+        #[arg(long = "session", value_parser = parse_kv)]
+        session: Vec<(String, String)>,
     },
     /// Scheduling overhead: a synthetic chain of stages, all tasks created at once.
     Scheduling {
@@ -209,8 +212,8 @@ async fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Bench { suite: BenchSuite::Tpch { scale, workers, iterations, queries } } => {
-            flotilla::bench::run_tpch(&scale, workers, iterations.max(1), &queries).await
+        Command::Bench { suite: BenchSuite::Tpch { scale, workers, iterations, queries, session } } => {
+            flotilla::bench::run_tpch(&scale, workers, iterations.max(1), &queries, &session).await
         }
         Command::Bench { suite: BenchSuite::Scheduling { stages, tasks, workers, iterations } } => {
             flotilla::bench::run_scheduling(stages.max(1), tasks.max(1), workers, iterations.max(1)).await
