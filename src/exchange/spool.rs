@@ -15,7 +15,6 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
@@ -46,7 +45,6 @@ pub struct SpoolWriter {
     /// Broadcast output is the same for every consumer: one file serves them all.
     broadcast: bool,
     files: Mutex<HashMap<usize, FileWriter<BufWriter<File>>>>,
-    bytes: AtomicU64,
 }
 
 impl std::fmt::Debug for SpoolWriter {
@@ -72,7 +70,7 @@ impl SpoolWriter {
     /// Creates the task's (empty) spool directory.
     pub fn create(dir: PathBuf, schema: SchemaRef, broadcast: bool) -> Result<Self, SpoolError> {
         std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
-        Ok(SpoolWriter { dir, schema, broadcast, files: Mutex::new(HashMap::new()), bytes: AtomicU64::new(0) })
+        Ok(SpoolWriter { dir, schema, broadcast, files: Mutex::new(HashMap::new()) })
     }
 
     pub fn dir(&self) -> &Path {
@@ -81,11 +79,6 @@ impl SpoolWriter {
 
     pub fn is_broadcast(&self) -> bool {
         self.broadcast
-    }
-
-    /// Bytes of batches written so far (before IPC framing).
-    pub fn bytes(&self) -> u64 {
-        self.bytes.load(Ordering::Relaxed)
     }
 
     /// Appends a batch to a buffer's file, creating the file on first use.
@@ -100,21 +93,22 @@ impl SpoolWriter {
                 v.insert(FileWriter::try_new(BufWriter::new(file), &self.schema).map_err(arrow_err(&path))?)
             }
         };
-        writer.write(batch).map_err(arrow_err(&path))?;
-        self.bytes.fetch_add(batch.get_array_memory_size() as u64, Ordering::Relaxed);
-        Ok(())
+        writer.write(batch).map_err(arrow_err(&path))
     }
 
     /// Writes every file's footer and flushes it; readers may open them from now on.
-    pub fn finish(&self) -> Result<(), SpoolError> {
+    /// Returns the bytes spooled, on disk.
+    pub fn finish(&self) -> Result<u64, SpoolError> {
         let mut files = self.files.lock();
+        let mut total = 0;
         for (buffer, mut writer) in files.drain() {
             let path = spool_file(&self.dir, buffer, self.broadcast);
             writer.finish().map_err(arrow_err(&path))?;
             let mut inner = writer.into_inner().map_err(arrow_err(&path))?;
             std::io::Write::flush(&mut inner).map_err(io_err(&path))?;
+            total += inner.get_ref().metadata().map_err(io_err(&path))?.len();
         }
-        Ok(())
+        Ok(total)
     }
 
     /// Deletes the task's files; open writers are dropped first.
@@ -206,7 +200,9 @@ mod tests {
         w.write(0, &batch(&schema, 0, 3)).unwrap();
         w.write(1, &batch(&schema, 100, 2)).unwrap();
         w.write(0, &batch(&schema, 3, 3)).unwrap();
-        w.finish().unwrap();
+        let spooled = w.finish().unwrap();
+        let on_disk: u64 = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum();
+        assert_eq!(spooled, on_disk);
         let all = read_spooled(&dir, 0, false, 0, u64::MAX).unwrap();
         assert_eq!(rows(&all), vec![0, 1, 2, 3, 4, 5]);
         assert_eq!(all.next_token, 2);

@@ -298,7 +298,8 @@ impl SqlTask {
                 // A spooled task is done once its files are complete: nobody has to
                 // read them for it to finish.
                 match spool.finish() {
-                    Ok(()) => {
+                    Ok(bytes) => {
+                        self.output_bytes.store(bytes, Ordering::Relaxed);
                         self.output.destroy_all();
                         self.transition(TaskState::Flushing);
                         self.transition(TaskState::Finished);
@@ -383,7 +384,7 @@ impl SqlTask {
         self.output_rows.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
         crate::metrics::PAGES_PRODUCED.fetch_add(1, Ordering::Relaxed);
         if let Some(spool) = &self.spool {
-            self.output_bytes.fetch_add(batch.get_array_memory_size() as u64, Ordering::Relaxed);
+            // Bytes are counted on disk when the spool is finished.
             return spool.write(buffer, &batch).map_err(|e| DataFusionError::External(Box::new(e)));
         }
         let page = Page::encode(&batch)?;

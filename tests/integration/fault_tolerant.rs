@@ -215,3 +215,43 @@ async fn retry_policy_task_finishes_on_the_survivors_of_a_killed_worker() {
         .collect();
     assert!(left.is_empty(), "survivors kept spool files: {left:?}");
 }
+
+/// Cancelling a task-mode query mid-way deletes every attempt and its spool files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_task_mode_query_leaves_no_task_or_spool_file() {
+    let spool = SpoolDir::new("cancel");
+    let cluster = Cluster::start(2, &["--spool-dir", spool.arg()]).await;
+    let http = reqwest::Client::new();
+    let first: Value = http
+        .post(format!("{}/v1/statement", cluster.coordinator.url))
+        .header("X-Trino-Catalog", "tpch")
+        .header("X-Trino-Schema", "sf1")
+        .header("X-Trino-Session", "retry_policy=task")
+        .body("SELECT l_orderkey, count(*) FROM lineitem GROUP BY l_orderkey ORDER BY 2 DESC, 1 LIMIT 5")
+        .send()
+        .await
+        .expect("statement accepted")
+        .json()
+        .await
+        .expect("QueryResults JSON");
+    let id = first["id"].as_str().expect("query id").to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while spool.files().is_empty() {
+        assert!(Instant::now() < deadline, "nothing was spooled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let resp = http.delete(format!("{}/v1/query/{id}", cluster.coordinator.url)).send().await.unwrap();
+    assert!(resp.status().is_success(), "cancel: {}", resp.status());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let info = query_info(&cluster, &id).await;
+        if info["state"] == json!("FAILED") {
+            assert_eq!(info["error"]["error_name"], json!("USER_CANCELED"), "{info}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "query did not end after cancel: {}", info["state"]);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cluster.assert_no_tasks_left().await;
+    spool.assert_empty().await;
+}

@@ -463,6 +463,17 @@
       '<div class="panel"><pre class="dot">' + esc(dot) + '</pre></div></details>' : '';
   }
 
+  /** Fault-tolerant queries: the ExecutionGraph as the scheduler renders it. */
+  function renderExecutionGraph(q) {
+    const el = byId('execution-graph');
+    if (!el) return;
+    const text = q.execution_graph || '';
+    if (el.getAttribute('data-text') === text) return;
+    el.setAttribute('data-text', text);
+    el.innerHTML = text ? '<h2>Execution graph <span class="muted">(retry_policy=task)</span></h2>' +
+      '<div class="panel"><pre class="dot">' + esc(text) + '</pre></div>' : '';
+  }
+
   function renderQuery(q) {
     const id = String(q.query_id || '');
     setText('query-id', 'Query ' + id);
@@ -472,6 +483,7 @@
     setText('sql', String(q.sql || ''));
     renderDag(q);
     renderTasks(q);
+    renderExecutionGraph(q);
     renderFragmentDag(q);
   }
 
