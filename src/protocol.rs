@@ -51,6 +51,10 @@ impl FromStr for TaskId {
         if parts.len() != 4 || parts[3].is_empty() {
             return Err(format!("malformed task id '{s}': expected query.stage.task.attempt"));
         }
+        // The query id names spool directories on workers: no separators, no dots.
+        if !parts[3].chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            return Err(format!("malformed task id '{s}': the query id may only hold letters, digits, '_' and '-'"));
+        }
         let num = |p: &str| p.parse::<usize>().map_err(|_| format!("malformed task id '{s}'"));
         Ok(TaskId {
             query_id: parts[3].to_string(),
@@ -278,7 +282,7 @@ mod tests {
 
     #[test]
     fn malformed_task_ids_are_rejected() {
-        for bad in ["", "q", "q.1.2", "q.x.1.1", ".1.2.3", "q.1.2.-1"] {
+        for bad in ["", "q", "q.1.2", "q.x.1.1", ".1.2.3", "q.1.2.-1", "../../etc.1.2.3", "/tmp/x.1.2.3", "a.b.1.2.3"] {
             assert!(bad.parse::<TaskId>().is_err(), "{bad} should not parse");
         }
     }

@@ -243,7 +243,7 @@ pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
     // retry_policy=query: a retryable failure before any row reached the client runs
     // the whole query again, a bounded number of times.
     let attempts = match q.session.properties.get("retry_policy").map(String::as_str) {
-        Some("query") => q.session.properties.get("query_retry_attempts").and_then(|v| v.parse().ok()).unwrap_or(4usize) + 1,
+        Some("query") => q.session.properties.get("query_retry_attempts").and_then(|v| v.parse().ok()).unwrap_or(4usize).saturating_add(1),
         _ => 1,
     };
     let mut attempt = 0;
@@ -448,6 +448,7 @@ async fn execute_fault_tolerant(
         exchange,
         analyze,
         rows: rows.clone(),
+        progress: Arc::new(Mutex::new(crate::scheduling::fault_tolerant::RootProgress::Reading)),
     });
     let outcome = scheduler.run(root).await;
     let analysis = analyze.then(|| explain_analyze(&fragmented, &scheduler.stages(), q.elapsed()));

@@ -225,8 +225,10 @@ impl HttpRemoteTask {
     /// Deletes the task on its worker (abort or cancel); returns its final status when
     /// the worker answered, so a failure not yet polled is still learned.
     pub async fn delete(&self, abort: bool) -> Option<TaskStatus> {
+        // A create ends by itself: its retries stop after max_error_duration, and its
+        // last request after the request timeout; this bound is only a safety net.
         let mut creating = self.creating.subscribe();
-        let settle = self.max_error_duration + Duration::from_secs(2);
+        let settle = self.max_error_duration + self.request_timeout(Duration::from_secs(2)) + Duration::from_secs(5);
         let _ = tokio::time::timeout(settle, creating.wait_for(|c| !*c)).await;
         let url = format!("{}?abort={abort}", self.task_url());
         for attempt in 0..3 {

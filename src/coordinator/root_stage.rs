@@ -14,12 +14,13 @@ use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
 use futures::future::{BoxFuture, FutureExt};
 use futures::StreamExt;
+use parking_lot::Mutex;
 
 use super::query::{root_error, QueryExecution};
 use crate::exchange::client::{ExchangeClient, ExchangeConfig};
 use crate::exchange::remote_source::{attach_resolver, SourceLocations, SourceResolver};
 use crate::protocol::SourceUpdate;
-use crate::scheduling::fault_tolerant::{RootFailure, RootStage};
+use crate::scheduling::fault_tolerant::{RootFailure, RootProgress, RootStage};
 use crate::scheduling::state_machine::QueryState;
 
 /// Rows the root keeps back so that a failed read can still be retried.
@@ -35,9 +36,15 @@ pub struct SpooledRootStage {
     pub analyze: bool,
     /// Rows of the run that succeeded.
     pub rows: Arc<std::sync::atomic::AtomicU64>,
+    /// The current run's `RootProgress`.
+    pub progress: Arc<Mutex<RootProgress>>,
 }
 
 impl RootStage for SpooledRootStage {
+    fn progress(&self) -> RootProgress {
+        *self.progress.lock()
+    }
+
     fn run(&self, sources: Vec<SourceUpdate>) -> BoxFuture<'static, Result<(), RootFailure>> {
         let q = self.query.clone();
         let client = ExchangeClient::new(self.http.clone(), self.exchange.clone(), q.root_input.clone());
@@ -45,7 +52,8 @@ impl RootStage for SpooledRootStage {
         locations.add(sources);
         let resolver: Arc<dyn SourceResolver> = locations;
         let plan = attach_resolver(self.plan.clone(), &resolver);
-        let (task_ctx, analyze, rows_out) = (self.task_ctx.clone(), self.analyze, self.rows.clone());
+        let (task_ctx, analyze, rows_out, progress) = (self.task_ctx.clone(), self.analyze, self.rows.clone(), self.progress.clone());
+        *progress.lock() = RootProgress::Reading;
         async move {
             let fatal = |e: &datafusion::error::DataFusionError| RootFailure::Fatal(root_error(e));
             let plan = plan.map_err(|e| fatal(&e))?;
@@ -77,6 +85,7 @@ impl RootStage for SpooledRootStage {
                         continue;
                     }
                     streaming = true;
+                    *progress.lock() = RootProgress::Streaming;
                     for b in std::mem::take(&mut held) {
                         if !q.emit(b).await {
                             return Ok(());
@@ -87,6 +96,9 @@ impl RootStage for SpooledRootStage {
                 if !q.emit(batch).await {
                     return Ok(());
                 }
+            }
+            if !streaming {
+                *progress.lock() = RootProgress::InputsRead;
             }
             for b in held {
                 if !q.emit(b).await {

@@ -17,7 +17,6 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::ipc::reader::FileReader;
 use datafusion::arrow::ipc::writer::FileWriter;
@@ -36,15 +35,24 @@ pub enum SpoolError {
     TokenAhead { buffer: usize, token: u64, batches: u64 },
     #[error("spool of buffer {0} is not finished")]
     NotFinished(usize),
+    #[error("the spool was removed (the task was aborted)")]
+    Removed,
 }
 
 /// Writes one task's output buffers as Arrow IPC files in its own directory.
 pub struct SpoolWriter {
     dir: PathBuf,
-    schema: SchemaRef,
     /// Broadcast output is the same for every consumer: one file serves them all.
     broadcast: bool,
-    files: Mutex<HashMap<usize, FileWriter<BufWriter<File>>>>,
+    files: Mutex<SpoolFiles>,
+}
+
+#[derive(Default)]
+struct SpoolFiles {
+    open: HashMap<usize, FileWriter<BufWriter<File>>>,
+    /// Set once the directory is gone: a partition runner still writing (an abort
+    /// does not stop a runner mid-write) must not create files in it again.
+    removed: bool,
 }
 
 impl std::fmt::Debug for SpoolWriter {
@@ -68,9 +76,9 @@ pub fn spool_file(dir: &Path, buffer: usize, broadcast: bool) -> PathBuf {
 
 impl SpoolWriter {
     /// Creates the task's (empty) spool directory.
-    pub fn create(dir: PathBuf, schema: SchemaRef, broadcast: bool) -> Result<Self, SpoolError> {
+    pub fn create(dir: PathBuf, broadcast: bool) -> Result<Self, SpoolError> {
         std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
-        Ok(SpoolWriter { dir, schema, broadcast, files: Mutex::new(HashMap::new()) })
+        Ok(SpoolWriter { dir, broadcast, files: Mutex::new(SpoolFiles::default()) })
     }
 
     pub fn dir(&self) -> &Path {
@@ -85,12 +93,15 @@ impl SpoolWriter {
     pub fn write(&self, buffer: usize, batch: &RecordBatch) -> Result<(), SpoolError> {
         let path = spool_file(&self.dir, buffer, self.broadcast);
         let mut files = self.files.lock();
+        if files.removed {
+            return Err(SpoolError::Removed);
+        }
         let key = if self.broadcast { 0 } else { buffer };
-        let writer = match files.entry(key) {
+        let writer = match files.open.entry(key) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => {
                 let file = File::create(&path).map_err(io_err(&path))?;
-                v.insert(FileWriter::try_new(BufWriter::new(file), &self.schema).map_err(arrow_err(&path))?)
+                v.insert(FileWriter::try_new(BufWriter::new(file), &batch.schema()).map_err(arrow_err(&path))?)
             }
         };
         writer.write(batch).map_err(arrow_err(&path))
@@ -101,7 +112,7 @@ impl SpoolWriter {
     pub fn finish(&self) -> Result<u64, SpoolError> {
         let mut files = self.files.lock();
         let mut total = 0;
-        for (buffer, mut writer) in files.drain() {
+        for (buffer, mut writer) in files.open.drain() {
             let path = spool_file(&self.dir, buffer, self.broadcast);
             writer.finish().map_err(arrow_err(&path))?;
             let mut inner = writer.into_inner().map_err(arrow_err(&path))?;
@@ -111,9 +122,12 @@ impl SpoolWriter {
         Ok(total)
     }
 
-    /// Deletes the task's files; open writers are dropped first.
+    /// Deletes the task's files. The lock is held throughout, so no write can slip a
+    /// new file in between.
     pub fn remove(&self) {
-        self.files.lock().clear();
+        let mut files = self.files.lock();
+        files.open.clear();
+        files.removed = true;
         if let Err(e) = std::fs::remove_dir_all(&self.dir) {
             if e.kind() != std::io::ErrorKind::NotFound {
                 tracing::warn!("cannot remove spool directory {}: {e}", self.dir.display());
@@ -173,7 +187,7 @@ pub fn prepare_spool_root(root: &Path) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use datafusion::arrow::array::Int64Array;
-    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
     use std::sync::Arc;
 
     fn batch(schema: &SchemaRef, from: i64, n: i64) -> RecordBatch {
@@ -196,7 +210,7 @@ mod tests {
     fn spooled_buffers_read_back_by_token_any_number_of_times() {
         let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
         let dir = temp_dir("read");
-        let w = SpoolWriter::create(dir.clone(), schema.clone(), false).unwrap();
+        let w = SpoolWriter::create(dir.clone(), false).unwrap();
         w.write(0, &batch(&schema, 0, 3)).unwrap();
         w.write(1, &batch(&schema, 100, 2)).unwrap();
         w.write(0, &batch(&schema, 3, 3)).unwrap();
@@ -221,6 +235,8 @@ mod tests {
         assert!(matches!(read_spooled(&dir, 0, false, 5, 10), Err(SpoolError::TokenAhead { .. })));
         w.remove();
         assert!(!dir.exists());
+        assert!(matches!(w.write(0, &batch(&schema, 0, 1)), Err(SpoolError::Removed)), "no file after removal");
+        assert!(!dir.exists());
         assert!(read_spooled(&dir, 0, false, 0, 10).is_err(), "a removed spool is an error, not an empty result");
     }
 
@@ -228,7 +244,7 @@ mod tests {
     fn broadcast_spools_one_file_for_every_consumer() {
         let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
         let dir = temp_dir("broadcast");
-        let w = SpoolWriter::create(dir.clone(), schema.clone(), true).unwrap();
+        let w = SpoolWriter::create(dir.clone(), true).unwrap();
         w.write(0, &batch(&schema, 0, 2)).unwrap();
         w.finish().unwrap();
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);

@@ -54,7 +54,7 @@ impl RetryLimits {
     /// `task_retry_attempts` retries of a task means its next failure is fatal.
     pub fn from_session(session: &BTreeMap<String, String>, slots_per_worker: usize) -> Self {
         let get = |k: &str| session.get(k).and_then(|v| v.parse::<usize>().ok()).unwrap_or(4);
-        RetryLimits { max_task_failures: get("task_retry_attempts") + 1, max_stage_failures: get("stage_retry_attempts"), slots_per_worker: slots_per_worker.max(1) }
+        RetryLimits { max_task_failures: get("task_retry_attempts").saturating_add(1), max_stage_failures: get("stage_retry_attempts"), slots_per_worker: slots_per_worker.max(1) }
     }
 }
 
@@ -68,10 +68,24 @@ pub enum RootFailure {
     Fatal(QueryError),
 }
 
+/// How far the current run of the root stage has got, which decides what losing one
+/// of its inputs does to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RootProgress {
+    /// Reading its inputs, nothing delivered yet: it can start over.
+    Reading,
+    /// Every input read to the end: losing one no longer matters.
+    InputsRead,
+    /// Rows reached the client while inputs are still being read: it cannot start
+    /// over without delivering rows twice.
+    Streaming,
+}
+
 /// The coordinator's part of the final stage: runs the root fragment over the
-/// spooled outputs of its inputs, delivering rows to the client.
+/// spooled outputs of its inputs, delivering rows to the client. One run at a time.
 pub trait RootStage: Send + Sync {
     fn run(&self, sources: Vec<SourceUpdate>) -> BoxFuture<'static, Result<(), RootFailure>>;
+    fn progress(&self) -> RootProgress;
 }
 
 pub struct FaultTolerantQueryScheduler {
@@ -159,8 +173,18 @@ impl FaultTolerantQueryScheduler {
             self.abort_superseded_attempts();
             if let Some((attempt, _)) = &root_run {
                 if !self.graph.running_tasks().iter().any(|t| t.stage_id == 0 && t.task_id == *attempt) {
-                    // Rolled back (an input is being recomputed): stop reading.
-                    root_run = None;
+                    // Rolled back: an input is being recomputed.
+                    match root.progress() {
+                        RootProgress::Reading => root_run = None,
+                        // Its rows are all in hand; it finishes, and so does the query.
+                        RootProgress::InputsRead => {}
+                        RootProgress::Streaming => {
+                            return Err(SchedulerError::Root(QueryError::new(
+                                "REMOTE_HOST_GONE",
+                                "an input of the root stage was lost after rows had reached the client; the query cannot be recomputed",
+                            )))
+                        }
+                    }
                 }
             }
             if self.graph.is_successful() {
@@ -192,7 +216,10 @@ impl FaultTolerantQueryScheduler {
             };
             if let Some(result) = outcome {
                 let (attempt, _) = root_run.take().expect("the root was running");
-                self.apply_root_result(attempt, result)?;
+                if self.apply_root_result(attempt, result)? {
+                    *self.display.lock() = self.graph.to_string();
+                    return Ok(());
+                }
             }
         }
     }
@@ -305,9 +332,22 @@ impl FaultTolerantQueryScheduler {
         Ok(())
     }
 
-    fn apply_root_result(&mut self, attempt: usize, result: Result<(), RootFailure>) -> Result<(), SchedulerError> {
+    /// Reports the end of a root run; true when the query is done. A root that got
+    /// all its rows is done even if the graph rolled it back meanwhile: the rows it
+    /// delivered are the answer, and running it again would deliver them twice.
+    fn apply_root_result(&mut self, attempt: usize, result: Result<(), RootFailure>) -> Result<bool, SchedulerError> {
         let state = match result {
-            Ok(()) => TaskUpdateState::Successful { path: format!("{}.0.0.{attempt}", self.settings.query_id) },
+            Ok(()) => {
+                let update = TaskStatusUpdate {
+                    stage_id: 0,
+                    partition: 0,
+                    task_attempt: attempt,
+                    state: TaskUpdateState::Successful { path: format!("{}.0.0.{attempt}", self.settings.query_id) },
+                };
+                let limits = self.limits;
+                let _ = self.graph.update_task_status(COORDINATOR, vec![update], limits.max_task_failures, limits.max_stage_failures);
+                return Ok(true);
+            }
             Err(RootFailure::Fatal(e)) => return Err(SchedulerError::Root(e)),
             Err(RootFailure::Fetch { upstream, url, message }) => {
                 let failure = TaskFailure { code: "REMOTE_TASK_UNREACHABLE".into(), message, upstream: Some(upstream), upstream_url: Some(url) };
@@ -323,7 +363,8 @@ impl FaultTolerantQueryScheduler {
             .graph
             .update_task_status(COORDINATOR, vec![update], self.limits.max_task_failures, self.limits.max_stage_failures)
             .map_err(|e| SchedulerError::Graph(e.to_string()))?;
-        self.handle_events(events)
+        self.handle_events(events)?;
+        Ok(false)
     }
 
     /// Aborts attempts the graph has dropped (their stage was rolled back or their

@@ -90,8 +90,8 @@ pub struct TaskStart {
     pub client: ExchangeClient,
     pub input_stats: Arc<ExchangeStats>,
     pub task_ctx: Arc<TaskContext>,
-    /// Spool the output into this directory (retry policy `task`).
-    pub spool: Option<std::path::PathBuf>,
+    /// Spool the output here (retry policy `task`); the caller created it.
+    pub spool: Option<Arc<SpoolWriter>>,
 }
 
 impl SqlTask {
@@ -111,13 +111,7 @@ impl SqlTask {
             OutputBufferSpec::Broadcast { buffers } => buffers,
             OutputBufferSpec::Passthrough => input_partitions,
         };
-        let broadcast = matches!(start.spec, OutputBufferSpec::Broadcast { .. });
-        let spool = match start.spool {
-            Some(dir) => Some(Arc::new(
-                SpoolWriter::create(dir, exec_plan.schema(), broadcast).map_err(|e| DataFusionError::External(Box::new(e)))?,
-            )),
-            None => None,
-        };
+        let spool = start.spool;
         let status_changed = Arc::new(Notify::new());
         let output = Arc::new(OutputBuffer::new(buffer_count, start.settings.output_buffer_bytes, status_changed.clone()));
         if start.spec == OutputBufferSpec::Passthrough {

@@ -14,6 +14,7 @@ use super::task::{SqlTask, TaskSettings, TaskStart};
 use super::failure_injector::{FailureInjector, InjectedFailureKind};
 use super::WorkerError;
 use crate::exchange::client::{ExchangeClient, ExchangeConfig, ExchangeStats};
+use crate::exchange::spool::SpoolWriter;
 use crate::protocol::{NodeInfo, TaskId, TaskInfo, TaskStatus, TaskUpdateRequest};
 
 pub struct SqlTaskManager {
@@ -97,7 +98,17 @@ impl SqlTaskManager {
         if let Some(task) = tasks.get(&id) {
             return Ok(task.info());
         }
-        let task = SqlTask::start(TaskStart {
+        // A disk problem is this worker's, not the plan's: a 5xx the coordinator
+        // retries, and in the end another attempt elsewhere.
+        let spool = match req.spool {
+            true => {
+                let broadcast = matches!(spec, crate::protocol::OutputBufferSpec::Broadcast { .. });
+                let writer = SpoolWriter::create(self.spool_root.join(id.to_string()), broadcast).map_err(|e| WorkerError::Spool(e.to_string()))?;
+                Some(Arc::new(writer))
+            }
+            false => None,
+        };
+        let started = SqlTask::start(TaskStart {
             id: id.clone(),
             node_id: self.node_id.clone(),
             fragment: fragment.0,
@@ -109,9 +120,17 @@ impl SqlTaskManager {
             client,
             input_stats,
             task_ctx,
-            spool: req.spool.then(|| self.spool_root.join(id.to_string())),
-        })
-        .map_err(|e| WorkerError::BadPlan(e.to_string()))?;
+            spool: spool.clone(),
+        });
+        let task = match started {
+            Ok(task) => task,
+            Err(e) => {
+                if let Some(s) = spool {
+                    s.remove();
+                }
+                return Err(WorkerError::BadPlan(e.to_string()));
+            }
+        };
         if let Some(inj) = &self.injector {
             if inj.find(&id, |k| k == InjectedFailureKind::TaskFailure).is_some() {
                 task.fail_injected();
