@@ -222,7 +222,19 @@ async fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
+/// Ctrl-C or SIGTERM (what `kill` and service managers send): either way the server
+/// shuts down cleanly, aborting its tasks and removing its spool.
 async fn wait_for_ctrl_c() {
+    #[cfg(unix)]
+    {
+        if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
     let _ = tokio::signal::ctrl_c().await;
 }
 

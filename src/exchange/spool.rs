@@ -172,15 +172,45 @@ pub fn read_spooled(dir: &Path, buffer: usize, broadcast: bool, token: u64, max_
     Ok(BufferResult { pages, next_token: next, complete: next == batches })
 }
 
-/// The spool root of one worker: a directory only it uses, emptied at start and at
-/// shutdown so that files of a crashed run do not pile up.
-pub fn prepare_spool_root(root: &Path) -> std::io::Result<()> {
-    match std::fs::remove_dir_all(root) {
+/// Names the process owning a worker's spool directory.
+const OWNER_FILE: &str = "owner.pid";
+
+/// Makes `dir` (`<spool root>/<node id>`) the empty spool directory of this worker,
+/// marked with the owning process, and first removes sibling directories of workers
+/// whose process is gone (killed before they could clean up). Siblings of live
+/// processes, e.g. the other workers of `flotilla local`, are left alone.
+pub fn prepare_spool_root(dir: &Path) -> std::io::Result<()> {
+    if let Some(parent) = dir.parent() {
+        sweep_dead_owners(parent);
+    }
+    match std::fs::remove_dir_all(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    std::fs::create_dir_all(root)
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join(OWNER_FILE), std::process::id().to_string())
+}
+
+fn sweep_dead_owners(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let is_worker_dir = path.is_dir() && entry.file_name().to_string_lossy().starts_with("worker-");
+        let owner = std::fs::read_to_string(path.join(OWNER_FILE)).ok().and_then(|t| t.trim().parse::<u32>().ok());
+        if let (true, Some(pid)) = (is_worker_dir, owner) {
+            if !process_alive(pid) {
+                tracing::info!("removing the spool of a worker that is gone: {}", path.display());
+                let _ = std::fs::remove_dir_all(&path);
+            }
+        }
+    }
+}
+
+/// Whether a process exists; without /proc nothing counts as gone, so nothing is swept.
+fn process_alive(pid: u32) -> bool {
+    let proc_root = Path::new("/proc");
+    !proc_root.is_dir() || proc_root.join(pid.to_string()).exists()
 }
 
 #[cfg(test)]
@@ -238,6 +268,29 @@ mod tests {
         assert!(matches!(w.write(0, &batch(&schema, 0, 1)), Err(SpoolError::Removed)), "no file after removal");
         assert!(!dir.exists());
         assert!(read_spooled(&dir, 0, false, 0, 10).is_err(), "a removed spool is an error, not an empty result");
+    }
+
+    #[test]
+    fn a_worker_sweeps_spools_of_dead_workers_only() {
+        let root = temp_dir("sweep");
+        let dead = root.join("worker-1-dead");
+        std::fs::create_dir_all(dead.join("q.1.0.0")).unwrap();
+        // No process has this pid (above the kernel's pid_max).
+        std::fs::write(dead.join(OWNER_FILE), "4194305").unwrap();
+        let sibling = root.join("worker-2-live");
+        prepare_spool_root(&sibling).unwrap();
+        std::fs::create_dir_all(sibling.join("q.1.0.0")).unwrap();
+        let foreign = root.join("not-a-worker");
+        std::fs::create_dir_all(&foreign).unwrap();
+        let me = root.join("worker-3-me");
+        prepare_spool_root(&me).unwrap();
+        if Path::new("/proc").is_dir() {
+            assert!(!dead.exists(), "the dead worker's spool is swept");
+        }
+        assert!(sibling.join("q.1.0.0").exists(), "a live worker's spool stays");
+        assert!(foreign.exists());
+        assert_eq!(std::fs::read_to_string(me.join(OWNER_FILE)).unwrap(), std::process::id().to_string());
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -27,7 +27,8 @@ impl SpoolDir {
         self.0.to_str().expect("utf-8 temp dir")
     }
 
-    /// Spooled files under the directory, at any depth.
+    /// Spooled files under the directory, at any depth (not the marker naming each
+    /// worker directory's owner process).
     fn files(&self) -> Vec<PathBuf> {
         fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
             let Ok(entries) = std::fs::read_dir(dir) else { return };
@@ -35,7 +36,7 @@ impl SpoolDir {
                 let p = e.path();
                 if p.is_dir() {
                     walk(&p, out);
-                } else {
+                } else if p.file_name().is_none_or(|n| n != "owner.pid") {
                     out.push(p);
                 }
             }
@@ -214,6 +215,15 @@ async fn retry_policy_task_finishes_on_the_survivors_of_a_killed_worker() {
         .filter(|f| !f.to_string_lossy().contains(&format!("worker-{victim_port}-")))
         .collect();
     assert!(left.is_empty(), "survivors kept spool files: {left:?}");
+    // The victim could not clean up; the next worker started on this spool root does.
+    let victim_dir = std::fs::read_dir(&spool.0)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().contains(&format!("worker-{victim_port}-")))
+        .expect("the victim's spool directory is still there");
+    let _restarted = super::common::spawn(&["worker", "--coordinator", &cluster.coordinator.url, "--bind", "127.0.0.1:0", "--spool-dir", spool.arg()]);
+    assert!(!victim_dir.exists(), "a new worker sweeps the spool of the killed one");
 }
 
 /// Cancelling a task-mode query mid-way deletes every attempt and its spool files.
