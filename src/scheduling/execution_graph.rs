@@ -620,6 +620,48 @@ impl ExecutionGraph {
         Ok((fx.touched, fx.killed))
     }
 
+    /// A reader found output `path` of `map_stage_id`'s partition `map_partition`
+    /// unreadable, but its report no longer counts as a fetch failure (its attempt
+    /// was superseded, typically by the rollback another reader's fetch failure
+    /// caused). What it found is still true: if that output is still the one the
+    /// graph holds, everything the stage keeps on `executor_id` is marked lost and
+    /// recomputed once needed, as with a counted fetch failure, so the next attempt of
+    /// the readers does not trip over it again. A report about an output already
+    /// replaced changes nothing. Returns the stages that changed and tasks to kill.
+    pub fn report_unreadable_output(
+        &mut self,
+        map_stage_id: usize,
+        map_partition: usize,
+        path: &str,
+        executor_id: &str,
+    ) -> Result<(HashSet<usize>, Vec<RunningTaskInfo>), GraphError> {
+        let running_job = self.status == JobStatus::Running;
+        let stage = self.stage_mut(map_stage_id)?;
+        if map_partition >= stage.partitions {
+            return Err(GraphError::UnknownPartition { stage: map_stage_id, partition: map_partition });
+        }
+        let mut fx = Effects::default();
+        let holds = |t: &TaskInfo| t.executor_id == executor_id && t.locations().iter().any(|l| l.path == path);
+        match &mut stage.state {
+            ExecutionStage::Successful { tasks, lost } if running_job && holds(&tasks[map_partition]) => {
+                lost.extend(tasks.iter().enumerate().filter(|(_, t)| t.executor_id == executor_id).map(|(i, _)| i));
+                self.repair(&mut fx);
+            }
+            // Re-running some partitions already: its consumers wait for it anyway, so
+            // the suspect successful ones simply join the re-run.
+            ExecutionStage::Running { tasks } if running_job && tasks[map_partition].as_ref().is_some_and(holds) => {
+                for slot in tasks.iter_mut() {
+                    if slot.as_ref().is_some_and(|t| t.executor_id == executor_id && matches!(t.status, TaskAttemptStatus::Successful { .. })) {
+                        *slot = None;
+                    }
+                }
+                fx.touched.insert(map_stage_id);
+            }
+            _ => {}
+        }
+        Ok((fx.touched, fx.killed))
+    }
+
     /// Unresolved -> Resolved; an error if some input is still incomplete.
     pub fn resolve_stage(&mut self, stage_id: usize) -> Result<bool, GraphError> {
         let stage = self.stage_mut(stage_id)?;
@@ -952,6 +994,45 @@ mod tests {
         assert_eq!(reader.task_attempt, 1);
         assert!(reader.input_locations[&1].iter().all(|l| l.executor_id == "w2"));
         assert_eq!(report(&mut g, "w3", vec![ok(&reader)]).last(), Some(&JobFinished));
+    }
+
+    #[test]
+    fn a_superseded_readers_report_still_marks_the_output_lost() {
+        let mut g = three_stage();
+        let a = pop(&mut g, "w1");
+        let b = pop(&mut g, "w2");
+        let rest = pop_all(&mut g, "w3");
+        report(&mut g, "w1", vec![ok(&a)]);
+        report(&mut g, "w2", vec![ok(&b)]);
+        report(&mut g, "w3", rest.iter().map(ok).collect());
+        let reader = pop(&mut g, "w3");
+        // The counted fetch failure names w1; the graph re-runs w1's partition only.
+        report(&mut g, "w3", vec![fetch_failed(&reader, 1, "w1")]);
+        assert_eq!(g.stage(1).unwrap().stage_attempt, 1);
+        assert_eq!(slot(&g, 1, 1).unwrap().executor_id, "w2");
+        // A second report, about w2, came from the reader attempt just rolled back:
+        // w2's partition joins the re-run of stage 1.
+        let (touched, killed) = g.report_unreadable_output(1, 1, &path(&b), "w2").unwrap();
+        assert!(touched.contains(&1) && killed.is_empty());
+        assert_eq!(slot(&g, 1, 1), None);
+        assert_eq!(g.available_tasks(), 2);
+        // Stage 2's output on w3 is Successful: a report naming it re-runs it.
+        let two = rest.iter().find(|t| t.stage_id == 2).expect("a task of stage 2");
+        let (touched, _) = g.report_unreadable_output(2, two.partition, &path(two), "w3").unwrap();
+        assert!(touched.contains(&2), "{touched:?}");
+        assert!(matches!(g.stage(2).unwrap().state, ExecutionStage::Running { .. }));
+        // A report about an output that was replaced since changes nothing.
+        let redo = pop_all(&mut g, "w1");
+        // Both partitions of each: stage 2 kept both of its outputs on w3.
+        assert_eq!(redo.len(), 4, "{redo:?}");
+        report(&mut g, "w1", redo.iter().map(ok).collect());
+        assert!(matches!(g.stage(0).unwrap().state, ExecutionStage::Resolved));
+        let stale_path = path(two);
+        let before = g.stage(2).unwrap().stage_attempt;
+        let (touched, _) = g.report_unreadable_output(2, two.partition, &stale_path, "w3").unwrap();
+        assert!(touched.is_empty());
+        assert_eq!(g.stage(2).unwrap().stage_attempt, before);
+        assert!(g.report_unreadable_output(2, 99, "x", "w3").is_err());
     }
 
     #[test]

@@ -18,7 +18,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
@@ -38,6 +38,9 @@ use crate::protocol::{Base64Bytes, SourceUpdate, TaskFailure, TaskId, TaskState,
 
 /// The executor id the graph knows the coordinator's root stage by.
 pub const COORDINATOR: &str = "coordinator";
+
+/// How long a superseded attempt may still report what it could not read.
+const SUPERSEDED_GRACE: Duration = Duration::from_secs(2);
 
 /// Limits of fault-tolerant execution, from the session.
 #[derive(Debug, Clone, Copy)]
@@ -97,6 +100,10 @@ pub struct FaultTolerantQueryScheduler {
     fragments: HashMap<usize, Base64Bytes>,
     /// The attempt of each (stage, partition) the graph has running on a worker.
     running: HashMap<(usize, usize), Arc<HttpRemoteTask>>,
+    /// Attempts the graph dropped, kept alive for `SUPERSEDED_GRACE` before they are
+    /// aborted: readers rolled back by one fetch failure are usually about to report
+    /// the other unreadable outputs, which saves a rollback per broken worker.
+    superseded: Vec<(Arc<HttpRemoteTask>, Instant)>,
     /// Workers that ran something for this query, by node id.
     workers: HashMap<String, WorkerNode>,
     /// Workers already reported lost (and not used since).
@@ -139,6 +146,7 @@ impl FaultTolerantQueryScheduler {
             stages,
             fragments,
             running: HashMap::new(),
+            superseded: Vec::new(),
             workers,
             lost: HashSet::new(),
             changed,
@@ -251,6 +259,7 @@ impl FaultTolerantQueryScheduler {
     fn apply_task_updates(&mut self) -> Result<(), SchedulerError> {
         let mut by_executor: BTreeMap<String, Vec<TaskStatusUpdate>> = BTreeMap::new();
         let mut done = Vec::new();
+        let mut unreadable = Vec::new();
         for (&(stage, partition), task) in &self.running {
             let status = task.status();
             let state = match status.state {
@@ -259,6 +268,9 @@ impl FaultTolerantQueryScheduler {
                     let failure = status.failure.unwrap_or_else(|| TaskFailure { code: "UNKNOWN".into(), message: "task failed".into(), upstream: None, upstream_url: None });
                     let report = TaskFailureReport { stage, task: task.task_id.clone(), worker: task.worker.url.clone(), failure: failure.clone() };
                     let update = self.classify(stage, &failure);
+                    if let (TaskUpdateState::FetchFailed { executor_id, .. }, Some(upstream)) = (&update, &failure.upstream) {
+                        unreadable.push((upstream.clone(), executor_id.clone()));
+                    }
                     if !matches!(update, TaskUpdateState::FetchFailed { .. }) || self.last_failure.is_none() {
                         self.last_failure = Some(report);
                     }
@@ -281,7 +293,26 @@ impl FaultTolerantQueryScheduler {
                 .map_err(|e| SchedulerError::Graph(e.to_string()))?;
             self.handle_events(events)?;
         }
+        self.report_unreadable_outputs(unreadable);
         Ok(())
+    }
+
+    /// Fetch failures the graph did not count (their reader was superseded, perhaps by
+    /// another fetch failure in the same batch) still say which outputs cannot be
+    /// read; hand them to the graph as such. For a counted one this changes nothing.
+    fn report_unreadable_outputs(&mut self, mut reports: Vec<(TaskId, String)>) {
+        for (task, _) in &self.superseded {
+            let status = task.status();
+            let Some(failure) = status.failure.filter(|_| status.state == TaskState::Failed) else { continue };
+            let Some(upstream) = failure.upstream.clone() else { continue };
+            let executor = self.executor_of(&upstream, failure.upstream_url.as_deref());
+            reports.push((upstream, executor));
+        }
+        for (upstream, executor) in reports {
+            if let Err(e) = self.graph.report_unreadable_output(upstream.stage, upstream.task, &upstream.to_string(), &executor) {
+                tracing::debug!(query = %self.settings.query_id, "ignored a report about {upstream}: {e}");
+            }
+        }
     }
 
     /// A failure naming an upstream task is a fetch failure: that output is what has
@@ -367,17 +398,26 @@ impl FaultTolerantQueryScheduler {
         Ok(false)
     }
 
-    /// Aborts attempts the graph has dropped (their stage was rolled back or their
-    /// worker lost); their late reports would be ignored anyway.
+    /// Moves attempts the graph has dropped (their stage was rolled back or their
+    /// worker lost) aside, and aborts those that ended or had their grace.
     fn abort_superseded_attempts(&mut self) {
         let current: HashSet<(usize, usize, usize)> = self.graph.running_tasks().into_iter().map(|t| (t.stage_id, t.partition, t.task_id)).collect();
+        let now = Instant::now();
+        let superseded = &mut self.superseded;
         self.running.retain(|&(stage, partition), task| {
             let keep = current.contains(&(stage, partition, task.task_id.attempt));
             if !keep {
+                superseded.push((task.clone(), now));
+            }
+            keep
+        });
+        self.superseded.retain(|(task, since)| {
+            let expired = task.status().state.is_done() || now.duration_since(*since) >= SUPERSEDED_GRACE;
+            if expired {
                 let task = task.clone();
                 tokio::spawn(async move { task.delete(true).await });
             }
-            keep
+            !expired
         });
     }
 
