@@ -439,23 +439,13 @@ async fn execute_fault_tolerant(
     *q.stages.lock() = scheduler.stages();
     *q.graph.lock() = Some(scheduler.display());
     q.transition(QueryState::Starting);
-    let rows = Arc::new(AtomicU64::new(0));
-    let root = Arc::new(SpooledRootStage {
-        query: q.clone(),
-        plan: fragmented.root().plan.clone(),
-        task_ctx: ctx.task_ctx(),
-        http: coord.http.clone(),
-        exchange,
-        analyze,
-        rows: rows.clone(),
-        progress: Arc::new(Mutex::new(crate::scheduling::fault_tolerant::RootProgress::Reading)),
-    });
-    let outcome = scheduler.run(root).await;
+    let root = Arc::new(SpooledRootStage::new(q.clone(), fragmented.root().plan.clone(), ctx.task_ctx(), coord.http.clone(), exchange, analyze));
+    let outcome = scheduler.run(root.clone()).await;
     let analysis = analyze.then(|| explain_analyze(&fragmented, &scheduler.stages(), q.elapsed()));
     scheduler.remove_all_tasks(outcome.is_err()).await;
     match outcome {
         Ok(()) => match analysis {
-            Some(text) => emit_text(q, "Query Plan", format!("Output: {} rows\n\n{text}", rows.load(Ordering::Relaxed))).await,
+            Some(text) => emit_text(q, "Query Plan", format!("Output: {} rows\n\n{text}", root.rows())).await,
             None => Ok(()),
         },
         Err(SchedulerError::TaskFailed(report)) => Err(task_failure_error(&report)),

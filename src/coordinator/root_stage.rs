@@ -8,6 +8,7 @@
 //! the end: most results are small, and for those a broken input never costs the
 //! query. A larger result starts streaming and is no longer retryable.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use datafusion::execution::TaskContext;
@@ -27,17 +28,29 @@ use crate::scheduling::state_machine::QueryState;
 pub const HOLD_BACK_BYTES: usize = 64 << 20;
 
 pub struct SpooledRootStage {
-    pub query: Arc<QueryExecution>,
-    pub plan: Arc<dyn ExecutionPlan>,
-    pub task_ctx: Arc<TaskContext>,
-    pub http: reqwest::Client,
-    pub exchange: ExchangeConfig,
+    query: Arc<QueryExecution>,
+    plan: Arc<dyn ExecutionPlan>,
+    task_ctx: Arc<TaskContext>,
+    http: reqwest::Client,
+    exchange: ExchangeConfig,
     /// EXPLAIN ANALYZE: count rows, deliver none.
-    pub analyze: bool,
+    analyze: bool,
     /// Rows of the run that succeeded.
-    pub rows: Arc<std::sync::atomic::AtomicU64>,
+    rows: Arc<AtomicU64>,
     /// The current run's `RootProgress`.
-    pub progress: Arc<Mutex<RootProgress>>,
+    progress: Arc<Mutex<RootProgress>>,
+}
+
+impl SpooledRootStage {
+    pub fn new(query: Arc<QueryExecution>, plan: Arc<dyn ExecutionPlan>, task_ctx: Arc<TaskContext>, http: reqwest::Client, exchange: ExchangeConfig, analyze: bool) -> Self {
+        let (rows, progress) = (Arc::new(AtomicU64::new(0)), Arc::new(Mutex::new(RootProgress::Reading)));
+        SpooledRootStage { query, plan, task_ctx, http, exchange, analyze, rows, progress }
+    }
+
+    /// Rows the root produced in the run that succeeded.
+    pub fn rows(&self) -> u64 {
+        self.rows.load(Ordering::Relaxed)
+    }
 }
 
 impl RootStage for SpooledRootStage {
@@ -105,7 +118,7 @@ impl RootStage for SpooledRootStage {
                     break;
                 }
             }
-            rows_out.store(rows, std::sync::atomic::Ordering::Relaxed);
+            rows_out.store(rows, Ordering::Relaxed);
             Ok(())
         }
         .boxed()

@@ -468,10 +468,6 @@ impl FaultTolerantQueryScheduler {
         self.workers.insert(worker.node_id.clone(), worker.clone());
         let stage = self.stages[&stage_id].clone();
         let fragment = &stage.fragment;
-        let consumer_tasks = match fragment.consumer {
-            Some(c) if c != 0 => self.stages.get(&c).map(|s| s.task_count).unwrap_or(1),
-            _ => 1,
-        };
         let task_id = TaskId::new(&self.settings.query_id, stage_id, partition, desc.task_attempt);
         let task = Arc::new(HttpRemoteTask::new(
             task_id,
@@ -485,7 +481,7 @@ impl FaultTolerantQueryScheduler {
             fragment: Some(self.fragments[&stage_id].clone()),
             partitions: vec![partition],
             task_index: partition,
-            output: Some(output_spec(fragment, consumer_tasks)),
+            output: Some(output_spec(fragment, &self.stages)),
             sources: self.sources_for(&desc),
             session: self.settings.session.clone(),
             spool: true,

@@ -215,12 +215,19 @@ pub fn task_count(fragment: &Fragment, workers: usize) -> usize {
     }
 }
 
-/// How a stage's tasks lay out their output, given how many tasks its consumer has.
-pub fn output_spec(fragment: &Fragment, consumer_tasks: usize) -> OutputBufferSpec {
+/// How a stage's tasks lay out their output; a broadcast has a buffer per task of
+/// its consumer (one for the coordinator's root stage).
+pub fn output_spec(fragment: &Fragment, stages: &BTreeMap<usize, Arc<StageExecution>>) -> OutputBufferSpec {
     match fragment.output {
         FragmentOutput::Repartition { partitions } => OutputBufferSpec::Partitioned { partitions },
         FragmentOutput::Passthrough => OutputBufferSpec::Passthrough,
-        FragmentOutput::Broadcast | FragmentOutput::Root => OutputBufferSpec::Broadcast { buffers: consumer_tasks },
+        FragmentOutput::Broadcast | FragmentOutput::Root => {
+            let consumer_tasks = match fragment.consumer {
+                Some(c) if c != 0 => stages.get(&c).map_or(1, |s| s.task_count),
+                _ => 1,
+            };
+            OutputBufferSpec::Broadcast { buffers: consumer_tasks }
+        }
     }
 }
 
@@ -372,11 +379,7 @@ impl PipelinedQueryScheduler {
                 failure: TaskFailure { code: "PLAN_SERIALIZATION".into(), message: e.to_string(), upstream: None, upstream_url: None },
             })
         })?;
-        let consumer_tasks = match fragment.consumer {
-            Some(c) if c != 0 => self.stages[&c].task_count,
-            _ => 1,
-        };
-        let output = output_spec(fragment, consumer_tasks);
+        let output = output_spec(fragment, &self.stages);
         // Only producers whose tasks were all created in an earlier round.
         let sources: Vec<SourceUpdate> = fragment
             .inputs

@@ -16,10 +16,8 @@ use serde::Deserialize;
 use super::failure_injector::{InjectedFailure, InjectedFailureKind};
 use super::task_manager::SqlTaskManager;
 use super::WorkerError;
-use crate::exchange::output_buffer::BufferResult;
 use crate::exchange::page::frame_pages;
-use crate::exchange::spool::{read_spooled, SpoolError};
-use crate::protocol::{self, TaskId, TaskState, TaskUpdateRequest};
+use crate::protocol::{self, TaskId, TaskUpdateRequest};
 
 type Mgr = State<Arc<SqlTaskManager>>;
 
@@ -122,10 +120,7 @@ async fn get_results(
     }
     let max_bytes = header_u64(&headers, protocol::HEADER_MAX_SIZE).unwrap_or(8 << 20);
     let max_wait = Duration::from_millis(header_u64(&headers, protocol::HEADER_MAX_WAIT).unwrap_or(1000).min(10_000));
-    let result = match task.spool() {
-        Some(_) => spooled_results(&task, buffer, token, max_bytes, max_wait).await?,
-        None => task.output().get(buffer, token, max_bytes, max_wait).await?,
-    };
+    let result = task.results(buffer, token, max_bytes, max_wait).await?;
     if let Some(resp) = failed_task_response(&task, &id) {
         return Ok(resp);
     }
@@ -137,36 +132,9 @@ async fn get_results(
     Ok(resp)
 }
 
-/// Results of a spooled task: nothing until it has finished (consumers normally only
-/// start then), afterwards the pages from its files, which stay for re-reads.
-async fn spooled_results(task: &Arc<super::task::SqlTask>, buffer: usize, token: u64, max_bytes: u64, max_wait: Duration) -> Result<BufferResult, WorkerError> {
-    if !task.state().is_done() {
-        task.wait_status(task.status().version, max_wait).await;
-    }
-    if task.state() != TaskState::Finished {
-        // Not yet, or failed/aborted, which the caller reports.
-        return Ok(BufferResult { pages: Vec::new(), next_token: token, complete: false });
-    }
-    let spool = task.spool().expect("spooled task").clone();
-    let read = tokio::task::spawn_blocking(move || read_spooled(spool.dir(), buffer, spool.is_broadcast(), token, max_bytes))
-        .await
-        .map_err(|e| WorkerError::Spool(e.to_string()))?;
-    read.map_err(|e| match e {
-        SpoolError::TokenAhead { .. } => WorkerError::BadRequest(e.to_string()),
-        other => WorkerError::Spool(other.to_string()),
-    })
-}
-
-/// A consumer asking a failed task for pages learns the task's own failure.
-/// A spooled task that was aborted has lost its files, which is as final for a reader.
+/// A consumer asking a failed (or, spooled, aborted) task for pages learns why.
 fn failed_task_response(task: &super::task::SqlTask, id: &TaskId) -> Option<Response> {
-    let (code, message) = match task.failure() {
-        Some(f) => (f.code, f.message),
-        None if task.spool().is_some() && matches!(task.state(), TaskState::Canceled | TaskState::Aborted) => {
-            ("TASK_ABORTED".to_string(), "the task was aborted; its spooled output is gone".to_string())
-        }
-        None => return None,
-    };
+    let (code, message) = task.reader_failure()?;
     let mut resp = WorkerError::TaskFailed { task: id.clone(), code, message }.into_response();
     resp.headers_mut().insert(protocol::HEADER_TASK_FAILED, HeaderValue::from_static("true"));
     Some(resp)
@@ -176,21 +144,14 @@ async fn acknowledge(State(m): Mgr, Path((task_id, buffer_id, token)): Path<(Str
     let id = parse_task_id(&task_id)?;
     let buffer: usize = buffer_id.parse().map_err(|_| WorkerError::BadRequest(format!("bad buffer id '{buffer_id}'")))?;
     let token: u64 = token.parse().map_err(|_| WorkerError::BadRequest(format!("bad token '{token}'")))?;
-    let task = m.get(&id)?;
-    // Spooled pages stay until the task goes: another consumer attempt may need them.
-    if task.spool().is_none() {
-        task.output().acknowledge(buffer, token)?;
-    }
+    m.get(&id)?.acknowledge(buffer, token)?;
     Ok(axum::http::StatusCode::NO_CONTENT.into_response())
 }
 
 async fn destroy_buffer(State(m): Mgr, Path((task_id, buffer_id)): Path<(String, String)>) -> Result<Response, WorkerError> {
     let id = parse_task_id(&task_id)?;
     let buffer: usize = buffer_id.parse().map_err(|_| WorkerError::BadRequest(format!("bad buffer id '{buffer_id}'")))?;
-    let task = m.get(&id)?;
-    if task.spool().is_none() {
-        task.output().destroy(buffer)?;
-    }
+    m.get(&id)?.destroy_buffer(buffer)?;
     Ok(axum::http::StatusCode::NO_CONTENT.into_response())
 }
 

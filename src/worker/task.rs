@@ -22,12 +22,13 @@ use tokio::task::JoinHandle;
 
 use crate::exchange::client::{ExchangeClient, ExchangeError, ExchangeStats};
 use crate::exchange::codec::FlotillaCodec;
-use crate::exchange::output_buffer::OutputBuffer;
+use crate::exchange::output_buffer::{BufferError, BufferResult, OutputBuffer};
 use crate::exchange::page::Page;
 use crate::exchange::remote_source::SourceLocations;
-use crate::exchange::spool::SpoolWriter;
+use crate::exchange::spool::{read_spooled, SpoolError, SpoolWriter};
 use crate::protocol::{OutputBufferSpec, SourceUpdate, TaskFailure, TaskId, TaskInfo, TaskState, TaskStats, TaskStatus};
 use crate::scheduling::state_machine::StateMachine;
+use super::WorkerError;
 
 /// Execution settings a task takes from its session.
 #[derive(Debug, Clone)]
@@ -176,8 +177,56 @@ impl SqlTask {
         &self.output
     }
 
-    pub fn spool(&self) -> Option<&Arc<SpoolWriter>> {
-        self.spool.as_ref()
+    /// Pages of `buffer` from `token`, long-polling up to `max_wait`: from the
+    /// in-memory buffer, or, for a spooled task, from its files once it has finished
+    /// (consumers normally only start then); the files stay for re-reads.
+    pub async fn results(&self, buffer: usize, token: u64, max_bytes: u64, max_wait: Duration) -> Result<BufferResult, WorkerError> {
+        let Some(spool) = self.spool.clone() else {
+            return Ok(self.output.get(buffer, token, max_bytes, max_wait).await?);
+        };
+        if !self.state().is_done() {
+            self.wait_status(self.status().version, max_wait).await;
+        }
+        if self.state() != TaskState::Finished {
+            // Not yet, or failed or aborted, which `reader_failure` reports.
+            return Ok(BufferResult { pages: Vec::new(), next_token: token, complete: false });
+        }
+        let read = tokio::task::spawn_blocking(move || read_spooled(spool.dir(), buffer, spool.is_broadcast(), token, max_bytes))
+            .await
+            .map_err(|e| WorkerError::Spool(e.to_string()))?;
+        read.map_err(|e| match e {
+            SpoolError::TokenAhead { .. } => WorkerError::BadRequest(e.to_string()),
+            other => WorkerError::Spool(other.to_string()),
+        })
+    }
+
+    /// What a reader of the output is told instead of pages (code, message): the
+    /// task's own failure, or that a spooled task was aborted and its files are gone.
+    pub fn reader_failure(&self) -> Option<(String, String)> {
+        match self.failure() {
+            Some(f) => Some((f.code, f.message)),
+            None if self.spool.is_some() && matches!(self.state(), TaskState::Canceled | TaskState::Aborted) => {
+                Some(("TASK_ABORTED".to_string(), "the task was aborted; its spooled output is gone".to_string()))
+            }
+            None => None,
+        }
+    }
+
+    /// A reader holds the pages before `token`. Spooled pages stay until the task
+    /// goes: another consumer attempt may need them.
+    pub fn acknowledge(&self, buffer: usize, token: u64) -> Result<(), BufferError> {
+        match self.spool {
+            Some(_) => Ok(()),
+            None => self.output.acknowledge(buffer, token),
+        }
+    }
+
+    /// A reader is done with `buffer`; a spool keeps it, as above.
+    pub fn destroy_buffer(&self, buffer: usize) -> Result<(), BufferError> {
+        match self.spool {
+            Some(_) => Ok(()),
+            None => self.output.destroy(buffer),
+        }
     }
 
     /// Frees what a finished task still holds: buffered pages and spool files.
@@ -419,7 +468,7 @@ fn split_partitioner(
 
 /// Names the upstream task when the error came from a broken or failed exchange link.
 pub fn failure_from_error(e: &DataFusionError) -> TaskFailure {
-    if let Some(x) = find_exchange_error(e) {
+    if let Some(x) = find_external::<ExchangeError>(e) {
         let (task, url) = x.upstream();
         let message = match x {
             ExchangeError::UpstreamFailed { message, .. } => message.clone(),
@@ -427,27 +476,19 @@ pub fn failure_from_error(e: &DataFusionError) -> TaskFailure {
         };
         return TaskFailure { code: x.code().to_string(), message, upstream: Some(task.clone()), upstream_url: Some(url.to_string()) };
     }
-    if is_spool_error(e) {
+    if find_external::<SpoolError>(e).is_some() {
         // The disk, not the query: worth another attempt elsewhere.
         return TaskFailure { code: "SPOOL_ERROR".into(), message: e.to_string(), upstream: None, upstream_url: None };
     }
     TaskFailure { code: "EXECUTION_ERROR".into(), message: e.to_string(), upstream: None, upstream_url: None }
 }
 
-fn is_spool_error(e: &DataFusionError) -> bool {
+/// The error of type `T` a DataFusion error wraps, however deeply.
+fn find_external<T: std::error::Error + 'static>(e: &DataFusionError) -> Option<&T> {
     match e {
-        DataFusionError::External(inner) => inner.downcast_ref::<crate::exchange::spool::SpoolError>().is_some(),
-        DataFusionError::Context(_, inner) => is_spool_error(inner),
-        DataFusionError::Shared(inner) => is_spool_error(inner),
-        _ => false,
-    }
-}
-
-fn find_exchange_error(e: &DataFusionError) -> Option<&ExchangeError> {
-    match e {
-        DataFusionError::External(inner) => inner.downcast_ref::<ExchangeError>(),
-        DataFusionError::Context(_, inner) => find_exchange_error(inner),
-        DataFusionError::Shared(inner) => find_exchange_error(inner),
+        DataFusionError::External(inner) => inner.downcast_ref::<T>(),
+        DataFusionError::Context(_, inner) => find_external(inner),
+        DataFusionError::Shared(inner) => find_external(inner),
         _ => None,
     }
 }

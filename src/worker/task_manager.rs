@@ -61,10 +61,6 @@ impl SqlTaskManager {
         }
     }
 
-    pub fn spool_root(&self) -> &std::path::Path {
-        &self.spool_root
-    }
-
     /// Deletes the spool directory (worker shutdown, after every task is aborted).
     pub fn remove_spool_root(&self) {
         let _ = std::fs::remove_dir_all(&self.spool_root);

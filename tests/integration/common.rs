@@ -139,10 +139,20 @@ impl Cluster {
     /// Starts `sql` through the raw statement protocol and returns the query id,
     /// without following `nextUri` (the query keeps running).
     pub async fn start_statement(&self, schema: &str, sql: &str) -> String {
-        let first: Value = reqwest::Client::new()
+        self.start_statement_with_session(schema, sql, "").await
+    }
+
+    /// The same with session properties, as `X-Trino-Session` carries them
+    /// (`name=value,...`; empty for none).
+    pub async fn start_statement_with_session(&self, schema: &str, sql: &str, session: &str) -> String {
+        let mut request = reqwest::Client::new()
             .post(format!("{}/v1/statement", self.coordinator.url))
             .header("X-Trino-Catalog", "tpch")
-            .header("X-Trino-Schema", schema)
+            .header("X-Trino-Schema", schema);
+        if !session.is_empty() {
+            request = request.header("X-Trino-Session", session);
+        }
+        let first: Value = request
             .body(sql.to_string())
             .send()
             .await

@@ -14,6 +14,15 @@ pub const QUERY: &str = "SELECT n_name, count(*) AS orders, sum(o_totalprice) AS
     FROM orders JOIN customer ON o_custkey = c_custkey JOIN nation ON c_nationkey = n_nationkey \
     GROUP BY n_name ORDER BY n_name";
 
+/// Trino's five injected failure kinds, as the failure injection endpoint names them.
+pub const KINDS: [&str; 5] = [
+    "task_management_request_failure",
+    "task_management_request_timeout",
+    "get_results_request_failure",
+    "get_results_request_timeout",
+    "task_failure",
+];
+
 /// The leaf, an intermediate and the root-feeding stage of QUERY, from a clean run.
 pub async fn stage_positions(cluster: &Cluster) -> Vec<(&'static str, u64)> {
     let http = reqwest::Client::new();
@@ -135,15 +144,8 @@ async fn retry_policy_query_survives_every_injected_failure() {
         .client("sf0_1")
         .with_session("retry_policy", "query")
         .with_session("exchange_max_error_duration", "3s");
-    let kinds = [
-        "task_management_request_failure",
-        "task_management_request_timeout",
-        "get_results_request_failure",
-        "get_results_request_timeout",
-        "task_failure",
-    ];
     for (position, stage) in &positions {
-        for kind in kinds {
+        for kind in KINDS {
             // Only the first attempt's tasks (attempt 0) fail.
             set_failure(&cluster, Some(json!({"stage": stage, "attempt": 0, "kind": kind}))).await;
             let cell = format!("{kind} at the {position} stage {stage}");

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::common::{assert_same_rows, oracle, Cluster};
-use super::failure_matrix::{set_failure, stage_positions, QUERY};
+use super::failure_matrix::{set_failure, stage_positions, KINDS, QUERY};
 use flotilla::client::{ClientError, StatementClient};
 use flotilla::local::TPCH_QUERIES;
 use serde_json::{json, Value};
@@ -116,15 +116,8 @@ async fn retry_policy_task_survives_every_injected_failure() {
     let client = task_mode(&cluster, "sf0_1");
     let clean = client.execute(QUERY).await.expect("run without failure");
     assert_same_rows("task mode without failure", QUERY, &clean.rows, &oracle("sf0_1", QUERY).await);
-    let kinds = [
-        "task_management_request_failure",
-        "task_management_request_timeout",
-        "get_results_request_failure",
-        "get_results_request_timeout",
-        "task_failure",
-    ];
     for (position, stage) in &positions {
-        for kind in kinds {
+        for kind in KINDS {
             set_failure(&cluster, Some(json!({"stage": stage, "attempt": 0, "kind": kind}))).await;
             let cell = format!("{kind} at the {position} stage {stage}");
             let started = Instant::now();
@@ -232,19 +225,8 @@ async fn a_cancelled_task_mode_query_leaves_no_task_or_spool_file() {
     let spool = SpoolDir::new("cancel");
     let cluster = Cluster::start(2, &["--spool-dir", spool.arg()]).await;
     let http = reqwest::Client::new();
-    let first: Value = http
-        .post(format!("{}/v1/statement", cluster.coordinator.url))
-        .header("X-Trino-Catalog", "tpch")
-        .header("X-Trino-Schema", "sf1")
-        .header("X-Trino-Session", "retry_policy=task")
-        .body("SELECT l_orderkey, count(*) FROM lineitem GROUP BY l_orderkey ORDER BY 2 DESC, 1 LIMIT 5")
-        .send()
-        .await
-        .expect("statement accepted")
-        .json()
-        .await
-        .expect("QueryResults JSON");
-    let id = first["id"].as_str().expect("query id").to_string();
+    let sql = "SELECT l_orderkey, count(*) FROM lineitem GROUP BY l_orderkey ORDER BY 2 DESC, 1 LIMIT 5";
+    let id = cluster.start_statement_with_session("sf1", sql, "retry_policy=task").await;
     let deadline = Instant::now() + Duration::from_secs(60);
     while spool.files().is_empty() {
         assert!(Instant::now() < deadline, "nothing was spooled");
