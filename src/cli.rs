@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use indicatif::{HumanBytes, HumanCount, ProgressBar, ProgressStyle};
 
-use crate::client::{ClientError, QueryOutcome, QueryResultsPage, StatementClient};
-use crate::format::{format_rows, OutputFormat};
+use crate::client::{ClientError, QueryResultsPage, StatementClient};
+use crate::format::OutputFormat;
+use crate::printer::RowPrinter;
 
 fn history_path() -> Option<std::path::PathBuf> {
     std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".flotilla_history"))
@@ -48,14 +49,14 @@ pub async fn repl(client: StatementClient, format: OutputFormat) -> Result<(), S
         for sql in crate::local::split_statements(&buffer) {
             let canceller = client.clone();
             let outcome = tokio::select! {
-                r = execute_with_progress_line(&client, &sql) => Some(r),
+                r = run_and_print(&client, &sql, format) => Some(r),
                 _ = tokio::signal::ctrl_c() => {
                     let _ = canceller.cancel_current().await;
                     None
                 }
             };
             match outcome {
-                Some(Ok(out)) => print!("{}", format_rows(&out.columns, &out.rows, format)),
+                Some(Ok(())) => {}
                 Some(Err(ClientError::Query { error_name, message, .. })) => eprintln!("Query failed ({error_name}): {message}"),
                 Some(Err(e)) => eprintln!("Error: {e}"),
                 None => eprintln!("Query canceled"),
@@ -85,18 +86,44 @@ fn progress_message(page: &QueryResultsPage) -> String {
     )
 }
 
-/// Runs a statement; on a terminal, a live progress line (state, stages and tasks
-/// done of total, rows, bytes, elapsed) shows on stderr until it ends.
-pub async fn execute_with_progress_line(client: &StatementClient, sql: &str) -> Result<QueryOutcome, ClientError> {
-    if !std::io::stderr().is_terminal() {
-        return client.execute(sql).await;
+/// Runs a statement and prints its rows to stdout as pages arrive; on a terminal, a
+/// live progress line (state, stages and tasks done of total, rows, bytes, elapsed)
+/// shows on stderr until it ends.
+pub async fn run_and_print(client: &StatementClient, sql: &str, format: OutputFormat) -> Result<(), ClientError> {
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(ProgressStyle::with_template("{spinner} {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+        bar.enable_steady_tick(Duration::from_millis(100));
+        bar
+    });
+    let mut printer = Some(RowPrinter::new(format, std::io::BufWriter::with_capacity(1 << 16, std::io::stdout())));
+    let result = client
+        .execute_streaming(sql, |page| {
+            if let Some(bar) = &bar {
+                bar.set_message(progress_message(page));
+            }
+            let Some(p) = printer.as_mut() else { return Ok(()) };
+            if let Some(columns) = &page.columns {
+                p.set_columns(columns.iter().cloned().map(Into::into).collect());
+            }
+            if let Some(rows) = page.data.take() {
+                let written = match &bar {
+                    Some(bar) => bar.suspend(|| p.rows(rows)),
+                    None => p.rows(rows),
+                };
+                written.map_err(|e| ClientError::Output(e.to_string()))?;
+            }
+            Ok(())
+        })
+        .await;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
     }
-    let bar = ProgressBar::new_spinner();
-    bar.set_style(ProgressStyle::with_template("{spinner} {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
-    bar.enable_steady_tick(Duration::from_millis(100));
-    let result = client.execute_with_progress(sql, |page| bar.set_message(progress_message(page))).await;
-    bar.finish_and_clear();
-    result
+    result?;
+    match printer.take() {
+        Some(p) => p.finish().map_err(|e| ClientError::Output(e.to_string())),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -52,6 +52,8 @@ pub enum ClientError {
     },
     #[error("bad response: {0}")]
     Protocol(String),
+    #[error("cannot write the output: {0}")]
+    Output(String),
 }
 
 /// One `QueryResults` document as the coordinator sends it. Every field is optional so that a
@@ -233,7 +235,26 @@ impl StatementClient {
     where
         F: FnMut(&QueryResultsPage),
     {
+        self.execute_streaming(sql, |page| {
+            on_page(page);
+            Ok(())
+        })
+        .await
+    }
+
+    /// Runs `sql` to completion, handing every page to `on_page` as it arrives. Rows the
+    /// callback takes out of `page.data` are not collected, so a caller that prints
+    /// them holds one page at a time. An error from the callback (say, a closed output)
+    /// cancels the query and is returned.
+    pub async fn execute_streaming<F>(&self, sql: &str, mut on_page: F) -> Result<QueryOutcome, ClientError>
+    where
+        F: FnMut(&mut QueryResultsPage) -> Result<(), ClientError>,
+    {
         let result = self.run(sql, &mut on_page).await;
+        if result.is_err() {
+            // Best effort: a query whose reader gave up should not run on.
+            let _ = self.cancel_current().await;
+        }
         // The slot must not outlive the query, or a later Ctrl-C would cancel a finished one.
         *self.current.lock() = None;
         result
@@ -241,7 +262,7 @@ impl StatementClient {
 
     async fn run<F>(&self, sql: &str, on_page: &mut F) -> Result<QueryOutcome, ClientError>
     where
-        F: FnMut(&QueryResultsPage),
+        F: FnMut(&mut QueryResultsPage) -> Result<(), ClientError>,
     {
         let mut request = self
             .request(Method::POST, format!("{}/v1/statement", self.server))
@@ -265,8 +286,9 @@ impl StatementClient {
         let mut outcome = QueryOutcome::default();
         let mut idle_pages: u32 = 0;
         for _ in 0..MAX_PAGES {
-            on_page(&page);
             *self.current.lock() = page.next_uri.clone();
+            let had_rows = page.data.as_ref().is_some_and(|d| !d.is_empty());
+            on_page(&mut page)?;
             if let Some(error) = page.error.take() {
                 return Err(error.into());
             }
@@ -276,16 +298,17 @@ impl StatementClient {
             if let Some(columns) = page.columns.take() {
                 outcome.columns = columns.into_iter().map(Column::from).collect();
             }
-            match page.data.take() {
-                Some(rows) if !rows.is_empty() => {
-                    outcome.rows.extend(rows);
-                    idle_pages = 0;
-                }
-                _ => idle_pages += 1,
+            if let Some(rows) = page.data.take() {
+                outcome.rows.extend(rows);
+            }
+            match had_rows {
+                true => idle_pages = 0,
+                false => idle_pages += 1,
             }
             outcome.stats = std::mem::take(&mut page.stats);
             let Some(next) = page.next_uri.take() else {
                 check_row_widths(&outcome)?;
+                *self.current.lock() = None;
                 return Ok(outcome);
             };
             if idle_pages > 1 {

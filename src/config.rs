@@ -16,7 +16,8 @@ pub const SESSION_PROPERTIES: &[(&str, &str)] = &[
     ("output_buffer_max_bytes", "bytes a task's output buffer holds before the producer waits, e.g. 1MB"),
     ("exchange_max_buffer_bytes", "bytes a consumer buffers from its upstream tasks, e.g. 64KB"),
     ("exchange_max_error_duration", "how long an exchange link may fail before the query fails, e.g. 10s"),
-    ("hash_partition_count", "partitions of hash exchanges (default: workers x 2)"),
+    ("hash_partition_count", "partitions of hash exchanges (default: live workers x the coordinator's cores, at least 2 per worker)"),
+    ("query_max_planning_time", "how long planning may take before the query fails, e.g. 30s (default 10m)"),
 ];
 
 /// Parses `1024`, `64KB`, `1MB`, `2GB` (also `KiB` etc., all powers of 1024).
@@ -49,16 +50,35 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     })
 }
 
+/// Upper bounds of numeric session properties: beyond them a worker would abort on an
+/// allocation (a batch of 10^12 rows) or the coordinator plan 10^9 partitions.
+pub const MAX_BATCH_SIZE: usize = 1 << 20;
+pub const MAX_HASH_PARTITIONS: usize = 4096;
+pub const MAX_BUFFER_BYTES: u64 = 4 << 30;
+pub const MAX_RETRY_ATTEMPTS: u64 = 100;
+
+/// `Ok(true)` when `n` parsed and lies in `[lo, hi]`; out of range is an error naming
+/// the range, unparsable is `Ok(false)` (the caller's generic message).
+fn in_range(name: &str, n: Option<u64>, lo: u64, hi: u64) -> Result<bool, String> {
+    match n {
+        None => Ok(false),
+        Some(n) if (lo..=hi).contains(&n) => Ok(true),
+        Some(n) => Err(format!("session property '{name}' must be between {lo} and {hi}, got {n}")),
+    }
+}
+
 /// Checks every property name and value; the error names the bad one.
 pub fn validate_session(session: &BTreeMap<String, String>) -> Result<(), String> {
     for (k, v) in session {
         let ok = match k.as_str() {
             "execution_policy" => matches!(v.as_str(), "phased" | "all-at-once"),
             "retry_policy" => matches!(v.as_str(), "none" | "query" | "task"),
-            "query_retry_attempts" | "task_retry_attempts" | "stage_retry_attempts" => v.parse::<usize>().is_ok(),
-            "batch_size" | "hash_partition_count" => v.parse::<usize>().map(|n| n > 0).unwrap_or(false),
-            "output_buffer_max_bytes" | "exchange_max_buffer_bytes" => parse_bytes(v).map(|n| n > 0).unwrap_or(false),
+            "query_retry_attempts" | "task_retry_attempts" | "stage_retry_attempts" => in_range(k, v.parse::<u64>().ok(), 0, MAX_RETRY_ATTEMPTS)?,
+            "batch_size" => in_range(k, v.parse::<u64>().ok(), 1, MAX_BATCH_SIZE as u64)?,
+            "hash_partition_count" => in_range(k, v.parse::<u64>().ok(), 1, MAX_HASH_PARTITIONS as u64)?,
+            "output_buffer_max_bytes" | "exchange_max_buffer_bytes" => in_range(k, parse_bytes(v).ok(), 1 << 10, MAX_BUFFER_BYTES)?,
             "exchange_max_error_duration" => parse_duration(v).is_ok(),
+            "query_max_planning_time" => parse_duration(v).map(|d| !d.is_zero()).unwrap_or(false),
             _ => {
                 let known: Vec<&str> = SESSION_PROPERTIES.iter().map(|(n, _)| *n).collect();
                 return Err(format!("unknown session property '{k}' (known: {})", known.join(", ")));
@@ -105,6 +125,13 @@ mod tests {
         assert!(validate_session(&s).is_ok());
         s.insert("stage_retry_attempts".to_string(), "-1".to_string());
         assert!(validate_session(&s).unwrap_err().contains("stage_retry_attempts"));
+        s.remove("stage_retry_attempts");
+        s.insert("batch_size".to_string(), "1000000000000".to_string());
+        assert!(validate_session(&s).unwrap_err().contains("between 1 and 1048576"));
+        s.insert("batch_size".to_string(), "4096".to_string());
+        s.insert("hash_partition_count".to_string(), "1000000000".to_string());
+        assert!(validate_session(&s).unwrap_err().contains("hash_partition_count' must be between 1 and 4096"));
+        s.remove("hash_partition_count");
         s.remove("stage_retry_attempts");
         s.insert("execution_policy".to_string(), "sometimes".to_string());
         assert!(validate_session(&s).unwrap_err().contains("execution_policy"));

@@ -370,7 +370,7 @@ pub fn format_rows(columns: &[Column], rows: &[Vec<Value>], format: OutputFormat
     }
 }
 
-fn text_grid(rows: &[Vec<Value>], null: &str) -> Vec<Vec<String>> {
+pub(crate) fn text_grid(rows: &[Vec<Value>], null: &str) -> Vec<Vec<String>> {
     rows.iter()
         .map(|r| r.iter().map(|v| cell_text(v, null)).collect())
         .collect()
@@ -384,48 +384,76 @@ fn push_line(out: &mut String, cells: impl IntoIterator<Item = String>, sep: &st
 /// Mirrors the Trino CLI's aligned table: centered header, `-`/`+` rule, numbers right-aligned.
 fn aligned(columns: &[Column], rows: &[Vec<Value>]) -> String {
     let grid = text_grid(rows, "NULL");
+    let widths = aligned_widths(columns, &grid, None);
+    let mut out = String::new();
+    aligned_header(&mut out, columns, &widths);
+    aligned_rows(&mut out, columns, &grid, &widths);
+    aligned_footer(&mut out, rows.len());
+    out
+}
+
+/// Column widths of an aligned table: the names', the cells', and at least `floor`.
+pub(crate) fn aligned_widths(columns: &[Column], grid: &[Vec<String>], floor: Option<&[usize]>) -> Vec<usize> {
     let mut widths: Vec<usize> = columns.iter().map(|c| width(&c.name)).collect();
-    for row in &grid {
+    if let Some(floor) = floor {
+        for (w, f) in widths.iter_mut().zip(floor) {
+            *w = (*w).max(*f);
+        }
+    }
+    for row in grid {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(width(cell));
         }
     }
-    let mut out = String::new();
-    let header = columns.iter().zip(&widths).map(|(c, &w)| {
+    widths
+}
+
+pub(crate) fn aligned_header(out: &mut String, columns: &[Column], widths: &[usize]) {
+    let header = columns.iter().zip(widths).map(|(c, &w)| {
         let left = (w - width(&c.name)) / 2;
         format!(" {}{} ", " ".repeat(left), pad(&c.name, w - left, false))
     });
-    push_line(&mut out, header, "|");
-    push_line(&mut out, widths.iter().map(|w| "-".repeat(w + 2)), "+");
-    for row in &grid {
+    push_line(out, header, "|");
+    push_line(out, widths.iter().map(|w| "-".repeat(w + 2)), "+");
+}
+
+pub(crate) fn aligned_rows(out: &mut String, columns: &[Column], grid: &[Vec<String>], widths: &[usize]) {
+    for row in grid {
         let cells = row
             .iter()
-            .zip(columns.iter().zip(&widths))
+            .zip(columns.iter().zip(widths))
             .map(|(cell, (c, &w))| format!(" {} ", pad(cell, w, is_numeric(&c.type_name))));
-        push_line(&mut out, cells, "|");
+        push_line(out, cells, "|");
     }
-    let noun = if rows.len() == 1 { "row" } else { "rows" };
-    out.push_str(&format!("({} {noun})\n", rows.len()));
-    out
+}
+
+pub(crate) fn aligned_footer(out: &mut String, rows: usize) {
+    let noun = if rows == 1 { "row" } else { "rows" };
+    out.push_str(&format!("({rows} {noun})\n"));
 }
 
 fn vertical(columns: &[Column], rows: &[Vec<Value>]) -> String {
     if rows.is_empty() {
         return "(no rows)\n".into();
     }
+    let mut out = String::new();
+    vertical_records(&mut out, columns, rows, 1);
+    out
+}
+
+/// Vertical records numbered from `first`.
+pub(crate) fn vertical_records(out: &mut String, columns: &[Column], rows: &[Vec<Value>], first: usize) {
     let grid = text_grid(rows, "NULL");
     let name_w = columns.iter().map(|c| width(&c.name)).max().unwrap_or(0);
     let value_w = grid.iter().flatten().map(|v| width(v)).max().unwrap_or(0);
-    let mut out = String::new();
     for (n, row) in grid.iter().enumerate() {
-        let title = format!("-[ RECORD {} ]", n + 1);
+        let title = format!("-[ RECORD {} ]", n + first);
         let total = (name_w + 3 + value_w).max(width(&title) + 1);
         out.push_str(&format!("{title}{}\n", "-".repeat(total - width(&title))));
         for (c, cell) in columns.iter().zip(row) {
             out.push_str(&format!("{} | {cell}\n", pad(&c.name, name_w, false)));
         }
     }
-    out
 }
 
 /// RFC 4180 quoting, applied only to fields that need it.
@@ -480,23 +508,30 @@ fn json_lines(columns: &[Column], rows: &[Vec<Value>]) -> String {
 }
 
 fn markdown(columns: &[Column], rows: &[Vec<Value>]) -> String {
-    let cell = |s: &str| {
-        s.replace('|', "\\|")
-            .replace("\r\n", "<br>")
-            .replace('\n', "<br>")
-    };
-    let line = |cells: Vec<String>| format!("| {} |\n", cells.join(" | "));
-    let mut out = line(columns.iter().map(|c| cell(c.name.as_str())).collect());
-    let rule = columns.iter().map(|c| {
-        if is_numeric(&c.type_name) {
-            "---:"
-        } else {
-            "---"
-        }
-    });
-    out.push_str(&line(rule.map(String::from).collect()));
+    let mut out = markdown_header(columns);
+    out.push_str(&markdown_rows(rows));
+    out
+}
+
+fn markdown_cell(s: &str) -> String {
+    s.replace('|', "\\|").replace("\r\n", "<br>").replace('\n', "<br>")
+}
+
+fn markdown_line(cells: Vec<String>) -> String {
+    format!("| {} |\n", cells.join(" | "))
+}
+
+pub(crate) fn markdown_header(columns: &[Column]) -> String {
+    let mut out = markdown_line(columns.iter().map(|c| markdown_cell(c.name.as_str())).collect());
+    let rule = columns.iter().map(|c| if is_numeric(&c.type_name) { "---:" } else { "---" });
+    out.push_str(&markdown_line(rule.map(String::from).collect()));
+    out
+}
+
+pub(crate) fn markdown_rows(rows: &[Vec<Value>]) -> String {
+    let mut out = String::new();
     for row in text_grid(rows, "NULL") {
-        out.push_str(&line(row.iter().map(|c| cell(c.as_str())).collect()));
+        out.push_str(&markdown_line(row.iter().map(|c| markdown_cell(c.as_str())).collect()));
     }
     out
 }

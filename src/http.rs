@@ -84,6 +84,38 @@ pub async fn require_internal(
     next.run(req).await
 }
 
+/// Middleware giving every error response our JSON shape. Errors of our own handlers
+/// already have it; this catches what axum answers by itself in plain text: a body
+/// over the size limit (413), a malformed query string or path (400), a wrong method.
+pub async fn json_errors(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let resp = next.run(req).await;
+    let status = resp.status();
+    let is_json = resp
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return resp;
+    }
+    // Rejection texts are short; a body that is not is cut rather than buffered whole.
+    let text = match axum::body::to_bytes(resp.into_body(), 64 << 10).await {
+        Ok(b) => String::from_utf8_lossy(&b).trim().to_string(),
+        Err(_) => String::new(),
+    };
+    let code = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => "REQUEST_TOO_LARGE",
+        StatusCode::METHOD_NOT_ALLOWED => "METHOD_NOT_ALLOWED",
+        StatusCode::NOT_FOUND => "NOT_FOUND",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "UNSUPPORTED_MEDIA_TYPE",
+        s if s.is_client_error() => "BAD_REQUEST",
+        _ => "INTERNAL_ERROR",
+    };
+    let message = if text.is_empty() { status.canonical_reason().unwrap_or("error").to_string() } else { text };
+    let body = ErrorBody { error: ErrorDetail { code: code.to_string(), message } };
+    (status, Json(body)).into_response()
+}
+
 /// Reads the secret from a flag value or `FLOTILLA_SHARED_SECRET`; empty means none.
 pub fn shared_secret(flag: Option<String>) -> Option<String> {
     flag.or_else(|| std::env::var("FLOTILLA_SHARED_SECRET").ok()).filter(|s| !s.is_empty())

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use flotilla::client::{ClientError, StatementClient};
-use flotilla::format::{format_rows, OutputFormat};
+use flotilla::format::OutputFormat;
 use flotilla::local::{split_statements, LocalCluster, LocalOptions};
 
 #[derive(Parser)]
@@ -36,6 +36,16 @@ enum Command {
         /// Secret every internal request must carry (or FLOTILLA_SHARED_SECRET).
         #[arg(long)]
         shared_secret: Option<String>,
+        /// A query whose client stops asking for results this long is abandoned
+        /// (Trino's query.client.timeout), e.g. 5m or 30s.
+        #[arg(long, default_value = "5m", value_parser = flotilla::config::parse_duration)]
+        query_client_timeout: Duration,
+        /// Build client URIs from X-Forwarded-Proto/-Host (behind a trusted proxy).
+        #[arg(long)]
+        process_forwarded: bool,
+        /// Accept test-only failure hooks (for tests).
+        #[arg(long)]
+        enable_failure_injection: bool,
     },
     /// Run a worker that joins a coordinator.
     Worker {
@@ -56,6 +66,10 @@ enum Command {
         /// subdirectory named after itself. Default: the system temp directory.
         #[arg(long, env = "FLOTILLA_SPOOL_DIR")]
         spool_dir: Option<String>,
+        /// A task no client asked about for this long is abandoned (Trino's
+        /// task.client.timeout), e.g. 2m or 30s.
+        #[arg(long, default_value = "2m", value_parser = flotilla::config::parse_duration)]
+        task_client_timeout: Duration,
     },
     /// Run SQL against a coordinator.
     Sql {
@@ -127,8 +141,8 @@ struct QueryArgs {
     session: Vec<(String, String)>,
     #[arg(long, default_value = "flotilla")]
     user: String,
-    /// SQL to run.
-    #[arg(short = 'e', long = "execute", conflicts_with = "file")]
+    /// SQL to run (may start with a `--` comment).
+    #[arg(short = 'e', long = "execute", conflicts_with = "file", allow_hyphen_values = true)]
     execute: Option<String>,
     /// File of `;`-separated statements to run.
     #[arg(short = 'f', long = "file")]
@@ -148,14 +162,21 @@ fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("FLOTILLA_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // The control runtime: HTTP, long polls, heartbeats. Query execution runs on the
+    // compute runtime (`flotilla::runtime`). Big stacks: plans are encoded and
+    // decoded recursively here.
+    let runtime = match tokio::runtime::Builder::new_multi_thread().thread_stack_size(flotilla::runtime::THREAD_STACK).enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("flotilla: cannot start the runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    let result = runtime.block_on(run(cli));
+    // Blocking work still running (a generator, a planning thread's caller) must not
+    // hold the exit; the compute runtime's threads end with the process.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("{message}");
@@ -175,18 +196,22 @@ async fn run(cli: Cli) -> Result<(), String> {
             cluster.shutdown().await;
             result
         }
-        Command::Coordinator { bind, worker_timeout, shared_secret } => {
+        Command::Coordinator { bind, worker_timeout, shared_secret, query_client_timeout, process_forwarded, enable_failure_injection } => {
             let mut config = flotilla::coordinator::CoordinatorConfig::new(&bind);
+            config.query_client_timeout = query_client_timeout.max(Duration::from_secs(1));
+            config.process_forwarded = process_forwarded;
+            config.enable_failure_injection = enable_failure_injection;
             config.shared_secret = flotilla::http::shared_secret(shared_secret);
             config.worker_timeout = Duration::from_secs(worker_timeout.max(1));
             let handle = flotilla::coordinator::start_coordinator(config).await.map_err(|e| format!("cannot bind {bind}: {e}"))?;
             println!("flotilla coordinator listening on {}", handle.url);
             wait_for_ctrl_c().await;
-            handle.shutdown().await;
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, handle.shutdown()).await;
             Ok(())
         }
-        Command::Worker { coordinator, bind, output_buffer_max_bytes, enable_failure_injection, shared_secret, spool_dir } => {
+        Command::Worker { coordinator, bind, output_buffer_max_bytes, enable_failure_injection, shared_secret, spool_dir, task_client_timeout } => {
             let mut config = flotilla::worker::WorkerConfig::new(&bind, &coordinator);
+            config.task_client_timeout = task_client_timeout.max(Duration::from_secs(1));
             if let Some(dir) = spool_dir {
                 config.spool_root = dir.into();
             }
@@ -198,7 +223,8 @@ async fn run(cli: Cli) -> Result<(), String> {
             let handle = flotilla::worker::start_worker(config).await.map_err(|e| format!("cannot bind {bind}: {e}"))?;
             println!("flotilla worker {} listening on {}", handle.node_id, handle.url);
             wait_for_ctrl_c().await;
-            handle.shutdown().await;
+            // Tasks are aborted at once; the bound only caps waiting for open requests.
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, handle.shutdown()).await;
             Ok(())
         }
         Command::Sql { server, query } => run_queries(&server, &query).await,
@@ -221,6 +247,10 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Bench { suite: BenchSuite::Latency { iterations } } => flotilla::bench::run_latency(iterations).await,
     }
 }
+
+/// How long a stopping server waits for requests in flight (long polls end within
+/// seconds) before the process exits anyway.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Ctrl-C or SIGTERM (what `kill` and service managers send): either way the server
 /// shuts down cleanly, aborting its tasks and removing its spool.
@@ -268,19 +298,13 @@ async fn run_queries(server: &str, q: &QueryArgs) -> Result<(), String> {
 async fn run_one(client: &StatementClient, sql: &str, format: OutputFormat) -> Result<(), String> {
     let canceller = client.clone();
     let outcome = tokio::select! {
-        r = flotilla::cli::execute_with_progress_line(client, sql) => r,
+        r = flotilla::cli::run_and_print(client, sql, format) => r,
         _ = tokio::signal::ctrl_c() => {
             let _ = canceller.cancel_current().await;
             return Err("Query canceled by user (Ctrl-C)".into());
         }
     };
-    match outcome {
-        Ok(out) => {
-            print!("{}", format_rows(&out.columns, &out.rows, format));
-            Ok(())
-        }
-        Err(e) => Err(describe(&e)),
-    }
+    outcome.map_err(|e| describe(&e))
 }
 
 fn describe(e: &ClientError) -> String {

@@ -8,7 +8,9 @@ mod integration {
     pub mod failures;
     pub mod fault_tolerant;
     pub mod files;
+    pub mod lifecycle;
     pub mod protocol;
+    pub mod robustness;
     pub mod python_client;
     pub mod scheduling;
     pub mod tpch;

@@ -9,6 +9,7 @@ pub mod fragmenter;
 pub mod metadata;
 pub mod node_manager;
 pub mod planner;
+pub mod planning;
 pub mod query;
 pub mod remote_task;
 pub mod root_stage;
@@ -44,6 +45,9 @@ pub enum CoordinatorError {
     QueryNotFound(String),
     #[error("{0}")]
     BadRequest(String),
+    /// A statement page that no longer exists (or never will).
+    #[error("{0}")]
+    Gone(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -53,6 +57,7 @@ impl ApiError for CoordinatorError {
         match self {
             CoordinatorError::QueryNotFound(_) => StatusCode::NOT_FOUND,
             CoordinatorError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            CoordinatorError::Gone(_) => StatusCode::GONE,
             CoordinatorError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -61,6 +66,7 @@ impl ApiError for CoordinatorError {
         match self {
             CoordinatorError::QueryNotFound(_) => "QUERY_NOT_FOUND",
             CoordinatorError::BadRequest(_) => "BAD_REQUEST",
+            CoordinatorError::Gone(_) => "INVALID_TOKEN",
             CoordinatorError::Internal(_) => "INTERNAL_ERROR",
         }
     }
@@ -84,6 +90,14 @@ pub struct CoordinatorConfig {
     pub max_history: usize,
     /// Shared secret of internal requests (announcements, task API).
     pub shared_secret: Option<String>,
+    /// A query whose client has not asked for results this long is abandoned
+    /// (Trino's `query.client.timeout`).
+    pub query_client_timeout: Duration,
+    /// Build `nextUri` from `X-Forwarded-Proto`/`-Host` (Trino's
+    /// `http-server.process-forwarded`): only behind a proxy that sets them.
+    pub process_forwarded: bool,
+    /// Accept test-only failure hooks (a panic in a query runner).
+    pub enable_failure_injection: bool,
 }
 
 impl CoordinatorConfig {
@@ -96,6 +110,9 @@ impl CoordinatorConfig {
             exchange: ExchangeConfig::default(),
             max_history: 200,
             shared_secret: None,
+            query_client_timeout: Duration::from_secs(300),
+            process_forwarded: false,
+            enable_failure_injection: false,
         }
     }
 }
@@ -110,7 +127,8 @@ pub struct CoordinatorState {
     queries: RwLock<BTreeMap<String, Arc<QueryExecution>>>,
     history: parking_lot::Mutex<VecDeque<String>>,
     counter: AtomicU64,
-    pub(crate) pages: statement::PageCache,
+    /// The address the server is bound to, for URIs handed to clients.
+    bound: std::net::SocketAddr,
 }
 
 impl CoordinatorState {
@@ -126,8 +144,70 @@ impl CoordinatorState {
         crate::metrics::QUERIES_SUBMITTED.fetch_add(1, Ordering::Relaxed);
         self.queries.write().insert(id.clone(), q.clone());
         self.remember(id);
-        tokio::spawn(query::run_query(self.clone(), q.clone()));
+        // Supervised: a panic in the runner fails the query and removes its tasks,
+        // instead of leaving it running forever in the list.
+        let runner = tokio::spawn(query::run_query(self.clone(), q.clone()));
+        let supervised = q.clone();
+        tokio::spawn(async move {
+            if let Err(e) = runner.await {
+                let what = if e.is_panic() { "panicked" } else { "was cancelled" };
+                tracing::error!(query = %supervised.id, "the query runner {what}: {e}");
+                query::fail_after_runner_died(&supervised, format!("the query runner {what}")).await;
+            }
+        });
         q
+    }
+
+    /// Registers a query that failed before it could start (its text too large).
+    pub fn submit_failed(self: &Arc<Self>, sql: String, session: SessionSpec, error: planner::QueryError) -> Arc<QueryExecution> {
+        let id = format!(
+            "{}_{:06}_{}",
+            chrono::Utc::now().format("%Y%m%d"),
+            self.counter.fetch_add(1, Ordering::Relaxed) + 1,
+            crate::util::random_suffix(5)
+        );
+        let q = QueryExecution::new(id.clone(), sql, session);
+        q.fail_at_once(error);
+        self.queries.write().insert(id.clone(), q.clone());
+        self.remember(id);
+        q
+    }
+
+    /// The scheme and authority of URIs handed to clients (`nextUri`, `infoUri`): the
+    /// bound address, or the request's `Host` when bound to a wildcard address, or the
+    /// forwarded headers when configured to trust them. A header that is not a plain
+    /// authority is ignored, so a client cannot make us hand out arbitrary URIs.
+    pub fn base_url(&self, headers: &axum::http::HeaderMap) -> String {
+        let get = |name: &str| headers.get(name).and_then(|h| h.to_str().ok()).map(str::trim).filter(|h| statement::is_authority(h));
+        let mut scheme = "http";
+        let mut authority = match self.bound.ip().is_unspecified() {
+            true => get("host").map(str::to_string).unwrap_or_else(|| self.bound.to_string()),
+            false => self.bound.to_string(),
+        };
+        if self.config.process_forwarded {
+            match headers.get("x-forwarded-proto").and_then(|h| h.to_str().ok()).map(str::trim) {
+                Some("https") => scheme = "https",
+                Some("http") | None | Some(_) => {}
+            }
+            if let Some(h) = get("x-forwarded-host").or_else(|| get("host")) {
+                authority = h.to_string();
+            }
+        }
+        format!("{scheme}://{authority}")
+    }
+
+    /// Fails queries whose client stopped asking for results (`query.client.timeout`).
+    fn abandon_idle_queries(&self) {
+        let timeout = self.config.query_client_timeout;
+        for q in self.queries() {
+            if !q.state().is_final() && q.client_idle() > timeout {
+                tracing::warn!(query = %q.id, "the client has not asked for results for {timeout:?}; abandoning the query");
+                q.stop_with(planner::QueryError::new(
+                    "ABANDONED_QUERY",
+                    format!("Query {} was abandoned: its client has not asked for results for {timeout:?}", q.id),
+                ));
+            }
+        }
     }
 
     fn remember(&self, id: String) {
@@ -196,11 +276,21 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
         queries: RwLock::new(BTreeMap::new()),
         history: parking_lot::Mutex::new(VecDeque::new()),
         counter: AtomicU64::new(0),
-        pages: statement::PageCache::default(),
+        bound: addr,
         config,
     });
     let app = router(state.clone());
     let (stop, mut stopped) = watch::channel(false);
+    let reaper = state.clone();
+    let mut reaper_stop = stop.subscribe();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(500)) => reaper.abandon_idle_queries(),
+                _ = reaper_stop.wait_for(|s| *s) => break,
+            }
+        }
+    });
     let server = tokio::spawn(async move {
         let shutdown = async move {
             let _ = stopped.wait_for(|s| *s).await;
@@ -217,9 +307,12 @@ fn router(state: Arc<CoordinatorState>) -> Router {
     let internal = Router::new()
         .route("/v1/announcement", post(announce))
         .route_layer(axum::middleware::from_fn_with_state(auth, crate::http::require_internal));
+    // A statement may be as long as MAX_QUERY_LENGTH; a longer one is refused by
+    // `post_statement` as a failed query, so the body limit sits a little above it.
+    let statement_limit = axum::extract::DefaultBodyLimit::max(planning::MAX_QUERY_LENGTH + (1 << 20));
     Router::new()
         .merge(internal)
-        .route("/v1/statement", post(statement::post_statement))
+        .route("/v1/statement", post(statement::post_statement).layer(statement_limit))
         .route(
             "/v1/statement/executing/{query_id}/{token}",
             get(statement::get_results).delete(statement::cancel_query),
@@ -232,6 +325,7 @@ fn router(state: Arc<CoordinatorState>) -> Router {
         .route("/v1/query/{query_id}/cancel", delete(cancel))
         .merge(ui::routes())
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(crate::http::json_errors))
         .with_state(state)
 }
 

@@ -10,15 +10,14 @@ use std::time::{Duration, Instant, SystemTime};
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::{execute_stream, ExecutionPlan};
 use futures::StreamExt;
 use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
-use super::distribute::prepare_for_distribution;
-use super::fragmenter::{fragment_plan, reads_tables, FragmentedPlan};
+use super::fragmenter::FragmentedPlan;
+use super::planning::Planned;
 use super::planner::{planning_error, session_context, QueryError, SessionSpec};
 use super::CoordinatorState;
 use crate::exchange::client::{ExchangeClient, ExchangeStats};
@@ -27,7 +26,7 @@ use crate::protocol::SourceUpdate;
 use crate::scheduling::fault_tolerant::{FaultTolerantQueryScheduler, RetryLimits};
 use super::root_stage::SpooledRootStage;
 use crate::scheduling::phased::{AllAtOnceExecutionSchedule, ExecutionSchedule, PhasedExecutionSchedule};
-use crate::scheduling::pipelined::{task_count, PipelinedQueryScheduler, RootSourceSink, SchedulerError, SchedulerSettings, StageExecution, StageInfo};
+use crate::scheduling::pipelined::{PipelinedQueryScheduler, RootSourceSink, SchedulerError, SchedulerSettings, StageExecution, StageInfo};
 use crate::scheduling::state_machine::{QueryState, StateKind, StateMachine};
 
 impl RootSourceSink for SourceLocations {
@@ -54,11 +53,25 @@ pub struct QueryExecution {
     /// The `ExecutionGraph` as text (retry_policy=task), kept current by its scheduler.
     graph: Mutex<Option<Arc<Mutex<String>>>>,
     cancel: watch::Sender<bool>,
+    /// Why the query was stopped from outside: USER_CANCELED, ABANDONED_QUERY.
+    cancel_reason: Mutex<Option<QueryError>>,
+    /// The statement protocol's last page, under the lock that takes rows (see
+    /// `statement::get_results`).
+    pub(crate) paging: tokio::sync::Mutex<PageState>,
+    /// When the client last asked for results (`query.client.timeout`).
+    last_client_contact: Mutex<Instant>,
     output_rows: AtomicU64,
     /// Times the whole query was run again (retry_policy=query).
     pub retries: AtomicU64,
     pub root_input: Arc<ExchangeStats>,
     nodes: AtomicU64,
+}
+
+/// The last page the statement protocol served: its token and document.
+#[derive(Default)]
+pub struct PageState {
+    pub token: u64,
+    pub page: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -105,6 +118,9 @@ impl QueryExecution {
             fragments: Mutex::new(None),
             graph: Mutex::new(None),
             cancel,
+            cancel_reason: Mutex::new(None),
+            paging: tokio::sync::Mutex::new(PageState::default()),
+            last_client_contact: Mutex::new(Instant::now()),
             output_rows: AtomicU64::new(0),
             retries: AtomicU64::new(0),
             root_input: Arc::new(ExchangeStats::default()),
@@ -159,28 +175,46 @@ impl QueryExecution {
 
     /// Asks the query to stop; it ends FAILED with USER_CANCELED.
     pub fn cancel(&self) {
+        self.stop_with(QueryError::new("USER_CANCELED", "Query was canceled"));
+    }
+
+    /// Stops the query from outside; it ends FAILED with `reason` (the first one given).
+    pub fn stop_with(&self, reason: QueryError) {
+        self.cancel_reason.lock().get_or_insert(reason);
         self.cancel.send_replace(true);
+    }
+
+    /// Records that the client asked for results.
+    pub fn touch_client(&self) {
+        *self.last_client_contact.lock() = Instant::now();
+    }
+
+    /// How long since the client last asked for results.
+    pub fn client_idle(&self) -> Duration {
+        self.last_client_contact.lock().elapsed()
     }
 
     /// Takes up to `max_rows` buffered rows, waiting up to `wait` for the first batch.
     /// Returns the batches and whether the results are exhausted.
-    pub async fn take_results(&self, max_rows: usize, wait: Duration) -> (Vec<RecordBatch>, bool) {
+    pub async fn take_results(&self, max_rows: usize, max_bytes: usize, wait: Duration) -> (Vec<RecordBatch>, bool) {
         let mut rx = self.results_rx.lock().await;
         let mut out = Vec::new();
-        let mut rows = 0;
+        let (mut rows, mut bytes) = (0, 0);
         let first = tokio::time::timeout(wait, rx.recv()).await;
         match first {
             Err(_) => return (out, false),
             Ok(None) => return (out, true),
             Ok(Some(b)) => {
                 rows += b.num_rows();
+                bytes += b.get_array_memory_size();
                 out.push(b);
             }
         }
-        while rows < max_rows {
+        while rows < max_rows && bytes < max_bytes {
             match rx.try_recv() {
                 Ok(b) => {
                     rows += b.num_rows();
+                    bytes += b.get_array_memory_size();
                     out.push(b);
                 }
                 Err(mpsc::error::TryRecvError::Empty) => return (out, false),
@@ -212,6 +246,11 @@ impl QueryExecution {
         }
     }
 
+    /// Fails a query that never ran (refused before planning).
+    pub(crate) fn fail_at_once(&self, e: QueryError) {
+        self.fail(e);
+    }
+
     fn fail(&self, e: QueryError) {
         {
             let mut err = self.error.lock();
@@ -238,6 +277,9 @@ impl QueryExecution {
     }
 }
 
+/// Trino's default `query_max_planning_time`.
+const DEFAULT_MAX_PLANNING_TIME: Duration = Duration::from_secs(600);
+
 /// Runs the query to a final state.
 pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
     // retry_policy=query: a retryable failure before any row reached the client runs
@@ -250,7 +292,7 @@ pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
     let outcome = loop {
         let outcome = tokio::select! {
             r = execute(&coord, &q, attempt) => r,
-            _ = q.cancelled() => Err(QueryError::new("USER_CANCELED", "Query was canceled")),
+            _ = q.cancelled() => Err(q.cancel_reason.lock().clone().unwrap_or_else(|| QueryError::new("USER_CANCELED", "Query was canceled"))),
         };
         // Tasks are deleted inside `execute` on every path it finishes; a cancel that
         // dropped it mid-way leaves the stages' tasks, which are removed here.
@@ -283,6 +325,16 @@ fn is_retryable(e: &QueryError) -> bool {
     matches!(e.error_name.as_str(), "REMOTE_HOST_GONE" | "PAGE_TRANSPORT_ERROR" | "TOO_MANY_REQUESTS_FAILED" | "REMOTE_TASK_ERROR")
 }
 
+/// The runner of `q` panicked: the query fails and its tasks go.
+pub(crate) async fn fail_after_runner_died(q: &Arc<QueryExecution>, why: String) {
+    q.fail(QueryError::new("GENERIC_INTERNAL_ERROR", why));
+    remove_stage_tasks(q).await;
+}
+
+/// Session property that makes the runner panic once rows flow, on a coordinator
+/// started with `--enable-failure-injection` (tests only).
+pub const INJECT_RUNNER_PANIC: &str = "test_inject_runner_panic";
+
 async fn remove_stage_tasks(q: &QueryExecution) {
     let deletes = q.stages().into_iter().flat_map(|s| s.tasks()).map(|t| async move { t.delete(true).await });
     futures::future::join_all(deletes).await;
@@ -290,7 +342,9 @@ async fn remove_stage_tasks(q: &QueryExecution) {
 
 async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt: usize) -> Result<(), QueryError> {
     q.transition(QueryState::Planning);
-    crate::config::validate_session(&q.session.properties).map_err(|m| QueryError::new("INVALID_SESSION_PROPERTY", m))?;
+    let mut properties = q.session.properties.clone();
+    let inject_panic = properties.remove(INJECT_RUNNER_PANIC).is_some() && coord.config.enable_failure_injection;
+    crate::config::validate_session(&properties).map_err(|m| QueryError::new("INVALID_SESSION_PROPERTY", m))?;
     let workers = coord.nodes.live_workers();
     let partitions = q
         .session
@@ -321,34 +375,15 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt
         q.emit(batch).await;
         return Ok(());
     }
-    let logical = ctx.state().create_logical_plan(&sql).await.map_err(|e| planning_error(&e))?;
-    if let LogicalPlan::Explain(explain) = &logical {
-        let physical = ctx.state().create_physical_plan(&explain.plan).await.map_err(|e| planning_error(&e))?;
-        let graphviz = matches!(explain.explain_format, datafusion::common::format::ExplainFormat::Graphviz);
-        let text = if reads_tables(&physical) {
-            let physical = prepare_for_distribution(physical, ctx.state().config().options()).map_err(|e| planning_error(&e))?;
-            let fragmented = fragment_plan(physical).map_err(|e| planning_error(&e))?;
-            if graphviz {
-                fragmented.to_dot()
-            } else {
-                fragmented.explain(&|f| task_count(f, workers.len()))
-            }
-        } else {
-            format!("Fragment 0 [COORDINATOR ONLY]\n{}", datafusion::physical_plan::displayable(physical.as_ref()).indent(false))
-        };
-        return emit_text(q, "Query Plan", text).await;
-    }
-    // EXPLAIN ANALYZE runs the statement, discards its rows and reports the stages.
-    let (logical, analyze) = match logical {
-        LogicalPlan::Analyze(a) => (a.input.as_ref().clone(), true),
-        other => (other, false),
+    let max_planning = q.session.properties.get("query_max_planning_time").and_then(|v| crate::config::parse_duration(v).ok()).unwrap_or(DEFAULT_MAX_PLANNING_TIME);
+    let (physical, fragments, analyze) = match super::planning::plan(ctx.clone(), sql, workers.len(), max_planning).await? {
+        Planned::Explain(text) => return emit_text(q, "Query Plan", text).await,
+        Planned::Query { physical, fragments, analyze } => (physical, fragments, analyze),
     };
-    let df = ctx.execute_logical_plan(logical).await.map_err(|e| planning_error(&e))?;
-    let physical = df.create_physical_plan().await.map_err(|e| planning_error(&e))?;
     if !analyze {
         *q.schema.lock() = Some(physical.schema());
     }
-    if !reads_tables(&physical) {
+    let Some(fragmented) = fragments else {
         // Metadata and constant queries need no workers.
         q.transition(QueryState::Starting);
         q.transition(QueryState::Running);
@@ -360,7 +395,7 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt
             }
         }
         return Ok(());
-    }
+    };
     if workers.is_empty() {
         return Err(QueryError::new(
             "NO_NODES_AVAILABLE",
@@ -368,8 +403,6 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt
         ));
     }
     q.nodes.store(workers.len() as u64, Ordering::Relaxed);
-    let physical = prepare_for_distribution(physical, ctx.state().config().options()).map_err(|e| planning_error(&e))?;
-    let fragmented = Arc::new(fragment_plan(physical).map_err(|e| planning_error(&e))?);
     *q.fragments.lock() = Some(fragmented.clone());
     let exchange = coord.exchange_config(&q.session.properties);
     let settings = SchedulerSettings {
@@ -400,7 +433,7 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt
     q.transition(QueryState::Starting);
     let resolver: Arc<dyn SourceResolver> = sources;
     let root = attach_resolver(fragmented.root().plan.clone(), &resolver).map_err(|e| planning_error(&e))?;
-    let outcome = run_stages(q, &mut scheduler, root, &ctx, analyze).await;
+    let outcome = run_stages(q, &mut scheduler, root, &ctx, analyze, inject_panic).await;
     let analysis = analyze.then(|| explain_analyze(&fragmented, &scheduler.stages(), q.elapsed()));
     let aborting = outcome.is_err();
     let reported = scheduler.remove_all_tasks(aborting).await;
@@ -469,14 +502,16 @@ async fn run_stages(
     root: Arc<dyn ExecutionPlan>,
     ctx: &datafusion::prelude::SessionContext,
     analyze: bool,
+    inject_panic: bool,
 ) -> Result<u64, RunFailure> {
     let task_ctx = ctx.task_ctx();
     let pump = async {
-        let mut stream = root.execute(0, task_ctx).map_err(|e| RunFailure::Root(QueryError::new("GENERIC_INTERNAL_ERROR", e.to_string())))?;
+        let mut stream = crate::runtime::execute_on_compute(root, 0, task_ctx);
         q.transition(QueryState::Running);
         let mut rows = 0u64;
         while let Some(batch) = stream.next().await {
             let batch = batch.map_err(|e| RunFailure::Root(root_error(&e)))?;
+            assert!(!inject_panic, "injected panic in the runner of query {}", q.id);
             rows += batch.num_rows() as u64;
             if !analyze && !q.emit(batch).await {
                 break;
@@ -496,8 +531,13 @@ async fn run_stages(
             r = &mut pump => break r?,
         }
     };
-    if analyze && !scheduled {
-        if let Ok(Err(e)) = tokio::time::timeout(Duration::from_secs(5), &mut scheduling).await {
+    // The root has every row; the stages finish as their last pages are acknowledged,
+    // which takes milliseconds. Waiting for that (bounded: a LIMIT may leave producers
+    // that would run on) lets query info show them FINISHED, not cancelled mid-flush;
+    // EXPLAIN ANALYZE waits longer for final statistics.
+    if !scheduled {
+        let grace = if analyze { Duration::from_secs(5) } else { Duration::from_secs(1) };
+        if let Ok(Err(e)) = tokio::time::timeout(grace, &mut scheduling).await {
             return Err(RunFailure::Scheduler(e));
         }
     }

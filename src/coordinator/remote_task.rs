@@ -160,16 +160,21 @@ impl HttpRemoteTask {
         self.set_status(s);
     }
 
-    /// Long-polls the task's status until it is done; ends early when `stop` fires.
+    /// Long-polls the task's status until `stop` fires (the query's end). A done task
+    /// is still polled: the polls are what tells the worker that the task's
+    /// coordinator is alive, and a task nobody asks about is abandoned there
+    /// (`task.client.timeout`); a finished task may hold output a later stage reads.
     pub async fn poll_status(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
         let url = format!("{}/status", self.task_url());
         let mut failing_since: Option<Instant> = None;
         let mut backoff = self.backoff();
+        // The version the worker last reported: a done task's cached status no longer
+        // follows the worker's, and asking with a stale version would not wait.
+        let mut version = self.status().version;
         loop {
-            if *stop.borrow() || self.status().state.is_done() {
+            if *stop.borrow() {
                 return;
             }
-            let version = self.status().version;
             let request_started = Instant::now();
             let request = self
                 .http
@@ -187,6 +192,7 @@ impl HttpRemoteTask {
                     Ok(status) => {
                         failing_since = None;
                         backoff = self.backoff();
+                        version = status.version;
                         self.set_status(status);
                         continue;
                     }
@@ -199,10 +205,11 @@ impl HttpRemoteTask {
                 Ok(resp) => self.on_poll_error(&mut failing_since, request_started, format!("HTTP {}", resp.status())),
                 Err(e) => self.on_poll_error(&mut failing_since, request_started, describe_request_error(&e)),
             }
-            if self.status().state.is_done() {
-                return;
+            let pause = backoff.next().unwrap_or(Duration::from_millis(500));
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = stop.wait_for(|s| *s) => return,
             }
-            tokio::time::sleep(backoff.next().unwrap_or(Duration::from_millis(500))).await;
         }
     }
 
@@ -233,7 +240,14 @@ impl HttpRemoteTask {
         let url = format!("{}?abort={abort}", self.task_url());
         for attempt in 0..3 {
             match self.http.delete(&url).timeout(Duration::from_secs(5)).send().await {
-                Ok(resp) if resp.status().is_success() => return resp.json::<TaskStatus>().await.ok(),
+                Ok(resp) if resp.status().is_success() => {
+                    // The worker's last word is the task's final state in query info.
+                    let status = resp.json::<TaskStatus>().await.ok();
+                    if let Some(s) = &status {
+                        self.set_status(s.clone());
+                    }
+                    return status;
+                }
                 Ok(resp) if resp.status() == reqwest::StatusCode::NOT_FOUND => return None,
                 _ => tokio::time::sleep(Duration::from_millis(100 * (attempt + 1))).await,
             }

@@ -12,21 +12,14 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use super::execute_immediate::{bind, parse_prepared, PreparedStatement};
-use super::planner::SessionSpec;
+use super::planner::{QueryError, SessionSpec};
 use super::query::QueryExecution;
 use super::{CoordinatorError, CoordinatorState};
 use crate::format::{batch_to_json_rows, trino_type, type_signature};
 use crate::scheduling::state_machine::{QueryState, StageState, StateKind, TaskState};
-
-/// The last page served for each query, so a retried `nextUri` gets the same rows.
-#[derive(Default)]
-pub struct PageCache {
-    pages: Mutex<BTreeMap<String, (u64, Value)>>,
-}
 
 fn header(headers: &HeaderMap, name: &str) -> Result<Option<String>, CoordinatorError> {
     match headers.get(name) {
@@ -86,6 +79,15 @@ fn percent_decode(s: &str) -> String {
 pub async fn post_statement(State(coord): State<Arc<CoordinatorState>>, headers: HeaderMap, body: Bytes) -> Result<Response, CoordinatorError> {
     let sql = std::str::from_utf8(&body).map_err(|_| CoordinatorError::BadRequest("statement is not UTF-8".into()))?.trim();
     let sql = sql.trim_end_matches(';').trim();
+    if sql.len() > super::planning::MAX_QUERY_LENGTH {
+        let error = QueryError::new(
+            "QUERY_TEXT_TOO_LARGE",
+            format!("Query text length ({} bytes) exceeds the maximum length ({} bytes)", sql.len(), super::planning::MAX_QUERY_LENGTH),
+        );
+        let q = coord.submit_failed(sql.chars().take(1000).collect(), session_from_headers(&headers)?, error);
+        let doc = results_document(&q, &coord.base_url(&headers), 0, Vec::new(), true);
+        return Ok(Json(doc).into_response());
+    }
     if sql.is_empty() {
         return Err(CoordinatorError::BadRequest("empty statement".into()));
     }
@@ -107,8 +109,10 @@ pub async fn post_statement(State(coord): State<Arc<CoordinatorState>>, headers:
         None => {}
     }
     let q = coord.submit(sql, session);
-    let base = base_url(&headers);
-    let mut resp = Json(results_document(&q, &base, 0, Vec::new(), false)).into_response();
+    let base = coord.base_url(&headers);
+    let doc = results_document(&q, &base, 0, Vec::new(), false);
+    q.paging.lock().await.page = Some(doc.clone());
+    let mut resp = Json(doc).into_response();
     for (name, value) in response_headers {
         if let Ok(v) = axum::http::HeaderValue::from_str(&value) {
             resp.headers_mut().insert(name, v);
@@ -151,15 +155,26 @@ pub async fn get_results(
 ) -> Result<Response, CoordinatorError> {
     let token: u64 = token.parse().map_err(|_| CoordinatorError::BadRequest(format!("bad token '{token}'")))?;
     let q = coord.query(&query_id)?;
-    if let Some((t, page)) = coord.pages.pages.lock().get(&query_id) {
-        if *t == token {
+    q.touch_client();
+    // The lock is held while rows are taken, so two requests for the same token (a
+    // client retrying one that timed out) get the same page: the second waits for
+    // the first and is served its document.
+    let mut paging = q.paging.lock().await;
+    if token == paging.token {
+        if let Some(page) = &paging.page {
             return Ok(Json(page.clone()).into_response());
         }
     }
-    let base = base_url(&headers);
+    if token != paging.token + 1 {
+        return Err(CoordinatorError::Gone(format!(
+            "token {token} of query {query_id} is not the current ({}) or the next one; the pages before are gone",
+            paging.token
+        )));
+    }
+    let base = coord.base_url(&headers);
     // Wait for rows, or for the query to end, at most a second, so clients see progress.
     let (batches, exhausted) = if q.schema().is_some() || q.state() == QueryState::Running {
-        q.take_results(10_000, Duration::from_secs(1)).await
+        q.take_results(PAGE_MAX_ROWS, PAGE_MAX_BYTES, Duration::from_secs(1)).await
     } else {
         let mut rx = q.watch_state();
         let _ = tokio::time::timeout(Duration::from_secs(1), rx.wait_for(|s| *s != QueryState::Queued && *s != QueryState::Planning)).await;
@@ -172,24 +187,42 @@ pub async fn get_results(
         rows.extend(batch_to_json_rows(b).map_err(|e| CoordinatorError::Internal(e.to_string()))?);
     }
     let doc = results_document(&q, &base, token, rows, exhausted);
-    coord.pages.pages.lock().insert(query_id.clone(), (token, doc.clone()));
-    if doc.get("nextUri").is_none() {
-        coord.pages.pages.lock().remove(&query_id);
-    }
+    paging.token = token;
+    paging.page = Some(doc.clone());
     Ok(Json(doc).into_response())
 }
+
+/// Rows per page at most, and a byte budget (of Arrow memory) that ends a page early
+/// for wide rows.
+const PAGE_MAX_ROWS: usize = 10_000;
+const PAGE_MAX_BYTES: usize = 8 << 20;
 
 pub async fn cancel_query(State(coord): State<Arc<CoordinatorState>>, Path((query_id, _token)): Path<(String, String)>) -> Result<Response, CoordinatorError> {
     let q = coord.query(&query_id)?;
     q.cancel();
-    coord.pages.pages.lock().remove(&query_id);
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-fn base_url(headers: &HeaderMap) -> String {
-    let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
-    let proto = headers.get("x-forwarded-proto").and_then(|h| h.to_str().ok()).unwrap_or("http");
-    format!("{proto}://{host}")
+/// Whether `s` is a plain `host[:port]` (a name, an IPv4 or a bracketed IPv6 address),
+/// safe to put into a URI we hand out.
+pub fn is_authority(s: &str) -> bool {
+    if s.is_empty() || s.len() > 255 {
+        return false;
+    }
+    let (host_ok, rest) = match s.strip_prefix('[') {
+        Some(bracketed) => {
+            let Some((v6, tail)) = bracketed.split_once(']') else { return false };
+            (v6.parse::<std::net::Ipv6Addr>().is_ok(), tail)
+        }
+        None => {
+            let end = s.find(':').unwrap_or(s.len());
+            let host = &s[..end];
+            let ok = !host.is_empty() && !host.starts_with('-') && host.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
+            (ok, &s[end..])
+        }
+    };
+    let port_ok = rest.is_empty() || rest.strip_prefix(':').is_some_and(|p| p.parse::<u16>().is_ok());
+    host_ok && port_ok
 }
 
 /// Builds Trino's `QueryResults` for the page `token` holding `rows`.
@@ -273,4 +306,19 @@ fn stats(q: &QueryExecution) -> Value {
         "peakMemoryBytes": 0,
         "spilledBytes": 0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_authority;
+
+    #[test]
+    fn only_plain_authorities_are_used_in_uris() {
+        for good in ["localhost", "127.0.0.1:8080", "coordinator.example-1.net:443", "[::1]:8080", "[fe80::1]"] {
+            assert!(is_authority(good), "{good}");
+        }
+        for bad in ["", "evil.com/path", "a b", "host:port", "host:99999", "[::1", "x@y", "-lead", "h:1:2", "evil.com#"] {
+            assert!(!is_authority(bad), "{bad}");
+        }
+    }
 }

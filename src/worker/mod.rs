@@ -35,6 +35,9 @@ pub enum WorkerError {
     Injected(failure_injector::InjectedFailureKind),
     #[error("cannot read spooled output: {0}")]
     Spool(String),
+    /// Try again shortly (a create of the same task is under way).
+    #[error("{0}")]
+    Busy(String),
 }
 
 impl ApiError for WorkerError {
@@ -43,6 +46,7 @@ impl ApiError for WorkerError {
             WorkerError::TaskNotFound(_) => StatusCode::NOT_FOUND,
             WorkerError::BadRequest(_) | WorkerError::BadPlan(_) | WorkerError::Buffer(_) => StatusCode::BAD_REQUEST,
             WorkerError::TaskFailed { .. } | WorkerError::Injected(_) | WorkerError::Spool(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            WorkerError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -55,6 +59,7 @@ impl ApiError for WorkerError {
             WorkerError::TaskFailed { .. } => "TASK_FAILED",
             WorkerError::Injected(_) => "INJECTED_FAILURE",
             WorkerError::Spool(_) => "SPOOL_ERROR",
+            WorkerError::Busy(_) => "TASK_BEING_CREATED",
         }
     }
 }
@@ -64,6 +69,9 @@ impl axum::response::IntoResponse for WorkerError {
         crate::http::error_response(&self)
     }
 }
+
+/// Largest task update accepted: plans carry their literals.
+pub const MAX_TASK_UPDATE_BYTES: usize = 512 << 20;
 
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -78,6 +86,8 @@ pub struct WorkerConfig {
     pub shared_secret: Option<String>,
     /// Where spooled task output goes; each worker uses a directory of its own below.
     pub spool_root: std::path::PathBuf,
+    /// A task no client asked about for this long is abandoned (`task.client.timeout`).
+    pub task_client_timeout: Duration,
 }
 
 impl WorkerConfig {
@@ -91,6 +101,7 @@ impl WorkerConfig {
             enable_failure_injection: false,
             shared_secret: None,
             spool_root: std::env::temp_dir().join("flotilla-spool"),
+            task_client_timeout: Duration::from_secs(120),
         }
     }
 }
@@ -128,7 +139,10 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
     // Scrapers do not carry the cluster secret; /metrics stays outside it.
     let app = api::router(manager.clone())
         .layer(axum::middleware::from_fn_with_state(auth, crate::http::require_internal))
-        .merge(api::metrics_router(manager.clone()));
+        .merge(api::metrics_router(manager.clone()))
+        // A fragment with large literals (a long IN list) is a large body.
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_TASK_UPDATE_BYTES))
+        .layer(axum::middleware::from_fn(crate::http::json_errors));
     let (stop, mut stopped) = watch::channel(false);
     let mut stop_server = stop.subscribe();
     let server = tokio::spawn(async move {
@@ -137,6 +151,18 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
         };
         if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
             tracing::error!("worker server failed: {e}");
+        }
+    });
+    let reaper = manager.clone();
+    let client_timeout = config.task_client_timeout;
+    let mut reaper_stop = stop.subscribe();
+    tokio::spawn(async move {
+        let period = (client_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(period) => { reaper.expire_abandoned(client_timeout); }
+                _ = reaper_stop.wait_for(|s| *s) => break,
+            }
         }
     });
     let announcement = Announcement { node_id: node_id.clone(), url: url.clone() };

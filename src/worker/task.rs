@@ -30,6 +30,10 @@ use crate::protocol::{OutputBufferSpec, SourceUpdate, TaskFailure, TaskId, TaskI
 use crate::scheduling::state_machine::StateMachine;
 use super::WorkerError;
 
+/// Most output buffers a task may have (consumer partitions): an output spec asking
+/// for 10^11 would abort the worker on allocation.
+pub const MAX_OUTPUT_BUFFERS: usize = 65_536;
+
 /// Execution settings a task takes from its session.
 #[derive(Debug, Clone)]
 pub struct TaskSettings {
@@ -40,9 +44,15 @@ pub struct TaskSettings {
 impl TaskSettings {
     pub fn from_session(session: &BTreeMap<String, String>, defaults: &TaskSettings) -> Self {
         let get = |k: &str| session.get(k).and_then(|v| crate::config::parse_bytes(v).ok());
+        // Clamped as well as checked by the coordinator: a worker must not abort on a
+        // request that skipped the coordinator's checks.
         TaskSettings {
-            batch_size: session.get("batch_size").and_then(|v| v.parse().ok()).unwrap_or(defaults.batch_size),
-            output_buffer_bytes: get("output_buffer_max_bytes").unwrap_or(defaults.output_buffer_bytes),
+            batch_size: session
+                .get("batch_size")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(defaults.batch_size)
+                .clamp(1, crate::config::MAX_BATCH_SIZE),
+            output_buffer_bytes: get("output_buffer_max_bytes").unwrap_or(defaults.output_buffer_bytes).clamp(1 << 10, crate::config::MAX_BUFFER_BYTES),
         }
     }
 }
@@ -70,6 +80,9 @@ pub struct SqlTask {
     output_bytes: AtomicU64,
     created: Instant,
     ended: Mutex<Option<Instant>>,
+    /// When a client (the coordinator, or a consumer task) last asked about this task;
+    /// a task nobody asks about for the client timeout is abandoned.
+    last_contact: Mutex<Instant>,
 }
 
 impl std::fmt::Debug for SqlTask {
@@ -112,6 +125,9 @@ impl SqlTask {
             OutputBufferSpec::Broadcast { buffers } => buffers,
             OutputBufferSpec::Passthrough => input_partitions,
         };
+        if buffer_count == 0 || buffer_count > MAX_OUTPUT_BUFFERS {
+            return Err(DataFusionError::Plan(format!("an output of {buffer_count} buffers is out of range (1 to {MAX_OUTPUT_BUFFERS})")));
+        }
         let spool = start.spool;
         let status_changed = Arc::new(Notify::new());
         let output = Arc::new(OutputBuffer::new(buffer_count, start.settings.output_buffer_bytes, status_changed.clone()));
@@ -141,16 +157,29 @@ impl SqlTask {
             output_bytes: AtomicU64::new(0),
             created: Instant::now(),
             ended: Mutex::new(None),
+            last_contact: Mutex::new(Instant::now()),
         });
         task.add_sources(start.sources);
         task.transition(TaskState::Running);
-        let driver = tokio::spawn(task.clone().drive(exec_plan, partitioner, start.task_ctx, start.settings.batch_size));
+        let exec_plan = cooperative(exec_plan)?;
+        // On the compute runtime: CPU-bound operators there cannot starve the task API.
+        let driver = crate::runtime::compute().spawn(task.clone().drive(exec_plan, partitioner, start.task_ctx, start.settings.batch_size));
         task.inner.lock().handles.push(driver);
         Ok(task)
     }
 
     pub fn id(&self) -> &TaskId {
         &self.id
+    }
+
+    /// Records that a client asked about the task.
+    pub fn touch(&self) {
+        *self.last_contact.lock() = Instant::now();
+    }
+
+    /// How long since a client last asked about the task.
+    pub fn idle(&self) -> Duration {
+        self.last_contact.lock().elapsed()
     }
 
     /// Adds upstream locations; later updates of a stage replace earlier ones.
@@ -464,6 +493,22 @@ fn split_partitioner(
         }
         _ => Ok((plan.clone(), None)),
     }
+}
+
+/// Wraps every operator so that each batch it returns spends tokio's cooperative
+/// budget. An operator looping over its input (a cross join feeding an aggregate) then
+/// yields to the runtime every so often, which is when an abort takes effect: without
+/// this a cancelled task could keep a core busy until its input ran out.
+fn cooperative(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>, DataFusionError> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    use datafusion::physical_plan::coop::CooperativeExec;
+    let wrapped = plan.transform_up(|node| {
+        if (node.as_ref() as &dyn std::any::Any).is::<CooperativeExec>() {
+            return Ok(Transformed::no(node));
+        }
+        Ok(Transformed::yes(Arc::new(CooperativeExec::new(node)) as Arc<dyn ExecutionPlan>))
+    })?;
+    Ok(wrapped.data)
 }
 
 /// Names the upstream task when the error came from a broken or failed exchange link.

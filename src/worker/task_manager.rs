@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use datafusion::execution::TaskContext;
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -31,6 +31,8 @@ pub struct SqlTaskManager {
     /// Task contexts by batch size; tasks share them as partitions of one session do.
     contexts: parking_lot::Mutex<HashMap<usize, Arc<TaskContext>>>,
     pub injector: Option<Arc<FailureInjector>>,
+    /// Ids of tasks being created (outside the task map's lock).
+    creating: parking_lot::Mutex<std::collections::HashSet<TaskId>>,
     /// This worker's spool directory; a spooled task writes below it.
     spool_root: std::path::PathBuf,
 }
@@ -57,6 +59,7 @@ impl SqlTaskManager {
             base,
             contexts: Default::default(),
             injector,
+            creating: Default::default(),
             spool_root,
         }
     }
@@ -70,14 +73,48 @@ impl SqlTaskManager {
         &self.node_id
     }
 
+    /// The task, marked as asked about (see `expire_abandoned`).
     pub fn get(&self, id: &TaskId) -> Result<Arc<SqlTask>, WorkerError> {
-        self.tasks.read().get(id).cloned().ok_or_else(|| WorkerError::TaskNotFound(id.clone()))
+        let task = self.tasks.read().get(id).cloned().ok_or_else(|| WorkerError::TaskNotFound(id.clone()))?;
+        task.touch();
+        Ok(task)
+    }
+
+    /// Aborts and forgets every task no client has asked about for `timeout` (Trino's
+    /// `task.client.timeout`): its coordinator is gone (killed, restarted) or lost
+    /// track of it. The coordinator polls each task it owns until its query ends, so
+    /// a live query's tasks are never idle that long. Returns the expired ids.
+    pub fn expire_abandoned(&self, timeout: Duration) -> Vec<TaskId> {
+        let expired: Vec<Arc<SqlTask>> = {
+            let mut tasks = self.tasks.write();
+            let ids: Vec<TaskId> = tasks.iter().filter(|(_, t)| t.idle() > timeout).map(|(id, _)| id.clone()).collect();
+            ids.iter().filter_map(|id| tasks.remove(id)).collect()
+        };
+        for t in &expired {
+            tracing::warn!(task = %t.id(), "no client asked about the task for {timeout:?}; abandoning it");
+            if t.state().is_done() {
+                t.release();
+            } else {
+                t.abort(false);
+            }
+        }
+        expired.iter().map(|t| t.id().clone()).collect()
     }
 
     /// Creates the task on its first request, or applies an update to it.
     pub fn update(&self, id: TaskId, req: TaskUpdateRequest) -> Result<TaskInfo, WorkerError> {
         if let Some(task) = self.tasks.read().get(&id).cloned() {
+            task.touch();
             task.add_sources(req.sources);
+            return Ok(task.info());
+        }
+        // One create per id at a time: a second one (a retry racing the first) would
+        // make the same spool directory. It is told to come back.
+        let _creating = match Creating::claim(&self.creating, &id) {
+            Some(claim) => claim,
+            None => return Err(WorkerError::Busy(format!("task {id} is being created"))),
+        };
+        if let Some(task) = self.tasks.read().get(&id).cloned() {
             return Ok(task.info());
         }
         let fragment = req.fragment.ok_or_else(|| WorkerError::BadRequest(format!("task {id} does not exist and the request has no fragment")))?;
@@ -90,11 +127,9 @@ impl SqlTaskManager {
         let input_stats = Arc::new(ExchangeStats::default());
         let client = ExchangeClient::new(self.http.clone(), exchange, input_stats.clone());
         let task_ctx = self.task_context(settings.batch_size);
-        let mut tasks = self.tasks.write();
-        if let Some(task) = tasks.get(&id) {
-            return Ok(task.info());
-        }
-        // A disk problem is this worker's, not the plan's: a 5xx the coordinator
+        // Decoding a plan and creating a spool take a while; they happen outside the
+        // worker-wide lock so that status and results requests of other tasks go on.
+            // A disk problem is this worker's, not the plan's: a 5xx the coordinator
         // retries, and in the end another attempt elsewhere.
         let spool = match req.spool {
             true => {
@@ -133,7 +168,7 @@ impl SqlTaskManager {
             }
         }
         let info = task.info();
-        tasks.insert(id, task);
+        self.tasks.write().insert(id, task);
         Ok(info)
     }
 
@@ -208,5 +243,23 @@ impl SqlTaskManager {
         for t in all {
             t.abort(false);
         }
+    }
+}
+
+/// A claim on creating one task id, released when dropped.
+struct Creating<'a> {
+    set: &'a parking_lot::Mutex<std::collections::HashSet<TaskId>>,
+    id: TaskId,
+}
+
+impl<'a> Creating<'a> {
+    fn claim(set: &'a parking_lot::Mutex<std::collections::HashSet<TaskId>>, id: &TaskId) -> Option<Self> {
+        set.lock().insert(id.clone()).then(|| Creating { set, id: id.clone() })
+    }
+}
+
+impl Drop for Creating<'_> {
+    fn drop(&mut self) {
+        self.set.lock().remove(&self.id);
     }
 }

@@ -229,3 +229,40 @@ pub fn assert_same_rows(label: &str, sql: &str, got: &[Vec<Value>], want: &[Vec<
         assert!(same, "{label}: row {i} differs\n got:  {a:?}\n want: {b:?}");
     }
 }
+
+/// CPU time (user + system) a process has used so far, from `/proc/PID/stat`.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    (ticks(11) + ticks(12)) as f64 / hz
+}
+
+/// Peak resident memory of a process so far (VmHWM), in bytes; 0 once it is gone.
+pub fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+/// Waits (bounded) until the query is FINISHED or FAILED and returns its info.
+pub async fn wait_for_query_end(base: &str, id: &str) -> Value {
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let info: Value = http.get(format!("{base}/v1/query/{id}")).send().await.unwrap().json().await.unwrap();
+        if info["state"] == "FAILED" || info["state"] == "FINISHED" {
+            return info;
+        }
+        assert!(Instant::now() < deadline, "query {id} did not end: {info}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,181 @@
+//! The planning phase of a query, from SQL text to a physical plan cut into fragments,
+//! run apart from the coordinator's runtime and under limits. `QueryExecution` calls
+//! [`plan`]; it owns nothing past the call.
+//!
+//! Why apart: parsing and planning are synchronous and recurse over expression trees.
+//! On a tokio worker thread a statement of a few thousand terms overflows the 2 MiB
+//! stack (aborting the coordinator), and a slow plan blocks the thread that serves
+//! heartbeats and the statement protocol, so a DELETE of the query cannot be heard.
+//! Here planning runs on a thread of its own with a large stack, expression depth is
+//! bounded before any planning starts, and the caller waits for the thread only until
+//! `query_max_planning_time` passes or the query is cancelled.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, Visit, Visitor};
+
+use super::distribute::prepare_for_distribution;
+use super::fragmenter::{fragment_plan, reads_tables, FragmentedPlan};
+use super::planner::{planning_error, QueryError};
+use crate::scheduling::pipelined::task_count;
+
+/// Deepest expression nesting accepted (`a + b + ...` counts one level per operator).
+/// DataFusion's optimizer is superlinear in depth: about 1,000 terms over a column
+/// took a minute, so deeper statements are refused before planning starts.
+pub const MAX_EXPRESSION_DEPTH: usize = 500;
+
+/// Longest statement accepted, in bytes (Trino's `query.max-length` is in characters
+/// and defaults to 1,000,000; long IN lists from tools need more).
+pub const MAX_QUERY_LENGTH: usize = 16 << 20;
+
+/// What planning produced.
+pub enum Planned {
+    /// EXPLAIN's text.
+    Explain(String),
+    /// A plan to run; `fragments` is set when it reads tables (it needs workers).
+    Query { physical: Arc<dyn ExecutionPlan>, fragments: Option<Arc<FragmentedPlan>>, analyze: bool },
+}
+
+/// Plans `sql` on a planning thread; gives up after `max_time`.
+pub async fn plan(ctx: SessionContext, sql: String, workers: usize, max_time: Duration) -> Result<Planned, QueryError> {
+    let planning = crate::runtime::spawn_with_big_stack("flotilla-planner", move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| QueryError::new("GENERIC_INTERNAL_ERROR", e.to_string()))?;
+        rt.block_on(plan_here(&ctx, &sql, workers))
+    });
+    match tokio::time::timeout(max_time, planning).await {
+        Err(_) => Err(QueryError::new(
+            "EXCEEDED_TIME_LIMIT",
+            format!("Query exceeded the maximum planning time limit of {max_time:?} (session property query_max_planning_time)"),
+        )),
+        Ok(Err(_)) => Err(QueryError::new("GENERIC_INTERNAL_ERROR", "the planning thread could not be started")),
+        Ok(Ok(Err(panic))) => {
+            let what = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+            Err(QueryError::new("GENERIC_INTERNAL_ERROR", format!("planning failed unexpectedly: {what}")))
+        }
+        Ok(Ok(Ok(planned))) => planned,
+    }
+}
+
+async fn plan_here(ctx: &SessionContext, sql: &str, workers: usize) -> Result<Planned, QueryError> {
+    let state = ctx.state();
+    let dialect = state.config().options().sql_parser.dialect;
+    let statement = state.sql_to_statement(sql, &dialect).map_err(|e| planning_error(&e))?;
+    check_depth(&statement)?;
+    let logical = state.statement_to_plan(statement).await.map_err(|e| planning_error(&e))?;
+    if let LogicalPlan::Explain(explain) = &logical {
+        let physical = state.create_physical_plan(&explain.plan).await.map_err(|e| planning_error(&e))?;
+        let graphviz = matches!(explain.explain_format, datafusion::common::format::ExplainFormat::Graphviz);
+        let text = if reads_tables(&physical) {
+            let fragmented = cut(physical, ctx)?;
+            if graphviz {
+                fragmented.to_dot()
+            } else {
+                fragmented.explain(&|f| task_count(f, workers))
+            }
+        } else {
+            format!("Fragment 0 [COORDINATOR ONLY]\n{}", datafusion::physical_plan::displayable(physical.as_ref()).indent(false))
+        };
+        return Ok(Planned::Explain(text));
+    }
+    // EXPLAIN ANALYZE runs the statement, discards its rows and reports the stages.
+    let (logical, analyze) = match logical {
+        LogicalPlan::Analyze(a) => (a.input.as_ref().clone(), true),
+        other => (other, false),
+    };
+    // DDL (CREATE EXTERNAL TABLE) takes effect here.
+    let df = ctx.execute_logical_plan(logical).await.map_err(|e| planning_error(&e))?;
+    let physical = df.create_physical_plan().await.map_err(|e| planning_error(&e))?;
+    let fragments = match reads_tables(&physical) {
+        true => Some(Arc::new(cut(physical.clone(), ctx)?)),
+        false => None,
+    };
+    Ok(Planned::Query { physical, fragments, analyze })
+}
+
+fn cut(physical: Arc<dyn ExecutionPlan>, ctx: &SessionContext) -> Result<FragmentedPlan, QueryError> {
+    let physical = prepare_for_distribution(physical, ctx.state().config().options()).map_err(|e| planning_error(&e))?;
+    fragment_plan(physical).map_err(|e| planning_error(&e))
+}
+
+/// Refuses statements whose expressions nest deeper than `MAX_EXPRESSION_DEPTH`.
+fn check_depth(statement: &DFStatement) -> Result<(), QueryError> {
+    let depth = statement_depth(statement);
+    if depth > MAX_EXPRESSION_DEPTH {
+        return Err(QueryError::new(
+            "SYNTAX_ERROR",
+            format!("expressions nest {depth} levels deep, more than the limit of {MAX_EXPRESSION_DEPTH}; long chains of AND/OR/+ can often be written as IN lists or sums over a table"),
+        ));
+    }
+    Ok(())
+}
+
+fn statement_depth(statement: &DFStatement) -> usize {
+    let mut v = DepthVisitor::default();
+    match statement {
+        DFStatement::Statement(s) => {
+            let _ = s.visit(&mut v);
+        }
+        DFStatement::Explain(e) => return statement_depth(&e.statement),
+        _ => {}
+    }
+    v.max
+}
+
+#[derive(Default)]
+struct DepthVisitor {
+    depth: usize,
+    max: usize,
+}
+
+impl Visitor for DepthVisitor {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, _: &SqlExpr) -> std::ops::ControlFlow<()> {
+        self.depth += 1;
+        self.max = self.max.max(self.depth);
+        std::ops::ControlFlow::Continue(())
+    }
+
+    fn post_visit_expr(&mut self, _: &SqlExpr) -> std::ops::ControlFlow<()> {
+        self.depth -= 1;
+        std::ops::ControlFlow::Continue(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coordinator::planner::{session_context, SessionSpec};
+
+    fn chain(n: usize) -> String {
+        format!("SELECT {}", vec!["1"; n].join(" + "))
+    }
+
+    #[tokio::test]
+    async fn shallow_statements_plan() {
+        let ctx = session_context(&SessionSpec::default(), 2, None);
+        let planned = plan(ctx, chain(100), 1, Duration::from_secs(60)).await;
+        assert!(matches!(planned, Ok(Planned::Query { fragments: None, .. })));
+    }
+
+    #[tokio::test]
+    async fn deep_statements_are_refused_not_crashed() {
+        let ctx = session_context(&SessionSpec::default(), 2, None);
+        let e = plan(ctx, chain(10_000), 1, Duration::from_secs(60)).await.err().expect("refused");
+        assert_eq!(e.error_name, "SYNTAX_ERROR", "{e:?}");
+        assert!(e.message.contains("limit of 500"), "{}", e.message);
+    }
+
+    #[tokio::test]
+    async fn nested_parentheses_are_a_syntax_error() {
+        let ctx = session_context(&SessionSpec::default(), 2, None);
+        let sql = format!("SELECT {}1{}", "(".repeat(5000), ")".repeat(5000));
+        let e = plan(ctx, sql, 1, Duration::from_secs(60)).await.err().expect("refused");
+        assert_eq!(e.error_name, "SYNTAX_ERROR", "{e:?}");
+    }
+}

@@ -1,0 +1,218 @@
+//! The cluster survives its users: busy workers stay in the cluster and answer their
+//! task API, a cancel frees the cores, deep or huge statements get clear errors, and
+//! tasks of a dead coordinator expire.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::common::{assert_same_rows, cpu_seconds, oracle, wait_for_query_end, Cluster};
+
+/// 2.25 * 10^10 row pairs: minutes of CPU on this machine, so it is still running
+/// whenever the test looks.
+const CROSS_JOIN: &str = "SELECT max(a.o_orderkey + b.o_orderkey) FROM orders a, orders b";
+
+fn worker_cpu(cluster: &Cluster) -> f64 {
+    cluster.workers.iter().map(|w| cpu_seconds(w.child.id())).sum()
+}
+
+async fn live_workers(http: &reqwest::Client, coordinator: &str) -> usize {
+    let nodes: Vec<Value> = http.get(format!("{coordinator}/v1/node")).send().await.unwrap().json().await.unwrap();
+    nodes.iter().filter(|n| n["alive"] == Value::Bool(true)).count()
+}
+
+/// Waits (bounded) until the workers' CPU time grows by less than `idle` seconds per
+/// second; returns how long that took.
+async fn wait_for_idle_cores(cluster: &Cluster, idle: f64, within: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        let before = worker_cpu(cluster);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let rate = (worker_cpu(cluster) - before) / 0.5;
+        if rate < idle {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < within, "workers still burn {rate:.2} cores {within:?} after the cancel");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_workers_answer_stay_alive_and_a_cancel_frees_their_cores() {
+    let cluster = Cluster::start(2, &[]).await;
+    let http = reqwest::Client::new();
+    let base = cluster.coordinator.url.clone();
+    let id = cluster.start_statement("sf0_1", CROSS_JOIN).await;
+    cluster.wait_for_tasks(1).await;
+    // Wait until the join really runs: both workers' cores busy.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let before = worker_cpu(&cluster);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if (worker_cpu(&cluster) - before) / 0.5 > 1.2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the cross join never loaded the workers");
+    }
+    // For longer than the coordinator's worker timeout (5 s), the task API answers
+    // fast and no worker is declared lost.
+    let mut slowest = Duration::ZERO;
+    let until = Instant::now() + Duration::from_secs(7);
+    while Instant::now() < until {
+        for w in &cluster.workers {
+            let asked = Instant::now();
+            let resp = http.get(format!("{}/v1/task", w.url)).timeout(Duration::from_secs(10)).send().await.expect("task API answers");
+            assert!(resp.status().is_success());
+            slowest = slowest.max(asked.elapsed());
+        }
+        assert_eq!(live_workers(&http, &base).await, 2, "a busy worker was declared lost");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!("GET /v1/task under a CPU-bound join: slowest answer {slowest:?}");
+    assert!(slowest < Duration::from_secs(2), "the task API took {slowest:?} to answer under load");
+    let info: Value = http.get(format!("{base}/v1/query/{id}")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(info["state"], "RUNNING", "the join should still run: {}", info["error"]);
+
+    let cancelled = Instant::now();
+    let resp = http.delete(format!("{base}/v1/query/{id}")).send().await.unwrap();
+    assert!(resp.status().is_success());
+    let info = wait_for_query_end(&base, &id).await;
+    assert_eq!(info["error"]["error_name"], "USER_CANCELED", "{info}");
+    let freed = wait_for_idle_cores(&cluster, 0.3, Duration::from_secs(10)).await;
+    println!("cores free {:?} after the DELETE", cancelled.elapsed().min(freed + Duration::from_millis(500)));
+    cluster.assert_no_tasks_left().await;
+    let got = cluster.client("tiny").execute("SELECT count(*) FROM orders").await.expect("the next query runs");
+    assert_same_rows("after cancel", "", &got.rows, &oracle("tiny", "SELECT count(*) FROM orders").await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_concurrent_clients_on_two_workers_all_succeed() {
+    let cluster = Cluster::start(2, &[]).await;
+    let sql = "SELECT l_returnflag, l_linestatus, count(*), sum(l_quantity) FROM lineitem GROUP BY 1, 2";
+    let want = std::sync::Arc::new(oracle("tiny", sql).await);
+    let base = cluster.coordinator.url.clone();
+    // Watches membership for the whole run: a worker must never be declared lost.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let watcher = tokio::spawn(async move {
+        let http = reqwest::Client::new();
+        let mut fewest = usize::MAX;
+        while !*stopped.borrow() {
+            fewest = fewest.min(live_workers(&http, &base).await);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        fewest
+    });
+    let started = Instant::now();
+    let mut clients = Vec::new();
+    for c in 0..200usize {
+        let client = cluster.client("tiny");
+        let want = want.clone();
+        clients.push(tokio::spawn(async move {
+            let asked = Instant::now();
+            let got = tokio::time::timeout(Duration::from_secs(300), client.execute(sql))
+                .await
+                .unwrap_or_else(|_| panic!("client {c} stuck"))
+                .unwrap_or_else(|e| panic!("client {c} failed: {e}"));
+            assert_same_rows(&format!("client {c}"), sql, &got.rows, &want);
+            asked.elapsed()
+        }));
+    }
+    let mut latencies = Vec::new();
+    for c in clients {
+        latencies.push(c.await.expect("client task"));
+    }
+    let total = started.elapsed();
+    let _ = stop.send(true);
+    let fewest = watcher.await.unwrap();
+    latencies.sort();
+    println!(
+        "200 concurrent tiny queries on 2 workers: {total:?}, {:.1} queries/s, p50 {:?}, p99 {:?}",
+        200.0 / total.as_secs_f64(),
+        latencies[100],
+        latencies[197]
+    );
+    assert_eq!(fewest, 2, "a worker was declared lost during the run");
+    cluster.assert_no_tasks_left().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deep_long_and_huge_statements_get_answers_or_clear_errors() {
+    let cluster = Cluster::start(1, &[]).await;
+    let client = cluster.client("tiny");
+    let refused = |sql: String, name: &'static str| {
+        let client = client.clone();
+        async move {
+            match client.execute(&sql).await {
+                Err(flotilla::client::ClientError::Query { error_name, message, .. }) => {
+                    assert_eq!(error_name, name, "{message}");
+                    message
+                }
+                other => panic!("expected {name}, got {other:?}"),
+            }
+        }
+    };
+    let terms = format!("SELECT {}", vec!["1"; 10_000].join("+"));
+    let m = refused(terms, "SYNTAX_ERROR").await;
+    assert!(m.contains("nest"), "{m}");
+    let parens = format!("SELECT {}1{}", "(".repeat(5000), ")".repeat(5000));
+    refused(parens, "SYNTAX_ERROR").await;
+    // Within the limit, a deep expression over a column runs on the workers.
+    let deep = format!("SELECT count(*) FROM nation WHERE n_nationkey{} > 0", " + 1".repeat(300));
+    let got = client.execute(&deep).await.expect("a 300-term expression runs");
+    assert_same_rows("deep", "", &got.rows, &oracle("tiny", "SELECT count(*) FROM nation").await);
+    // A statement of about 2 MB: a long IN list.
+    let keys: Vec<String> = (1..=300_000).map(|k| (k * 3).to_string()).collect();
+    let in_list = format!("SELECT count(*), sum(o_totalprice) FROM orders WHERE o_orderkey IN ({})", keys.join(","));
+    assert!(in_list.len() > 2_000_000, "{}", in_list.len());
+    let got = client.execute(&in_list).await.expect("a 2 MB statement runs");
+    assert_same_rows("in-list", "", &got.rows, &oracle("tiny", &in_list).await);
+    // Past the coordinator's limit: Trino's error, as a failed query.
+    let huge = format!("SELECT 1 -- {}", "x".repeat(16 << 20));
+    refused(huge, "QUERY_TEXT_TOO_LARGE").await;
+    let got = client.execute("SELECT count(*) FROM region").await.expect("the coordinator still answers");
+    assert_same_rows("after", "", &got.rows, &oracle("tiny", "SELECT count(*) FROM region").await);
+    cluster.assert_no_tasks_left().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_still_planning_is_cancelled_and_planning_time_is_limited() {
+    let cluster = Cluster::start(1, &[]).await;
+    let http = reqwest::Client::new();
+    let base = cluster.coordinator.url.clone();
+    // Planning this takes seconds (the optimizer is superlinear in expression depth).
+    let slow = format!("SELECT count(*) FROM nation WHERE n_nationkey{} > 0", " + 1".repeat(490));
+    let id = cluster.start_statement("tiny", &slow).await;
+    let info: Value = http.get(format!("{base}/v1/query/{id}")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(info["state"], "PLANNING", "{info}");
+    let asked = Instant::now();
+    http.delete(format!("{base}/v1/query/{id}")).send().await.unwrap();
+    let info = wait_for_query_end(&base, &id).await;
+    assert_eq!(info["error"]["error_name"], "USER_CANCELED", "{info}");
+    assert!(asked.elapsed() < Duration::from_secs(2), "cancel during planning took {:?}", asked.elapsed());
+    let limited = cluster.client("tiny").with_session("query_max_planning_time", "500ms");
+    match limited.execute(&slow).await {
+        Err(flotilla::client::ClientError::Query { error_name, message, .. }) => {
+            assert_eq!(error_name, "EXCEEDED_TIME_LIMIT", "{message}");
+        }
+        other => panic!("expected EXCEEDED_TIME_LIMIT, got {other:?}"),
+    }
+    let got = cluster.client("tiny").execute("SELECT count(*) FROM nation").await.expect("next query");
+    assert_same_rows("after", "", &got.rows, &oracle("tiny", "SELECT count(*) FROM nation").await);
+    cluster.assert_no_tasks_left().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_of_a_killed_coordinator_expire_on_the_workers() {
+    let mut cluster = Cluster::start(2, &["--task-client-timeout", "3s"]).await;
+    cluster.start_statement("sf0_1", CROSS_JOIN).await;
+    cluster.wait_for_tasks(2).await;
+    let _ = cluster.coordinator.child.kill();
+    let _ = cluster.coordinator.child.wait();
+    let killed = Instant::now();
+    let deadline = killed + Duration::from_secs(20);
+    while !cluster.remaining_tasks().await.is_empty() {
+        assert!(Instant::now() < deadline, "tasks still on the workers 20 s after the coordinator died");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!("orphaned tasks gone {:?} after kill -9 of the coordinator (timeout 3 s)", killed.elapsed());
+    wait_for_idle_cores(&cluster, 0.3, Duration::from_secs(10)).await;
+}
