@@ -182,7 +182,18 @@ fn date_string(days: i64) -> Option<String> {
     const UNIX_EPOCH_FROM_CE: i64 = 719_163;
     let ce = i32::try_from(days.checked_add(UNIX_EPOCH_FROM_CE)?).ok()?;
     let d = chrono::NaiveDate::from_num_days_from_ce_opt(ce)?;
-    Some(d.format("%Y-%m-%d").to_string())
+    Some(ymd(d))
+}
+
+/// `YYYY-MM-DD` without chrono's format-string parser, which dominated result encoding.
+fn ymd(d: chrono::NaiveDate) -> String {
+    use chrono::Datelike;
+    let y = d.year();
+    if (0..=9999).contains(&y) {
+        format!("{y:04}-{:02}-{:02}", d.month(), d.day())
+    } else {
+        d.format("%Y-%m-%d").to_string()
+    }
 }
 
 fn timestamp_string(v: i64, unit: &TimeUnit) -> Option<String> {
@@ -197,8 +208,9 @@ fn timestamp_string(v: i64, unit: &TimeUnit) -> Option<String> {
     let dt = chrono::DateTime::from_timestamp(secs, nanos)?.naive_utc();
     let digits = time_precision(unit) as usize;
     let frac = nanos / 10u32.pow(9 - digits as u32);
-    let seconds = dt.format("%Y-%m-%d %H:%M:%S");
-    Some(format!("{seconds}.{frac:0digits$}"))
+    use chrono::Timelike;
+    let (date, (h, m, sec)) = (ymd(dt.date()), (dt.hour(), dt.minute(), dt.second()));
+    Some(format!("{date} {h:02}:{m:02}:{sec:02}.{frac:0digits$}"))
 }
 
 /// Encodes a batch as Trino's `data` rows: one JSON array per row, one value per column.
@@ -457,36 +469,59 @@ pub(crate) fn vertical_records(out: &mut String, columns: &[Column], rows: &[Vec
 }
 
 /// RFC 4180 quoting, applied only to fields that need it.
-fn csv_field(s: &str) -> String {
+fn csv_field(out: &mut String, s: &str) {
     if s.contains([',', '"', '\r', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
+        out.push('"');
+        out.push_str(&s.replace('"', "\"\""));
+        out.push('"');
     } else {
-        s.to_string()
+        out.push_str(s);
     }
 }
 
 /// Backslash goes first so the escapes added afterwards are not doubled.
-fn tsv_field(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('\t', "\\t")
-        .replace('\n', "\\n")
-        .replace('\r', "\\r")
+fn tsv_field(out: &mut String, s: &str) {
+    if s.contains(['\\', '\t', '\n', '\r']) {
+        out.push_str(&s.replace('\\', "\\\\").replace('\t', "\\t").replace('\n', "\\n").replace('\r', "\\r"));
+    } else {
+        out.push_str(s);
+    }
 }
 
+/// Written straight into one buffer: this is the CLI's hot path for large results.
 fn delimited(
     columns: &[Column],
     rows: &[Vec<Value>],
     header: bool,
     sep: &str,
-    field: fn(&str) -> String,
+    field: fn(&mut String, &str),
 ) -> String {
+    use std::fmt::Write;
     let mut out = String::new();
     if header {
-        let names = columns.iter().map(|c| field(c.name.as_str()));
-        push_line(&mut out, names, sep);
+        for (i, c) in columns.iter().enumerate() {
+            if i > 0 {
+                out.push_str(sep);
+            }
+            field(&mut out, &c.name);
+        }
+        out.push('\n');
     }
-    for row in text_grid(rows, "") {
-        push_line(&mut out, row.iter().map(|c| field(c.as_str())), sep);
+    for row in rows {
+        for (i, v) in row.iter().enumerate() {
+            if i > 0 {
+                out.push_str(sep);
+            }
+            match v {
+                Value::Null => {}
+                Value::String(s) => field(&mut out, s),
+                Value::Number(_) | Value::Bool(_) => {
+                    let _ = write!(out, "{v}");
+                }
+                nested => field(&mut out, &nested.to_string()),
+            }
+        }
+        out.push('\n');
     }
     out
 }

@@ -71,7 +71,8 @@ pub struct QueryExecution {
 #[derive(Default)]
 pub struct PageState {
     pub token: u64,
-    pub page: Option<serde_json::Value>,
+    /// The serialized `QueryResults` document.
+    pub page: Option<bytes::Bytes>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -216,3 +216,32 @@ async fn tasks_of_a_killed_coordinator_expire_on_the_workers() {
     println!("orphaned tasks gone {:?} after kill -9 of the coordinator (timeout 3 s)", killed.elapsed());
     wait_for_idle_cores(&cluster, 0.3, Duration::from_secs(10)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_worker_stops_on_sigterm() {
+    let mut cluster = Cluster::start(1, &[]).await;
+    cluster.start_statement("sf0_1", CROSS_JOIN).await;
+    cluster.wait_for_tasks(1).await;
+    let pid = cluster.workers[0].child.id();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let before = cpu_seconds(pid);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if (cpu_seconds(pid) - before) / 0.5 > 0.8 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the cross join never loaded the worker");
+    }
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0);
+    let signalled = Instant::now();
+    let status = loop {
+        if let Some(status) = cluster.workers[0].child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(signalled.elapsed() < Duration::from_secs(10), "a busy worker ignored SIGTERM for 10 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    println!("busy worker exited {:?} after SIGTERM ({status})", signalled.elapsed());
+    assert!(status.success(), "{status}");
+}
