@@ -7,6 +7,7 @@ pub mod client;
 pub mod config;
 pub mod connector;
 pub mod coordinator;
+pub mod error_code;
 pub mod exchange;
 pub mod format;
 pub mod generate;

@@ -4,6 +4,7 @@
 //! its own shape (Arrow type names, extra columns), which Trino's clients and BI tools
 //! do not expect. Called by the query execution before planning.
 
+use crate::error_code::ErrorCode;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{RecordBatch, StringArray};
@@ -50,13 +51,13 @@ fn text_batch(columns: &[&str], rows: Vec<Vec<String>>) -> Result<RecordBatch, Q
     let arrays = (0..columns.len())
         .map(|i| Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r[i].as_str()))) as _)
         .collect();
-    RecordBatch::try_new(schema, arrays).map_err(|e| QueryError::new("GENERIC_INTERNAL_ERROR", e.to_string()))
+    RecordBatch::try_new(schema, arrays).map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))
 }
 
 /// Answers a metadata statement from the planning context's catalogs.
 pub async fn run(ctx: &SessionContext, spec: &SessionSpec, stmt: &MetadataStatement) -> Result<RecordBatch, QueryError> {
     let catalog_named = |name: &str| {
-        ctx.catalog(name).ok_or_else(|| QueryError::new("CATALOG_NOT_FOUND", format!("Catalog '{name}' does not exist")))
+        ctx.catalog(name).ok_or_else(|| QueryError::new(ErrorCode::CatalogNotFound, format!("Catalog '{name}' does not exist")))
     };
     match stmt {
         MetadataStatement::ShowCatalogs => {
@@ -78,7 +79,7 @@ pub async fn run(ctx: &SessionContext, spec: &SessionSpec, stmt: &MetadataStatem
             let sname = schema.as_deref().unwrap_or(&spec.schema);
             let s = catalog_named(cname)?
                 .schema(sname)
-                .ok_or_else(|| QueryError::new("SCHEMA_NOT_FOUND", format!("Schema '{cname}.{sname}' does not exist")))?;
+                .ok_or_else(|| QueryError::new(ErrorCode::SchemaNotFound, format!("Schema '{cname}.{sname}' does not exist")))?;
             let mut names = s.table_names();
             names.sort();
             text_batch(&["Table"], names.into_iter().map(|n| vec![n]).collect())

@@ -16,6 +16,7 @@ pub mod root_stage;
 pub mod statement;
 pub mod ui;
 
+use crate::error_code::ErrorCode;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -203,7 +204,7 @@ impl CoordinatorState {
             if !q.state().is_final() && q.client_idle() > timeout {
                 tracing::warn!(query = %q.id, "the client has not asked for results for {timeout:?}; abandoning the query");
                 q.stop_with(planner::QueryError::new(
-                    "ABANDONED_QUERY",
+                    ErrorCode::AbandonedQuery,
                     format!("Query {} was abandoned: its client has not asked for results for {timeout:?}", q.id),
                 ));
             }

@@ -12,6 +12,8 @@ use datafusion::error::DataFusionError;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use serde::Serialize;
 
+use crate::error_code::{name_is_retryable, ErrorCode, ErrorType};
+
 /// An error as the client protocol reports it.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct QueryError {
@@ -23,25 +25,27 @@ pub struct QueryError {
 }
 
 impl QueryError {
-    pub fn new(name: &str, message: impl Into<String>) -> Self {
-        let (code, kind) = match name {
-            "GENERIC_USER_ERROR" => (0, "USER_ERROR"),
-            "SYNTAX_ERROR" => (1, "USER_ERROR"),
-            "USER_CANCELED" => (3, "USER_ERROR"),
-            "NOT_SUPPORTED" => (13, "USER_ERROR"),
-            "INVALID_SESSION_PROPERTY" => (25, "USER_ERROR"),
-            "TABLE_NOT_FOUND" => (46, "USER_ERROR"),
-            "SCHEMA_NOT_FOUND" => (47, "USER_ERROR"),
-            "CATALOG_NOT_FOUND" => (48, "USER_ERROR"),
-            "EXECUTION_ERROR" => (59, "USER_ERROR"),
-            "NO_NODES_AVAILABLE" => (65537, "INSUFFICIENT_RESOURCES"),
-            "REMOTE_TASK_ERROR" => (65542, "INTERNAL_ERROR"),
-            "REMOTE_HOST_GONE" => (65545, "EXTERNAL"),
-            "TOO_MANY_REQUESTS_FAILED" => (65541, "EXTERNAL"),
-            "PAGE_TRANSPORT_ERROR" => (65544, "EXTERNAL"),
-            _ => (65536, "INTERNAL_ERROR"),
-        };
-        QueryError { error_name: name.to_string(), error_code: code, error_type: kind.to_string(), message: message.into() }
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        QueryError { error_name: code.name().to_string(), error_code: code.number(), error_type: code.error_type().name().to_string(), message: message.into() }
+    }
+
+    /// A failure named on the wire (a task failure's code). A name this process does
+    /// not know is kept as sent, with Trino's generic internal number and type.
+    pub fn from_name(name: &str, message: impl Into<String>) -> Self {
+        match ErrorCode::parse(name) {
+            Some(code) => QueryError::new(code, message),
+            None => QueryError {
+                error_name: name.to_string(),
+                error_code: ErrorCode::GenericInternalError.number(),
+                error_type: ErrorType::InternalError.name().to_string(),
+                message: message.into(),
+            },
+        }
+    }
+
+    /// Whether running the query again can succeed (`retry_policy=query`).
+    pub fn is_retryable(&self) -> bool {
+        name_is_retryable(&self.error_name)
     }
 }
 
@@ -56,20 +60,20 @@ pub fn planning_error(e: &DataFusionError) -> QueryError {
     let root = e.find_root();
     let message = root.to_string();
     let lower = message.to_lowercase();
-    let name = match root {
-        DataFusionError::SQL(..) => "SYNTAX_ERROR",
-        DataFusionError::NotImplemented(_) => "NOT_SUPPORTED",
+    let code = match root {
+        DataFusionError::SQL(..) => ErrorCode::SyntaxError,
+        DataFusionError::NotImplemented(_) => ErrorCode::NotSupported,
         DataFusionError::Plan(_) | DataFusionError::SchemaError(..) => {
             if lower.contains("table") && (lower.contains("not found") || lower.contains("doesn't exist") || lower.contains("does not exist")) {
-                "TABLE_NOT_FOUND"
+                ErrorCode::TableNotFound
             } else {
-                "GENERIC_USER_ERROR"
+                ErrorCode::GenericUserError
             }
         }
-        DataFusionError::Execution(_) | DataFusionError::ArrowError(..) => "EXECUTION_ERROR",
-        _ => "GENERIC_INTERNAL_ERROR",
+        DataFusionError::Execution(_) | DataFusionError::ArrowError(..) => ErrorCode::ExecutionError,
+        _ => ErrorCode::GenericInternalError,
     };
-    QueryError::new(name, strip_prefixes(&message))
+    QueryError::new(code, strip_prefixes(&message))
 }
 
 /// DataFusion prefixes messages with its error kind ("Error during planning: ..."),

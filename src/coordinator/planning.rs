@@ -10,6 +10,7 @@
 //! bounded before any planning starts, and the caller waits for the thread only until
 //! `query_max_planning_time` passes or the query is cancelled.
 
+use crate::error_code::ErrorCode;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,18 +45,18 @@ pub enum Planned {
 /// Plans `sql` on a planning thread; gives up after `max_time`.
 pub async fn plan(ctx: SessionContext, sql: String, workers: usize, max_time: Duration) -> Result<Planned, QueryError> {
     let planning = crate::runtime::spawn_with_big_stack("flotilla-planner", move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| QueryError::new("GENERIC_INTERNAL_ERROR", e.to_string()))?;
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
         rt.block_on(plan_here(&ctx, &sql, workers))
     });
     match tokio::time::timeout(max_time, planning).await {
         Err(_) => Err(QueryError::new(
-            "EXCEEDED_TIME_LIMIT",
+            ErrorCode::ExceededTimeLimit,
             format!("Query exceeded the maximum planning time limit of {max_time:?} (session property query_max_planning_time)"),
         )),
-        Ok(Err(_)) => Err(QueryError::new("GENERIC_INTERNAL_ERROR", "the planning thread could not be started")),
+        Ok(Err(_)) => Err(QueryError::new(ErrorCode::GenericInternalError, "the planning thread could not be started")),
         Ok(Ok(Err(panic))) => {
             let what = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
-            Err(QueryError::new("GENERIC_INTERNAL_ERROR", format!("planning failed unexpectedly: {what}")))
+            Err(QueryError::new(ErrorCode::GenericInternalError, format!("planning failed unexpectedly: {what}")))
         }
         Ok(Ok(Ok(planned))) => planned,
     }
@@ -107,7 +108,7 @@ fn check_depth(statement: &DFStatement) -> Result<(), QueryError> {
     let depth = statement_depth(statement);
     if depth > MAX_EXPRESSION_DEPTH {
         return Err(QueryError::new(
-            "SYNTAX_ERROR",
+            ErrorCode::SyntaxError,
             format!("expressions nest {depth} levels deep, more than the limit of {MAX_EXPRESSION_DEPTH}; long chains of AND/OR/+ can often be written as IN lists or sums over a table"),
         ));
     }

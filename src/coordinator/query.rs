@@ -4,6 +4,7 @@
 //! that the statement protocol drains. Whatever way the query ends, every task of it
 //! is deleted from every worker before the query reaches a final state.
 
+use crate::error_code::ErrorCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -176,7 +177,7 @@ impl QueryExecution {
 
     /// Asks the query to stop; it ends FAILED with USER_CANCELED.
     pub fn cancel(&self) {
-        self.stop_with(QueryError::new("USER_CANCELED", "Query was canceled"));
+        self.stop_with(QueryError::new(ErrorCode::UserCanceled, "Query was canceled"));
     }
 
     /// Stops the query from outside; it ends FAILED with `reason` (the first one given).
@@ -293,7 +294,7 @@ pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
     let outcome = loop {
         let outcome = tokio::select! {
             r = execute(&coord, &q, attempt) => r,
-            _ = q.cancelled() => Err(q.cancel_reason.lock().clone().unwrap_or_else(|| QueryError::new("USER_CANCELED", "Query was canceled"))),
+            _ = q.cancelled() => Err(q.cancel_reason.lock().clone().unwrap_or_else(|| QueryError::new(ErrorCode::UserCanceled, "Query was canceled"))),
         };
         // Tasks are deleted inside `execute` on every path it finishes; a cancel that
         // dropped it mid-way leaves the stages' tasks, which are removed here.
@@ -301,7 +302,7 @@ pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
             remove_stage_tasks(&q).await;
         }
         match outcome {
-            Err(e) if attempt + 1 < attempts && is_retryable(&e) && q.output_rows() == 0 && !*q.cancel.borrow() => {
+            Err(e) if attempt + 1 < attempts && e.is_retryable() && q.output_rows() == 0 && !*q.cancel.borrow() => {
                 tracing::warn!(query = %q.id, attempt, "query attempt failed, retrying: {e}");
                 attempt += 1;
                 q.retries.fetch_add(1, Ordering::Relaxed);
@@ -321,14 +322,10 @@ pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
     crate::metrics::QUERY_LATENCY.observe(q.elapsed().as_secs_f64());
 }
 
-/// Failures of the cluster, not of the query: worth running the query again.
-fn is_retryable(e: &QueryError) -> bool {
-    matches!(e.error_name.as_str(), "REMOTE_HOST_GONE" | "PAGE_TRANSPORT_ERROR" | "TOO_MANY_REQUESTS_FAILED" | "REMOTE_TASK_ERROR")
-}
 
 /// The runner of `q` panicked: the query fails and its tasks go.
 pub(crate) async fn fail_after_runner_died(q: &Arc<QueryExecution>, why: String) {
-    q.fail(QueryError::new("GENERIC_INTERNAL_ERROR", why));
+    q.fail(QueryError::new(ErrorCode::GenericInternalError, why));
     remove_stage_tasks(q).await;
 }
 
@@ -345,7 +342,7 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt
     q.transition(QueryState::Planning);
     let mut properties = q.session.properties.clone();
     let inject_panic = properties.remove(INJECT_RUNNER_PANIC).is_some() && coord.config.enable_failure_injection;
-    crate::config::validate_session(&properties).map_err(|m| QueryError::new("INVALID_SESSION_PROPERTY", m))?;
+    crate::config::validate_session(&properties).map_err(|m| QueryError::new(ErrorCode::InvalidSessionProperty, m))?;
     let workers = coord.nodes.live_workers();
     let partitions = q
         .session
@@ -356,7 +353,7 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt
     let ctx = session_context(&q.session, partitions, Some(coord.files.clone()));
     let sql = match super::execute_immediate::rewrite(&q.sql) {
         Some(Ok(sql)) => sql,
-        Some(Err(m)) => return Err(QueryError::new("SYNTAX_ERROR", m)),
+        Some(Err(m)) => return Err(QueryError::new(ErrorCode::SyntaxError, m)),
         None => q.sql.clone(),
     };
     if matches!(
@@ -390,7 +387,7 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt
         q.transition(QueryState::Running);
         let mut stream = execute_stream(physical, ctx.task_ctx()).map_err(|e| planning_error(&e))?;
         while let Some(b) = stream.next().await {
-            let b = b.map_err(|e| QueryError::new("EXECUTION_ERROR", e.to_string()))?;
+            let b = b.map_err(|e| QueryError::new(ErrorCode::ExecutionError, e.to_string()))?;
             if !q.emit(b).await {
                 break;
             }
@@ -399,7 +396,7 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt
     };
     if workers.is_empty() {
         return Err(QueryError::new(
-            "NO_NODES_AVAILABLE",
+            ErrorCode::NoNodesAvailable,
             "no live workers: start one with `flotilla worker --coordinator <coordinator url>`",
         ));
     }
@@ -424,7 +421,7 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt
         Some("all-at-once") => Box::new(AllAtOnceExecutionSchedule::new(&stage_ids)),
         _ => Box::new(
             PhasedExecutionSchedule::new(&stage_ids, &fragmented.dependencies())
-                .map_err(|e| QueryError::new("GENERIC_INTERNAL_ERROR", e.to_string()))?,
+                .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?,
         ),
     };
     let client = ExchangeClient::new(coord.http.clone(), exchange, q.root_input.clone());
@@ -447,10 +444,10 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt
             let best = scheduler.pick_root_cause(std::iter::once(report).chain(reported).collect()).expect("one report");
             Err(task_failure_error(&best))
         }
-        Err(RunFailure::Scheduler(e @ SchedulerError::RemoteTask(_))) => Err(QueryError::new("TOO_MANY_REQUESTS_FAILED", e.to_string())),
-        Err(RunFailure::Scheduler(e)) => Err(QueryError::new("REMOTE_TASK_ERROR", e.to_string())),
+        Err(RunFailure::Scheduler(e @ SchedulerError::RemoteTask(_))) => Err(QueryError::new(ErrorCode::TooManyRequestsFailed, e.to_string())),
+        Err(RunFailure::Scheduler(e)) => Err(QueryError::new(ErrorCode::RemoteTaskError, e.to_string())),
         Err(RunFailure::Root(e)) => match scheduler.pick_root_cause(reported) {
-            Some(best) if best.failure.code != "REMOTE_TASK_FAILED" => Err(task_failure_error(&best)),
+            Some(best) if ErrorCode::parse(&best.failure.code) != Some(ErrorCode::RemoteTaskFailed) => Err(task_failure_error(&best)),
             _ => Err(e),
         },
     }
@@ -469,7 +466,7 @@ async fn execute_fault_tolerant(
 ) -> Result<(), QueryError> {
     let limits = RetryLimits::from_session(&q.session.properties, coord.config.partitions_per_worker);
     let mut scheduler =
-        FaultTolerantQueryScheduler::new(settings, limits, fragmented.clone()).map_err(|e| QueryError::new("GENERIC_INTERNAL_ERROR", e.to_string()))?;
+        FaultTolerantQueryScheduler::new(settings, limits, fragmented.clone()).map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
     *q.stages.lock() = scheduler.stages();
     *q.graph.lock() = Some(scheduler.display());
     q.transition(QueryState::Starting);
@@ -484,8 +481,8 @@ async fn execute_fault_tolerant(
         },
         Err(SchedulerError::TaskFailed(report)) => Err(task_failure_error(&report)),
         Err(SchedulerError::Root(e)) => Err(e),
-        Err(e @ SchedulerError::NoWorkers(_)) => Err(QueryError::new("NO_NODES_AVAILABLE", e.to_string())),
-        Err(e) => Err(QueryError::new("GENERIC_INTERNAL_ERROR", e.to_string())),
+        Err(e @ SchedulerError::NoWorkers(_)) => Err(QueryError::new(ErrorCode::NoNodesAvailable, e.to_string())),
+        Err(e) => Err(QueryError::new(ErrorCode::GenericInternalError, e.to_string())),
     }
 }
 
@@ -579,9 +576,12 @@ fn explain_analyze(plan: &FragmentedPlan, stages: &[Arc<StageExecution>], elapse
 pub(crate) fn root_error(e: &datafusion::error::DataFusionError) -> QueryError {
     let failure = crate::worker::task::failure_from_error(e);
     if failure.upstream.is_some() {
-        let name = if failure.code == "REMOTE_TASK_UNREACHABLE" { "PAGE_TRANSPORT_ERROR" } else { "REMOTE_TASK_ERROR" };
+        let code = match ErrorCode::parse(&failure.code) {
+            Some(ErrorCode::RemoteTaskUnreachable) => ErrorCode::PageTransportError,
+            _ => ErrorCode::RemoteTaskError,
+        };
         return QueryError::new(
-            name,
+            code,
             format!(
                 "stage 0 (coordinator) could not read from task {} on worker {}: {}",
                 failure.upstream.map(|t| t.to_string()).unwrap_or_default(),
@@ -590,18 +590,23 @@ pub(crate) fn root_error(e: &datafusion::error::DataFusionError) -> QueryError {
             ),
         );
     }
-    QueryError::new("EXECUTION_ERROR", failure.message)
+    QueryError::new(ErrorCode::ExecutionError, failure.message)
 }
 
+/// The query's error for a failed task: the task's own code where it says what went
+/// wrong to a user, Trino's transport and host codes for the cluster's failures, and
+/// a code this coordinator does not know kept as the worker sent it.
 fn task_failure_error(r: &crate::scheduling::pipelined::TaskFailureReport) -> QueryError {
-    let name = match r.failure.code.as_str() {
-        "EXECUTION_ERROR" => "EXECUTION_ERROR",
-        "REMOTE_HOST_GONE" | "TASK_LOST" => "REMOTE_HOST_GONE",
-        "REMOTE_TASK_UNREACHABLE" => "PAGE_TRANSPORT_ERROR",
-        "TOO_MANY_REQUESTS_FAILED" => "TOO_MANY_REQUESTS_FAILED",
-        _ => "REMOTE_TASK_ERROR",
+    let message = format!("stage {} task {} on worker {} failed: {}", r.stage, r.task, r.worker, r.failure.message);
+    let code = match ErrorCode::parse(&r.failure.code) {
+        None => return QueryError::from_name(&r.failure.code, message),
+        Some(ErrorCode::RemoteHostGone | ErrorCode::TaskLost) => ErrorCode::RemoteHostGone,
+        Some(ErrorCode::RemoteTaskUnreachable) => ErrorCode::PageTransportError,
+        Some(ErrorCode::TooManyRequestsFailed) => ErrorCode::TooManyRequestsFailed,
+        Some(c) if c.error_type() == crate::error_code::ErrorType::UserError => c,
+        Some(_) => ErrorCode::RemoteTaskError,
     };
-    QueryError::new(name, format!("stage {} task {} on worker {} failed: {}", r.stage, r.task, r.worker, r.failure.message))
+    QueryError::new(code, message)
 }
 
 async fn emit_text(q: &QueryExecution, column: &str, text: String) -> Result<(), QueryError> {
@@ -610,9 +615,39 @@ async fn emit_text(q: &QueryExecution, column: &str, text: String) -> Result<(),
     let schema = Arc::new(Schema::new(vec![Field::new(column, DataType::Utf8, false)]));
     *q.schema.lock() = Some(schema.clone());
     let batch = RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec![text]))])
-        .map_err(|e| QueryError::new("GENERIC_INTERNAL_ERROR", e.to_string()))?;
+        .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
     q.transition(QueryState::Starting);
     q.transition(QueryState::Running);
     q.emit(batch).await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{TaskFailure, TaskId};
+    use crate::scheduling::pipelined::TaskFailureReport;
+
+    fn report(code: &str) -> TaskFailureReport {
+        TaskFailureReport {
+            stage: 1,
+            task: TaskId::new("q", 1, 0, 0),
+            worker: "http://w".into(),
+            failure: TaskFailure { code: code.into(), message: "boom".into(), upstream: None, upstream_url: None },
+        }
+    }
+
+    #[test]
+    fn task_failures_become_trino_codes_and_unknown_names_are_kept() {
+        let e = task_failure_error(&report("EXECUTION_ERROR"));
+        assert_eq!((e.error_name.as_str(), e.error_type.as_str()), ("EXECUTION_ERROR", "USER_ERROR"));
+        assert!(!e.is_retryable());
+        assert_eq!(task_failure_error(&report("TASK_LOST")).error_name, "REMOTE_HOST_GONE");
+        assert_eq!(task_failure_error(&report("REMOTE_TASK_UNREACHABLE")).error_name, "PAGE_TRANSPORT_ERROR");
+        assert_eq!(task_failure_error(&report("SPOOL_ERROR")).error_name, "REMOTE_TASK_ERROR");
+        let unknown = task_failure_error(&report("DISK_ON_FIRE"));
+        assert_eq!((unknown.error_name.as_str(), unknown.error_code), ("DISK_ON_FIRE", 65536));
+        assert!(unknown.is_retryable());
+        assert!(unknown.message.contains("stage 1") && unknown.message.contains("boom"));
+    }
 }

@@ -7,6 +7,7 @@
 //! task counts as failed (the worker is unreachable), which the scheduler turns into a
 //! query failure naming the worker.
 
+use crate::error_code::ErrorCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -103,7 +104,7 @@ impl HttpRemoteTask {
                     let body = resp.bytes().await.unwrap_or_default();
                     let (code, message) = match serde_json::from_slice::<ErrorBody>(&body) {
                         Ok(e) => (e.error.code, e.error.message),
-                        Err(_) => ("UNKNOWN".into(), String::from_utf8_lossy(&body).into_owned()),
+                        Err(_) => (ErrorCode::GenericInternalError.name().into(), String::from_utf8_lossy(&body).into_owned()),
                     };
                     return Err(RemoteTaskError::Rejected { task: self.task_id.clone(), url: self.worker.url.clone(), code, message });
                 }
@@ -153,10 +154,10 @@ impl HttpRemoteTask {
     }
 
     /// Marks the task failed from the coordinator's side (unreachable worker).
-    pub fn mark_failed(&self, code: &str, message: String) {
+    pub fn mark_failed(&self, code: ErrorCode, message: String) {
         let mut s = self.status();
         s.state = TaskState::Failed;
-        s.failure = Some(TaskFailure { code: code.to_string(), message, upstream: None, upstream_url: None });
+        s.failure = Some(TaskFailure { code: code.name().to_string(), message, upstream: None, upstream_url: None });
         self.set_status(s);
     }
 
@@ -199,7 +200,7 @@ impl HttpRemoteTask {
                     Err(e) => self.on_poll_error(&mut failing_since, request_started, format!("bad status body: {e}")),
                 },
                 Ok(resp) if resp.status() == reqwest::StatusCode::NOT_FOUND => {
-                    self.mark_failed("TASK_LOST", format!("task {} is gone from worker {}", self.task_id, self.worker.url));
+                    self.mark_failed(ErrorCode::TaskLost, format!("task {} is gone from worker {}", self.task_id, self.worker.url));
                     return;
                 }
                 Ok(resp) => self.on_poll_error(&mut failing_since, request_started, format!("HTTP {}", resp.status())),
@@ -216,8 +217,7 @@ impl HttpRemoteTask {
     fn on_poll_error(&self, failing_since: &mut Option<Instant>, request_started: Instant, message: String) {
         let since = *failing_since.get_or_insert(request_started);
         if since.elapsed() >= self.max_error_duration {
-            self.mark_failed(
-                "TOO_MANY_REQUESTS_FAILED",
+            self.mark_failed(ErrorCode::TooManyRequestsFailed,
                 format!(
                     "status requests for task {} to worker {} ({}) failed for {:.1?}: {message}",
                     self.task_id,

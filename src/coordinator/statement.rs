@@ -3,6 +3,7 @@
 //! is absent, taking rows as they come; `DELETE` on `nextUri` cancels. Type names and
 //! value encodings are Trino's (see `format`), so Trino's own clients work.
 
+use crate::error_code::ErrorCode;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -81,7 +82,7 @@ pub async fn post_statement(State(coord): State<Arc<CoordinatorState>>, headers:
     let sql = sql.trim_end_matches(';').trim();
     if sql.len() > super::planning::MAX_QUERY_LENGTH {
         let error = QueryError::new(
-            "QUERY_TEXT_TOO_LARGE",
+            ErrorCode::QueryTextTooLarge,
             format!("Query text length ({} bytes) exceeds the maximum length ({} bytes)", sql.len(), super::planning::MAX_QUERY_LENGTH),
         );
         let q = coord.submit_failed(sql.chars().take(1000).collect(), session_from_headers(&headers)?, error);

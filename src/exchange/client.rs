@@ -9,6 +9,7 @@
 //! task reports failure, the stream ends with an `ExchangeError` that names the
 //! upstream task and worker, so the consumer can tell the coordinator which task broke.
 
+use crate::error_code::ErrorCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -93,11 +94,12 @@ impl ExchangeError {
         }
     }
 
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> crate::error_code::ErrorCode {
+        use crate::error_code::ErrorCode;
         match self {
-            ExchangeError::UpstreamFailed { .. } => "REMOTE_TASK_FAILED",
-            ExchangeError::Unreachable { .. } => "REMOTE_TASK_UNREACHABLE",
-            ExchangeError::Protocol { .. } => "REMOTE_TASK_PROTOCOL_ERROR",
+            ExchangeError::UpstreamFailed { .. } => ErrorCode::RemoteTaskFailed,
+            ExchangeError::Unreachable { .. } => ErrorCode::RemoteTaskUnreachable,
+            ExchangeError::Protocol { .. } => ErrorCode::RemoteTaskProtocolError,
         }
     }
 }
@@ -283,7 +285,7 @@ impl Puller {
             let body = response.bytes().await.unwrap_or_default();
             let (code, message) = match serde_json::from_slice::<ErrorBody>(&body) {
                 Ok(e) => (e.error.code, e.error.message),
-                Err(_) => ("UNKNOWN".to_string(), String::from_utf8_lossy(&body).into_owned()),
+                Err(_) => (ErrorCode::GenericInternalError.name().to_string(), String::from_utf8_lossy(&body).into_owned()),
             };
             return Ok(Fetched::Failed(ExchangeError::UpstreamFailed {
                 task: self.source.task_id.clone(),

@@ -16,6 +16,7 @@
 //!
 //! Built and driven by `QueryExecution` when the session says `retry_policy=task`.
 
+use crate::error_code::ErrorCode;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -188,7 +189,7 @@ impl FaultTolerantQueryScheduler {
                         RootProgress::InputsRead => {}
                         RootProgress::Streaming => {
                             return Err(SchedulerError::Root(QueryError::new(
-                                "REMOTE_HOST_GONE",
+                                ErrorCode::RemoteHostGone,
                                 "an input of the root stage was lost after rows had reached the client; the query cannot be recomputed",
                             )))
                         }
@@ -248,7 +249,7 @@ impl FaultTolerantQueryScheduler {
             tracing::warn!(query = %self.settings.query_id, worker = %node, "worker lost, recomputing its work");
             self.lost.insert(node.clone());
             for task in self.running.values().filter(|t| t.worker.node_id == node) {
-                task.mark_failed("REMOTE_HOST_GONE", format!("worker {} ({}) is lost: no heartbeat within {:?}", node, task.worker.url, nodes.timeout()));
+                task.mark_failed(ErrorCode::RemoteHostGone, format!("worker {} ({}) is lost: no heartbeat within {:?}", node, task.worker.url, nodes.timeout()));
             }
             self.graph.reset_stages_on_lost_executor(&node).map_err(|e| SchedulerError::Graph(e.to_string()))?;
         }
@@ -265,7 +266,7 @@ impl FaultTolerantQueryScheduler {
             let state = match status.state {
                 TaskState::Finished => TaskUpdateState::Successful { path: task.task_id.to_string() },
                 TaskState::Failed => {
-                    let failure = status.failure.unwrap_or_else(|| TaskFailure { code: "UNKNOWN".into(), message: "task failed".into(), upstream: None, upstream_url: None });
+                    let failure = status.failure.unwrap_or_else(|| TaskFailure { code: ErrorCode::GenericInternalError.name().into(), message: "task failed".into(), upstream: None, upstream_url: None });
                     let report = TaskFailureReport { stage, task: task.task_id.clone(), worker: task.worker.url.clone(), failure: failure.clone() };
                     let update = self.classify(stage, &failure);
                     if let (TaskUpdateState::FetchFailed { executor_id, .. }, Some(upstream)) = (&update, &failure.upstream) {
@@ -329,7 +330,7 @@ impl FaultTolerantQueryScheduler {
                 };
             }
         }
-        let retryable = !matches!(failure.code.as_str(), "EXECUTION_ERROR" | "REMOTE_TASK_REJECTED");
+        let retryable = crate::error_code::name_is_retryable(&failure.code);
         TaskUpdateState::Failed { reason: format!("{}: {}", failure.code, failure.message), retryable }
     }
 
@@ -354,7 +355,7 @@ impl FaultTolerantQueryScheduler {
                     stage: 0,
                     task: TaskId::new(&self.settings.query_id, 0, 0, 0),
                     worker: COORDINATOR.into(),
-                    failure: TaskFailure { code: "UNKNOWN".into(), message: String::new(), upstream: None, upstream_url: None },
+                    failure: TaskFailure { code: ErrorCode::GenericInternalError.name().into(), message: String::new(), upstream: None, upstream_url: None },
                 });
                 report.failure.message = message;
                 return Err(SchedulerError::TaskFailed(report));
@@ -381,7 +382,7 @@ impl FaultTolerantQueryScheduler {
             }
             Err(RootFailure::Fatal(e)) => return Err(SchedulerError::Root(e)),
             Err(RootFailure::Fetch { upstream, url, message }) => {
-                let failure = TaskFailure { code: "REMOTE_TASK_UNREACHABLE".into(), message, upstream: Some(upstream), upstream_url: Some(url) };
+                let failure = TaskFailure { code: ErrorCode::RemoteTaskUnreachable.name().into(), message, upstream: Some(upstream), upstream_url: Some(url) };
                 if self.last_failure.is_none() {
                     let task = TaskId::new(&self.settings.query_id, 0, 0, attempt);
                     self.last_failure = Some(TaskFailureReport { stage: 0, task, worker: COORDINATOR.into(), failure: failure.clone() });
@@ -493,8 +494,8 @@ impl FaultTolerantQueryScheduler {
         tokio::spawn(async move {
             match task.send_update(&request).await {
                 Ok(()) => task.poll_status(stop).await,
-                Err(RemoteTaskError::Rejected { code, message, .. }) => task.mark_failed("REMOTE_TASK_REJECTED", format!("{code}: {message}")),
-                Err(e) => task.mark_failed("TOO_MANY_REQUESTS_FAILED", e.to_string()),
+                Err(RemoteTaskError::Rejected { code, message, .. }) => task.mark_failed(ErrorCode::RemoteTaskRejected, format!("{code}: {message}")),
+                Err(e) => task.mark_failed(ErrorCode::TooManyRequestsFailed, e.to_string()),
             }
         });
     }

@@ -8,6 +8,7 @@
 //! `StageExecution` is one stage: its tasks and its `StageStateMachine`, whose state
 //! follows from the task states.
 
+use crate::error_code::ErrorCode;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -151,7 +152,7 @@ impl StageExecution {
             let s = t.status();
             match (s.state, s.failure) {
                 (TaskState::Failed, Some(f)) => Some((t, f)),
-                (TaskState::Failed, None) => Some((t, TaskFailure { code: "UNKNOWN".into(), message: "task failed".into(), upstream: None, upstream_url: None })),
+                (TaskState::Failed, None) => Some((t, TaskFailure { code: ErrorCode::GenericInternalError.name().into(), message: "task failed".into(), upstream: None, upstream_url: None })),
                 _ => None,
             }
         })
@@ -278,8 +279,7 @@ impl PipelinedQueryScheduler {
         for s in self.stages.values() {
             for t in s.tasks() {
                 if !t.status().state.is_done() && !nodes.is_alive(&t.worker.node_id) {
-                    t.mark_failed(
-                        "REMOTE_HOST_GONE",
+                    t.mark_failed(ErrorCode::RemoteHostGone,
                         format!("worker {} ({}) is lost: no heartbeat within {:?}", t.worker.node_id, t.worker.url, nodes.timeout()),
                     );
                 }
@@ -305,9 +305,9 @@ impl PipelinedQueryScheduler {
     /// a broken data link (which is itself the cause), and only then the echo of an
     /// upstream task's failure.
     pub fn pick_root_cause(&self, failures: Vec<TaskFailureReport>) -> Option<TaskFailureReport> {
-        let rank = |f: &TaskFailureReport| match (&f.failure.upstream, f.failure.code.as_str()) {
+        let rank = |f: &TaskFailureReport| match (&f.failure.upstream, ErrorCode::parse(&f.failure.code)) {
             (None, _) => 0,
-            (Some(_), "REMOTE_TASK_FAILED") => 2,
+            (Some(_), Some(ErrorCode::RemoteTaskFailed)) => 2,
             (Some(_), _) => 1,
         };
         failures.into_iter().min_by_key(rank)
@@ -376,7 +376,7 @@ impl PipelinedQueryScheduler {
                 stage: id,
                 task: TaskId::new(&self.settings.query_id, id, 0, 0),
                 worker: "coordinator".into(),
-                failure: TaskFailure { code: "PLAN_SERIALIZATION".into(), message: e.to_string(), upstream: None, upstream_url: None },
+                failure: TaskFailure { code: ErrorCode::PlanSerialization.name().into(), message: e.to_string(), upstream: None, upstream_url: None },
             })
         })?;
         let output = output_spec(fragment, &self.stages);

@@ -3,6 +3,7 @@
 //! keeps a `TaskStateMachine` the coordinator long-polls. Created and looked up by the
 //! `SqlTaskManager`; the task API handlers read its buffers and status.
 
+use crate::error_code::ErrorCode;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -235,7 +236,7 @@ impl SqlTask {
         match self.failure() {
             Some(f) => Some((f.code, f.message)),
             None if self.spool.is_some() && matches!(self.state(), TaskState::Canceled | TaskState::Aborted) => {
-                Some(("TASK_ABORTED".to_string(), "the task was aborted; its spooled output is gone".to_string()))
+                Some((ErrorCode::TaskAborted.name().to_string(), "the task was aborted; its spooled output is gone".to_string()))
             }
             None => None,
         }
@@ -285,7 +286,7 @@ impl SqlTask {
     /// Fails the task on purpose (failure injection).
     pub fn fail_injected(&self) {
         self.fail(TaskFailure {
-            code: "INJECTED_FAILURE".into(),
+            code: ErrorCode::InjectedFailure.name().into(),
             message: format!("injected task failure in task {}", self.id),
             upstream: None,
             upstream_url: None,
@@ -519,13 +520,13 @@ pub fn failure_from_error(e: &DataFusionError) -> TaskFailure {
             ExchangeError::UpstreamFailed { message, .. } => message.clone(),
             other => other.to_string(),
         };
-        return TaskFailure { code: x.code().to_string(), message, upstream: Some(task.clone()), upstream_url: Some(url.to_string()) };
+        return TaskFailure { code: x.code().name().to_string(), message, upstream: Some(task.clone()), upstream_url: Some(url.to_string()) };
     }
     if find_external::<SpoolError>(e).is_some() {
         // The disk, not the query: worth another attempt elsewhere.
-        return TaskFailure { code: "SPOOL_ERROR".into(), message: e.to_string(), upstream: None, upstream_url: None };
+        return TaskFailure { code: ErrorCode::SpoolError.name().into(), message: e.to_string(), upstream: None, upstream_url: None };
     }
-    TaskFailure { code: "EXECUTION_ERROR".into(), message: e.to_string(), upstream: None, upstream_url: None }
+    TaskFailure { code: ErrorCode::ExecutionError.name().into(), message: e.to_string(), upstream: None, upstream_url: None }
 }
 
 /// The error of type `T` a DataFusion error wraps, however deeply.
