@@ -1,24 +1,203 @@
-//! Session properties and their defaults. The coordinator reads them from the client
-//! (`--session k=v`, `X-Trino-Session`), checks them, and forwards the ones that shape
-//! execution to workers inside each task update.
+//! Session properties, typed: `SessionProperties` holds every property a query can set,
+//! parsed and checked once (one default and one allowed range each, in
+//! `SESSION_PROPERTIES`). The coordinator parses a query's `X-Trino-Session` into it
+//! before planning; workers parse the same map from each task update, so a request that
+//! skipped the coordinator is held to the same ranges. The README's table is tested
+//! against `SESSION_PROPERTIES`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// Properties a user may set, with a one-line description each (shown by errors).
-pub const SESSION_PROPERTIES: &[(&str, &str)] = &[
-    ("execution_policy", "phased | all-at-once"),
-    ("retry_policy", "none | query | task"),
-    ("query_retry_attempts", "how many times retry_policy=query runs a failed query again (default 4)"),
-    ("task_retry_attempts", "how many times retry_policy=task retries one failed task (default 4)"),
-    ("stage_retry_attempts", "how many times retry_policy=task restarts a stage after fetch failures (default 4)"),
-    ("batch_size", "rows per batch inside tasks"),
-    ("output_buffer_max_bytes", "bytes a task's output buffer holds before the producer waits, e.g. 1MB"),
-    ("exchange_max_buffer_bytes", "bytes a consumer buffers from its upstream tasks, e.g. 64KB"),
-    ("exchange_max_error_duration", "how long an exchange link may fail before the query fails, e.g. 10s"),
-    ("hash_partition_count", "partitions of hash exchanges (default: live workers x the coordinator's cores, at least 2 per worker)"),
-    ("query_max_planning_time", "how long planning may take before the query fails, e.g. 30s (default 10m)"),
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecutionPolicy {
+    /// Trino's phases: build sides before probe sides.
+    Phased,
+    AllAtOnce,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryPolicy {
+    None,
+    Query,
+    Task,
+}
+
+/// Every session property of one query, parsed. `None` means "the worker's or
+/// coordinator's own default" where that depends on the process (buffer sizes, H).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionProperties {
+    pub execution_policy: ExecutionPolicy,
+    pub retry_policy: RetryPolicy,
+    pub query_retry_attempts: usize,
+    pub task_retry_attempts: usize,
+    pub stage_retry_attempts: usize,
+    pub batch_size: Option<usize>,
+    pub output_buffer_max_bytes: Option<u64>,
+    pub exchange_max_buffer_bytes: Option<u64>,
+    pub exchange_max_error_duration: Option<Duration>,
+    pub hash_partition_count: Option<usize>,
+    pub query_max_planning_time: Duration,
+}
+
+impl Default for SessionProperties {
+    fn default() -> Self {
+        SessionProperties {
+            execution_policy: ExecutionPolicy::Phased,
+            retry_policy: RetryPolicy::None,
+            query_retry_attempts: 4,
+            task_retry_attempts: 4,
+            stage_retry_attempts: 4,
+            batch_size: None,
+            output_buffer_max_bytes: None,
+            exchange_max_buffer_bytes: None,
+            exchange_max_error_duration: None,
+            hash_partition_count: None,
+            query_max_planning_time: Duration::from_secs(600),
+        }
+    }
+}
+
+/// One property: its name, its default as users read it, what it means, and how a
+/// value is checked and stored.
+pub struct PropertyDef {
+    pub name: &'static str,
+    pub default: &'static str,
+    pub description: &'static str,
+    set: fn(&mut SessionProperties, &str) -> Result<(), String>,
+}
+
+/// Upper bounds of numeric session properties: beyond them a worker would abort on an
+/// allocation (a batch of 10^12 rows) or the coordinator plan 10^9 partitions.
+pub const MAX_BATCH_SIZE: usize = 1 << 20;
+pub const MAX_HASH_PARTITIONS: usize = 4096;
+pub const MAX_BUFFER_BYTES: u64 = 4 << 30;
+pub const MIN_BUFFER_BYTES: u64 = 1 << 10;
+pub const MAX_RETRY_ATTEMPTS: usize = 100;
+
+fn ranged<T: PartialOrd + std::fmt::Display + Copy>(name: &str, n: T, lo: T, hi: T) -> Result<T, String> {
+    if n < lo || n > hi {
+        return Err(format!("session property '{name}' must be between {lo} and {hi}, got {n}"));
+    }
+    Ok(n)
+}
+
+fn count(name: &str, v: &str, lo: usize, hi: usize) -> Result<usize, String> {
+    let n = v.trim().parse::<u64>().map_err(|_| format!("session property '{name}' must be a whole number, got '{v}'"))?;
+    ranged(name, n, lo as u64, hi as u64).map(|n| n as usize)
+}
+
+fn bytes(name: &str, v: &str) -> Result<u64, String> {
+    let n = parse_bytes(v).map_err(|e| format!("session property '{name}': {e}"))?;
+    ranged(name, n, MIN_BUFFER_BYTES, MAX_BUFFER_BYTES)
+}
+
+fn duration(name: &str, v: &str) -> Result<Duration, String> {
+    let d = parse_duration(v).map_err(|e| format!("session property '{name}': {e}"))?;
+    if d.is_zero() || d > Duration::from_secs(24 * 3600) {
+        return Err(format!("session property '{name}' must be between 1ms and 24h, got {v}"));
+    }
+    Ok(d)
+}
+
+/// The properties a user may set, with their defaults and ranges.
+pub const SESSION_PROPERTIES: &[PropertyDef] = &[
+    PropertyDef {
+        name: "execution_policy",
+        default: "phased",
+        description: "`phased` (Trino's phases: build before probe) or `all-at-once`",
+        set: |p, v| {
+            p.execution_policy = match v {
+                "phased" => ExecutionPolicy::Phased,
+                "all-at-once" => ExecutionPolicy::AllAtOnce,
+                _ => return Err(format!("session property 'execution_policy' is phased or all-at-once, got '{v}'")),
+            };
+            Ok(())
+        },
+    },
+    PropertyDef {
+        name: "batch_size",
+        default: "8192",
+        description: "rows per batch inside tasks (1 to 1048576)",
+        set: |p, v| Ok(p.batch_size = Some(count("batch_size", v, 1, MAX_BATCH_SIZE)?)),
+    },
+    PropertyDef {
+        name: "hash_partition_count",
+        default: "workers x cores",
+        description: "partitions of hash exchanges, the query's H (1 to 4096); by default live workers x the coordinator's cores, at least 2 per worker",
+        set: |p, v| Ok(p.hash_partition_count = Some(count("hash_partition_count", v, 1, MAX_HASH_PARTITIONS)?)),
+    },
+    PropertyDef {
+        name: "output_buffer_max_bytes",
+        default: "worker's (32MB)",
+        description: "bytes a task's output buffer holds before its producer waits (1KB to 4GB)",
+        set: |p, v| Ok(p.output_buffer_max_bytes = Some(bytes("output_buffer_max_bytes", v)?)),
+    },
+    PropertyDef {
+        name: "exchange_max_buffer_bytes",
+        default: "32MB",
+        description: "bytes a consumer buffers from its upstream tasks (1KB to 4GB)",
+        set: |p, v| Ok(p.exchange_max_buffer_bytes = Some(bytes("exchange_max_buffer_bytes", v)?)),
+    },
+    PropertyDef {
+        name: "exchange_max_error_duration",
+        default: "10s",
+        description: "how long an exchange or task link may fail before the query fails",
+        set: |p, v| Ok(p.exchange_max_error_duration = Some(duration("exchange_max_error_duration", v)?)),
+    },
+    PropertyDef {
+        name: "query_max_planning_time",
+        default: "10m",
+        description: "how long planning may take before the query fails with `EXCEEDED_TIME_LIMIT`",
+        set: |p, v| Ok(p.query_max_planning_time = duration("query_max_planning_time", v)?),
+    },
+    PropertyDef {
+        name: "retry_policy",
+        default: "none",
+        description: "`none`, `query` or `task` (see Failures)",
+        set: |p, v| {
+            p.retry_policy = match v {
+                "none" => RetryPolicy::None,
+                "query" => RetryPolicy::Query,
+                "task" => RetryPolicy::Task,
+                _ => return Err(format!("session property 'retry_policy' is none, query or task, got '{v}'")),
+            };
+            Ok(())
+        },
+    },
+    PropertyDef {
+        name: "query_retry_attempts",
+        default: "4",
+        description: "times `query` runs a failed query again (0 to 100)",
+        set: |p, v| Ok(p.query_retry_attempts = count("query_retry_attempts", v, 0, MAX_RETRY_ATTEMPTS)?),
+    },
+    PropertyDef {
+        name: "task_retry_attempts",
+        default: "4",
+        description: "times `task` retries one partition's task (0 to 100)",
+        set: |p, v| Ok(p.task_retry_attempts = count("task_retry_attempts", v, 0, MAX_RETRY_ATTEMPTS)?),
+    },
+    PropertyDef {
+        name: "stage_retry_attempts",
+        default: "4",
+        description: "times `task` restarts a stage after fetch failures (0 to 100)",
+        set: |p, v| Ok(p.stage_retry_attempts = count("stage_retry_attempts", v, 0, MAX_RETRY_ATTEMPTS)?),
+    },
 ];
+
+impl SessionProperties {
+    /// Parses and checks every property; the error names the bad one and its range.
+    pub fn parse(session: &BTreeMap<String, String>) -> Result<SessionProperties, String> {
+        let mut props = SessionProperties::default();
+        for (k, v) in session {
+            let Some(def) = SESSION_PROPERTIES.iter().find(|d| d.name == k) else {
+                let known: Vec<&str> = SESSION_PROPERTIES.iter().map(|d| d.name).collect();
+                return Err(format!("unknown session property '{k}' (known: {})", known.join(", ")));
+            };
+            (def.set)(&mut props, v.trim())?;
+        }
+        Ok(props)
+    }
+}
 
 /// Parses `1024`, `64KB`, `1MB`, `2GB` (also `KiB` etc., all powers of 1024).
 pub fn parse_bytes(text: &str) -> Result<u64, String> {
@@ -50,47 +229,6 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     })
 }
 
-/// Upper bounds of numeric session properties: beyond them a worker would abort on an
-/// allocation (a batch of 10^12 rows) or the coordinator plan 10^9 partitions.
-pub const MAX_BATCH_SIZE: usize = 1 << 20;
-pub const MAX_HASH_PARTITIONS: usize = 4096;
-pub const MAX_BUFFER_BYTES: u64 = 4 << 30;
-pub const MAX_RETRY_ATTEMPTS: u64 = 100;
-
-/// `Ok(true)` when `n` parsed and lies in `[lo, hi]`; out of range is an error naming
-/// the range, unparsable is `Ok(false)` (the caller's generic message).
-fn in_range(name: &str, n: Option<u64>, lo: u64, hi: u64) -> Result<bool, String> {
-    match n {
-        None => Ok(false),
-        Some(n) if (lo..=hi).contains(&n) => Ok(true),
-        Some(n) => Err(format!("session property '{name}' must be between {lo} and {hi}, got {n}")),
-    }
-}
-
-/// Checks every property name and value; the error names the bad one.
-pub fn validate_session(session: &BTreeMap<String, String>) -> Result<(), String> {
-    for (k, v) in session {
-        let ok = match k.as_str() {
-            "execution_policy" => matches!(v.as_str(), "phased" | "all-at-once"),
-            "retry_policy" => matches!(v.as_str(), "none" | "query" | "task"),
-            "query_retry_attempts" | "task_retry_attempts" | "stage_retry_attempts" => in_range(k, v.parse::<u64>().ok(), 0, MAX_RETRY_ATTEMPTS)?,
-            "batch_size" => in_range(k, v.parse::<u64>().ok(), 1, MAX_BATCH_SIZE as u64)?,
-            "hash_partition_count" => in_range(k, v.parse::<u64>().ok(), 1, MAX_HASH_PARTITIONS as u64)?,
-            "output_buffer_max_bytes" | "exchange_max_buffer_bytes" => in_range(k, parse_bytes(v).ok(), 1 << 10, MAX_BUFFER_BYTES)?,
-            "exchange_max_error_duration" => parse_duration(v).is_ok(),
-            "query_max_planning_time" => parse_duration(v).map(|d| !d.is_zero()).unwrap_or(false),
-            _ => {
-                let known: Vec<&str> = SESSION_PROPERTIES.iter().map(|(n, _)| *n).collect();
-                return Err(format!("unknown session property '{k}' (known: {})", known.join(", ")));
-            }
-        };
-        if !ok {
-            let hint = SESSION_PROPERTIES.iter().find(|(n, _)| n == k).map(|(_, h)| *h).unwrap_or("");
-            return Err(format!("invalid value '{v}' for session property '{k}' ({hint})"));
-        }
-    }
-    Ok(())
-}
 
 #[cfg(test)]
 mod tests {
@@ -114,29 +252,41 @@ mod tests {
         assert!(parse_duration("soon").is_err());
     }
 
+    fn parse(pairs: &[(&str, &str)]) -> Result<SessionProperties, String> {
+        SessionProperties::parse(&pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+    }
+
     #[test]
-    fn sessions_are_validated() {
-        let mut s = BTreeMap::new();
-        s.insert("execution_policy".to_string(), "all-at-once".to_string());
-        s.insert("output_buffer_max_bytes".to_string(), "1MB".to_string());
-        assert!(validate_session(&s).is_ok());
-        s.insert("retry_policy".to_string(), "task".to_string());
-        s.insert("task_retry_attempts".to_string(), "2".to_string());
-        assert!(validate_session(&s).is_ok());
-        s.insert("stage_retry_attempts".to_string(), "-1".to_string());
-        assert!(validate_session(&s).unwrap_err().contains("stage_retry_attempts"));
-        s.remove("stage_retry_attempts");
-        s.insert("batch_size".to_string(), "1000000000000".to_string());
-        assert!(validate_session(&s).unwrap_err().contains("between 1 and 1048576"));
-        s.insert("batch_size".to_string(), "4096".to_string());
-        s.insert("hash_partition_count".to_string(), "1000000000".to_string());
-        assert!(validate_session(&s).unwrap_err().contains("hash_partition_count' must be between 1 and 4096"));
-        s.remove("hash_partition_count");
-        s.remove("stage_retry_attempts");
-        s.insert("execution_policy".to_string(), "sometimes".to_string());
-        assert!(validate_session(&s).unwrap_err().contains("execution_policy"));
-        let mut u = BTreeMap::new();
-        u.insert("nope".to_string(), "1".to_string());
-        assert!(validate_session(&u).unwrap_err().contains("unknown session property 'nope'"));
+    fn sessions_parse_once_into_typed_values() {
+        let p = parse(&[("execution_policy", "all-at-once"), ("output_buffer_max_bytes", "1MB"), ("retry_policy", "task"), ("task_retry_attempts", "2")]).unwrap();
+        assert_eq!(p.execution_policy, ExecutionPolicy::AllAtOnce);
+        assert_eq!(p.output_buffer_max_bytes, Some(1 << 20));
+        assert_eq!((p.retry_policy, p.task_retry_attempts, p.stage_retry_attempts), (RetryPolicy::Task, 2, 4));
+        assert_eq!(parse(&[]).unwrap(), SessionProperties::default());
+    }
+
+    #[test]
+    fn bad_values_name_the_property_and_its_range() {
+        assert!(parse(&[("stage_retry_attempts", "-1")]).unwrap_err().contains("stage_retry_attempts"));
+        assert!(parse(&[("execution_policy", "sometimes")]).unwrap_err().contains("execution_policy"));
+        assert!(parse(&[("batch_size", "1000000000000")]).unwrap_err().contains("between 1 and 1048576"));
+        assert!(parse(&[("hash_partition_count", "1000000000")]).unwrap_err().contains("'hash_partition_count' must be between 1 and 4096"));
+        assert!(parse(&[("output_buffer_max_bytes", "1")]).unwrap_err().contains("between 1024"));
+        assert!(parse(&[("query_max_planning_time", "0s")]).unwrap_err().contains("query_max_planning_time"));
+        assert!(parse(&[("nope", "1")]).unwrap_err().contains("unknown session property 'nope'"));
+    }
+
+    /// The README's session property table lists every property with its default.
+    #[test]
+    fn the_readme_table_matches_the_properties() {
+        let readme = include_str!("../README.md");
+        let table: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `")).collect();
+        for def in SESSION_PROPERTIES {
+            let row = table
+                .iter()
+                .find(|l| l.starts_with(&format!("| `{}` |", def.name)))
+                .unwrap_or_else(|| panic!("README has no row for {}", def.name));
+            assert!(row.contains(&format!("| {} |", def.default)), "README row for {} lacks its default {}: {row}", def.name, def.default);
+        }
     }
 }

@@ -74,8 +74,9 @@ macro_rules! error_codes {
     };
 }
 
-/// Where flotilla's own codes start (Trino leaves this range to connectors).
-const FLOTILLA: i64 = 0x0100_0000;
+/// Where flotilla's own codes start: in the range Trino leaves to connectors, clear of
+/// the bases its own connectors use (Hive's is 0x0100_0000).
+const FLOTILLA: i64 = 0x0F10_0000;
 
 error_codes! {
     GenericUserError = ("GENERIC_USER_ERROR", 0, UserError, Never),
@@ -89,7 +90,8 @@ error_codes! {
     CatalogNotFound = ("CATALOG_NOT_FOUND", 44, UserError, Never),
     SchemaNotFound = ("SCHEMA_NOT_FOUND", 45, UserError, Never),
     TableNotFound = ("TABLE_NOT_FOUND", 46, UserError, Never),
-    GenericInternalError = ("GENERIC_INTERNAL_ERROR", 65536, InternalError, Retryable),
+    /// A bug or an unexpected state: running the same thing again would hit it again.
+    GenericInternalError = ("GENERIC_INTERNAL_ERROR", 65536, InternalError, Never),
     TooManyRequestsFailed = ("TOO_MANY_REQUESTS_FAILED", 65537, InternalError, Retryable),
     PageTransportError = ("PAGE_TRANSPORT_ERROR", 65539, InternalError, Retryable),
     NoNodesAvailable = ("NO_NODES_AVAILABLE", 65541, InternalError, Retryable),
@@ -175,6 +177,7 @@ mod tests {
             }
         }
         assert!(ErrorCode::RemoteHostGone.is_retryable());
+        assert!(!ErrorCode::GenericInternalError.is_retryable());
         assert!(!ErrorCode::RemoteTaskRejected.is_retryable());
         assert!(name_is_retryable("FROM_A_NEWER_WORKER"));
         assert!(!name_is_retryable("EXECUTION_ERROR"));

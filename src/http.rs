@@ -99,7 +99,8 @@ pub async fn json_errors(req: axum::extract::Request, next: axum::middleware::Ne
         return resp;
     }
     // Rejection texts are short; a body that is not is cut rather than buffered whole.
-    let text = match axum::body::to_bytes(resp.into_body(), 64 << 10).await {
+    let (parts, body) = resp.into_parts();
+    let text = match axum::body::to_bytes(body, 64 << 10).await {
         Ok(b) => String::from_utf8_lossy(&b).trim().to_string(),
         Err(_) => String::new(),
     };
@@ -113,7 +114,14 @@ pub async fn json_errors(req: axum::extract::Request, next: axum::middleware::Ne
     };
     let message = if text.is_empty() { status.canonical_reason().unwrap_or("error").to_string() } else { text };
     let body = ErrorBody { error: ErrorDetail { code: code.to_string(), message } };
-    (status, Json(body)).into_response()
+    let mut out = (status, Json(body)).into_response();
+    // Keep what the original said besides its body (`Allow`, `Retry-After`, ...).
+    for (name, value) in parts.headers.iter() {
+        if name != axum::http::header::CONTENT_TYPE && name != axum::http::header::CONTENT_LENGTH {
+            out.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    out
 }
 
 /// Reads the secret from a flag value or `FLOTILLA_SHARED_SECRET`; empty means none.

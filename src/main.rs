@@ -211,7 +211,8 @@ async fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Worker { coordinator, bind, output_buffer_max_bytes, enable_failure_injection, shared_secret, spool_dir, task_client_timeout } => {
             let mut config = flotilla::worker::WorkerConfig::new(&bind, &coordinator);
-            config.task_client_timeout = task_client_timeout.max(Duration::from_secs(1));
+            // Clients long-poll for up to a second between contacts.
+            config.task_client_timeout = task_client_timeout.max(Duration::from_secs(2));
             if let Some(dir) = spool_dir {
                 config.spool_root = dir.into();
             }

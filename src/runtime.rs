@@ -51,15 +51,19 @@ fn lower_priority() {
 /// returns its result. Parsing and planning recurse over expression trees; a tokio
 /// worker's 2 MiB stack overflows (and aborts the process) on a few thousand terms.
 /// The thread is not joined when the receiver is dropped: a cancelled planning goes
-/// on to its end in the background and its result is discarded.
+/// on to its end in the background and its result is discarded; `f` is handed a check
+/// that says whether that happened, to skip work with effects. The thread runs at the
+/// compute threads' lower priority.
 pub fn spawn_with_big_stack<T, F>(name: &str, f: F) -> tokio::sync::oneshot::Receiver<std::thread::Result<T>>
 where
     T: Send + 'static,
-    F: FnOnce() -> T + Send + 'static,
+    F: FnOnce(&dyn Fn() -> bool) -> T + Send + 'static,
 {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let spawned = std::thread::Builder::new().name(name.to_string()).stack_size(PLANNING_STACK).spawn(move || {
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        lower_priority();
+        let abandoned = || tx.is_closed();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&abandoned)));
         let _ = tx.send(result);
     });
     if let Err(e) = spawned {

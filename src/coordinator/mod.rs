@@ -118,11 +118,18 @@ impl CoordinatorConfig {
     }
 }
 
+/// How long an ended query's last page stays for a retried request.
+const FINAL_PAGE_RETENTION: Duration = Duration::from_secs(60);
+
 pub struct CoordinatorState {
     pub config: CoordinatorConfig,
     pub nodes: Arc<NodeManager>,
     pub node_scheduler: Arc<NodeScheduler>,
     pub http: reqwest::Client,
+    /// Pulls of root stages from workers, on the compute runtime. A pool of its own:
+    /// hyper drives a connection on the runtime that opened it, and control requests
+    /// (status polls, deletes) must not ride on connections the busy compute threads drive.
+    pub exchange_http: reqwest::Client,
     /// External file tables, shared by every query's planning context.
     pub files: Arc<dyn datafusion::catalog::CatalogProvider>,
     queries: RwLock<BTreeMap<String, Arc<QueryExecution>>>,
@@ -182,7 +189,11 @@ impl CoordinatorState {
         let get = |name: &str| headers.get(name).and_then(|h| h.to_str().ok()).map(str::trim).filter(|h| statement::is_authority(h));
         let mut scheme = "http";
         let mut authority = match self.bound.ip().is_unspecified() {
-            true => get("host").map(str::to_string).unwrap_or_else(|| self.bound.to_string()),
+            true => get("host").map(str::to_string).unwrap_or_else(|| {
+                // Never hand out 0.0.0.0: without a usable Host, the loopback address.
+                let loopback: std::net::IpAddr = if self.bound.is_ipv6() { std::net::Ipv6Addr::LOCALHOST.into() } else { std::net::Ipv4Addr::LOCALHOST.into() };
+                std::net::SocketAddr::new(loopback, self.bound.port()).to_string()
+            }),
             false => self.bound.to_string(),
         };
         if self.config.process_forwarded {
@@ -197,10 +208,17 @@ impl CoordinatorState {
         format!("{scheme}://{authority}")
     }
 
-    /// Fails queries whose client stopped asking for results (`query.client.timeout`).
+    /// Fails queries whose client stopped asking for results (`query.client.timeout`),
+    /// and forgets the last page of ended queries nobody asked about for a minute (it
+    /// is kept for a client retrying its last request, not for ever).
     fn abandon_idle_queries(&self) {
         let timeout = self.config.query_client_timeout;
         for q in self.queries() {
+            if q.state().is_final() && q.client_idle() > FINAL_PAGE_RETENTION {
+                if let Ok(mut paging) = q.paging.try_lock() {
+                    paging.page = None;
+                }
+            }
             if !q.state().is_final() && q.client_idle() > timeout {
                 tracing::warn!(query = %q.id, "the client has not asked for results for {timeout:?}; abandoning the query");
                 q.stop_with(planner::QueryError::new(
@@ -234,8 +252,8 @@ impl CoordinatorState {
     }
 
     /// Exchange settings for the root stage, with the query's session overrides.
-    pub fn exchange_config(&self, session: &BTreeMap<String, String>) -> ExchangeConfig {
-        self.config.exchange.with_session(session)
+    pub fn exchange_config(&self, props: &crate::config::SessionProperties) -> ExchangeConfig {
+        self.config.exchange.with_properties(props)
     }
 }
 
@@ -273,6 +291,7 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
         nodes: Arc::new(NodeManager::new(config.worker_timeout)),
         node_scheduler: Arc::new(NodeScheduler::new()),
         http: crate::http::http_client(config.shared_secret.as_deref()),
+        exchange_http: crate::http::http_client(config.shared_secret.as_deref()),
         files: planner::files_catalog(),
         queries: RwLock::new(BTreeMap::new()),
         history: parking_lot::Mutex::new(VecDeque::new()),

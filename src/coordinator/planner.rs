@@ -12,6 +12,7 @@ use datafusion::error::DataFusionError;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use serde::Serialize;
 
+use crate::config::SessionProperties;
 use crate::error_code::{name_is_retryable, ErrorCode, ErrorType};
 
 /// An error as the client protocol reports it.
@@ -105,7 +106,7 @@ impl Default for SessionSpec {
 
 /// A planning context whose `target_partitions` is the query's partition count, with
 /// the `tpch` catalog and the coordinator's `files` catalog.
-pub fn session_context(spec: &SessionSpec, partitions: usize, files: Option<Arc<dyn CatalogProvider>>) -> SessionContext {
+pub fn session_context(spec: &SessionSpec, props: &SessionProperties, partitions: usize, files: Option<Arc<dyn CatalogProvider>>) -> SessionContext {
     // The catalog brings Trino's information_schema; DataFusion's would shadow it.
     let mut config = SessionConfig::new()
         .with_target_partitions(partitions.max(1))
@@ -113,7 +114,7 @@ pub fn session_context(spec: &SessionSpec, partitions: usize, files: Option<Arc<
         .with_create_default_catalog_and_schema(true)
         .with_default_catalog_and_schema(&spec.catalog, &spec.schema)
         .with_round_robin_repartition(false);
-    if let Some(bs) = spec.properties.get("batch_size").and_then(|v| v.parse().ok()) {
+    if let Some(bs) = props.batch_size {
         config = config.with_batch_size(bs);
     }
     let opts = config.options_mut();
@@ -166,7 +167,7 @@ mod tests {
 
     #[tokio::test]
     async fn bad_sql_is_a_syntax_error() {
-        let ctx = session_context(&SessionSpec::default(), 2, None);
+        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, None);
         let e = ctx.sql("SELEC 1").await.unwrap_err();
         let q = planning_error(&e);
         assert_eq!(q.error_name, "SYNTAX_ERROR");
@@ -175,7 +176,7 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_tables_are_named() {
-        let ctx = session_context(&SessionSpec::default(), 2, None);
+        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, None);
         let e = ctx.sql("SELECT * FROM no_such_table").await.unwrap_err();
         let q = planning_error(&e);
         assert_eq!(q.error_name, "TABLE_NOT_FOUND", "{q:?}");

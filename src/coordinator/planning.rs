@@ -42,27 +42,46 @@ pub enum Planned {
     Query { physical: Arc<dyn ExecutionPlan>, fragments: Option<Arc<FragmentedPlan>>, analyze: bool },
 }
 
+/// Planning threads at once. A query waits (cancellably, within its planning time)
+/// for one; an abandoned planning keeps its slot until its thread ends, so slow
+/// statements cannot pile up threads that burn the coordinator's cores.
+fn planning_slots() -> &'static tokio::sync::Semaphore {
+    static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    SLOTS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+        tokio::sync::Semaphore::new(2 * cores + 2)
+    })
+}
+
 /// Plans `sql` on a planning thread; gives up after `max_time`.
 pub async fn plan(ctx: SessionContext, sql: String, workers: usize, max_time: Duration) -> Result<Planned, QueryError> {
-    let planning = crate::runtime::spawn_with_big_stack("flotilla-planner", move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
-        rt.block_on(plan_here(&ctx, &sql, workers))
-    });
+    let planning = async move {
+        let slot = planning_slots().acquire().await.map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
+        let thread = crate::runtime::spawn_with_big_stack("flotilla-planner", move |abandoned| {
+            let _slot = slot;
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
+            rt.block_on(plan_here(&ctx, &sql, workers, abandoned))
+        });
+        Ok::<_, QueryError>(thread.await)
+    };
     match tokio::time::timeout(max_time, planning).await {
+        Ok(Err(e)) => Err(e),
+        Ok(Ok(thread)) => match thread {
+            Err(_) => Err(QueryError::new(ErrorCode::GenericInternalError, "the planning thread could not be started")),
+            Ok(Err(panic)) => {
+                let what = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+                Err(QueryError::new(ErrorCode::GenericInternalError, format!("planning failed unexpectedly: {what}")))
+            }
+            Ok(Ok(planned)) => planned,
+        },
         Err(_) => Err(QueryError::new(
             ErrorCode::ExceededTimeLimit,
             format!("Query exceeded the maximum planning time limit of {max_time:?} (session property query_max_planning_time)"),
         )),
-        Ok(Err(_)) => Err(QueryError::new(ErrorCode::GenericInternalError, "the planning thread could not be started")),
-        Ok(Ok(Err(panic))) => {
-            let what = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
-            Err(QueryError::new(ErrorCode::GenericInternalError, format!("planning failed unexpectedly: {what}")))
-        }
-        Ok(Ok(Ok(planned))) => planned,
     }
 }
 
-async fn plan_here(ctx: &SessionContext, sql: &str, workers: usize) -> Result<Planned, QueryError> {
+async fn plan_here(ctx: &SessionContext, sql: &str, workers: usize, abandoned: &dyn Fn() -> bool) -> Result<Planned, QueryError> {
     let state = ctx.state();
     let dialect = state.config().options().sql_parser.dialect;
     let statement = state.sql_to_statement(sql, &dialect).map_err(|e| planning_error(&e))?;
@@ -88,7 +107,10 @@ async fn plan_here(ctx: &SessionContext, sql: &str, workers: usize) -> Result<Pl
         LogicalPlan::Analyze(a) => (a.input.as_ref().clone(), true),
         other => (other, false),
     };
-    // DDL (CREATE EXTERNAL TABLE) takes effect here.
+    // DDL (CREATE EXTERNAL TABLE) takes effect here: not for a query already given up.
+    if abandoned() {
+        return Err(QueryError::new(ErrorCode::UserCanceled, "planning was abandoned"));
+    }
     let df = ctx.execute_logical_plan(logical).await.map_err(|e| planning_error(&e))?;
     let physical = df.create_physical_plan().await.map_err(|e| planning_error(&e))?;
     let fragments = match reads_tables(&physical) {
@@ -122,6 +144,11 @@ fn statement_depth(statement: &DFStatement) -> usize {
             let _ = s.visit(&mut v);
         }
         DFStatement::Explain(e) => return statement_depth(&e.statement),
+        DFStatement::CopyTo(c) => {
+            if let datafusion::sql::parser::CopyToSource::Query(q) = &c.source {
+                let _ = q.visit(&mut v);
+            }
+        }
         _ => {}
     }
     v.max
@@ -151,6 +178,7 @@ impl Visitor for DepthVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::SessionProperties;
     use crate::coordinator::planner::{session_context, SessionSpec};
 
     fn chain(n: usize) -> String {
@@ -159,14 +187,14 @@ mod tests {
 
     #[tokio::test]
     async fn shallow_statements_plan() {
-        let ctx = session_context(&SessionSpec::default(), 2, None);
+        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, None);
         let planned = plan(ctx, chain(100), 1, Duration::from_secs(60)).await;
         assert!(matches!(planned, Ok(Planned::Query { fragments: None, .. })));
     }
 
     #[tokio::test]
     async fn deep_statements_are_refused_not_crashed() {
-        let ctx = session_context(&SessionSpec::default(), 2, None);
+        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, None);
         let e = plan(ctx, chain(10_000), 1, Duration::from_secs(60)).await.err().expect("refused");
         assert_eq!(e.error_name, "SYNTAX_ERROR", "{e:?}");
         assert!(e.message.contains("limit of 500"), "{}", e.message);
@@ -174,7 +202,7 @@ mod tests {
 
     #[tokio::test]
     async fn nested_parentheses_are_a_syntax_error() {
-        let ctx = session_context(&SessionSpec::default(), 2, None);
+        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, None);
         let sql = format!("SELECT {}1{}", "(".repeat(5000), ")".repeat(5000));
         let e = plan(ctx, sql, 1, Duration::from_secs(60)).await.err().expect("refused");
         assert_eq!(e.error_name, "SYNTAX_ERROR", "{e:?}");

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::physical_plan::{execute_stream, ExecutionPlan};
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 use futures::StreamExt;
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -21,6 +21,7 @@ use super::fragmenter::FragmentedPlan;
 use super::planning::Planned;
 use super::planner::{planning_error, session_context, QueryError, SessionSpec};
 use super::CoordinatorState;
+use crate::config::{ExecutionPolicy, RetryPolicy, SessionProperties};
 use crate::exchange::client::{ExchangeClient, ExchangeStats};
 use crate::exchange::remote_source::{attach_resolver, SourceLocations, SourceResolver};
 use crate::protocol::SourceUpdate;
@@ -279,21 +280,30 @@ impl QueryExecution {
     }
 }
 
-/// Trino's default `query_max_planning_time`.
-const DEFAULT_MAX_PLANNING_TIME: Duration = Duration::from_secs(600);
-
 /// Runs the query to a final state.
 pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
+    // Session properties are parsed and checked once, here; a bad one fails the query.
+    let mut properties = q.session.properties.clone();
+    let inject_panic = properties.remove(INJECT_RUNNER_PANIC).is_some() && coord.config.enable_failure_injection;
+    let props = match SessionProperties::parse(&properties) {
+        Ok(p) => p,
+        Err(m) => {
+            q.fail(QueryError::new(ErrorCode::InvalidSessionProperty, m));
+            crate::metrics::QUERY_LATENCY.observe(q.elapsed().as_secs_f64());
+            return;
+        }
+    };
+    let run = Run { props, session: properties, inject_panic };
     // retry_policy=query: a retryable failure before any row reached the client runs
     // the whole query again, a bounded number of times.
-    let attempts = match q.session.properties.get("retry_policy").map(String::as_str) {
-        Some("query") => q.session.properties.get("query_retry_attempts").and_then(|v| v.parse().ok()).unwrap_or(4usize).saturating_add(1),
+    let attempts = match run.props.retry_policy {
+        RetryPolicy::Query => run.props.query_retry_attempts.saturating_add(1),
         _ => 1,
     };
     let mut attempt = 0;
     let outcome = loop {
         let outcome = tokio::select! {
-            r = execute(&coord, &q, attempt) => r,
+            r = execute(&coord, &q, &run, attempt) => r,
             _ = q.cancelled() => Err(q.cancel_reason.lock().clone().unwrap_or_else(|| QueryError::new(ErrorCode::UserCanceled, "Query was canceled"))),
         };
         // Tasks are deleted inside `execute` on every path it finishes; a cancel that
@@ -338,19 +348,21 @@ async fn remove_stage_tasks(q: &QueryExecution) {
     futures::future::join_all(deletes).await;
 }
 
-async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt: usize) -> Result<(), QueryError> {
+/// What every attempt of a query shares.
+struct Run {
+    props: SessionProperties,
+    /// The properties as the client set them, forwarded to workers (test hooks removed).
+    session: std::collections::BTreeMap<String, String>,
+    /// Test hook: panic once rows flow (`INJECT_RUNNER_PANIC`).
+    inject_panic: bool,
+}
+
+async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, run: &Run, attempt: usize) -> Result<(), QueryError> {
     q.transition(QueryState::Planning);
-    let mut properties = q.session.properties.clone();
-    let inject_panic = properties.remove(INJECT_RUNNER_PANIC).is_some() && coord.config.enable_failure_injection;
-    crate::config::validate_session(&properties).map_err(|m| QueryError::new(ErrorCode::InvalidSessionProperty, m))?;
+    let props = &run.props;
     let workers = coord.nodes.live_workers();
-    let partitions = q
-        .session
-        .properties
-        .get("hash_partition_count")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(workers.len().max(1) * coord.config.partitions_per_worker);
-    let ctx = session_context(&q.session, partitions, Some(coord.files.clone()));
+    let partitions = props.hash_partition_count.unwrap_or(workers.len().max(1) * coord.config.partitions_per_worker);
+    let ctx = session_context(&q.session, props, partitions, Some(coord.files.clone()));
     let sql = match super::execute_immediate::rewrite(&q.sql) {
         Some(Ok(sql)) => sql,
         Some(Err(m)) => return Err(QueryError::new(ErrorCode::SyntaxError, m)),
@@ -373,8 +385,7 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt
         q.emit(batch).await;
         return Ok(());
     }
-    let max_planning = q.session.properties.get("query_max_planning_time").and_then(|v| crate::config::parse_duration(v).ok()).unwrap_or(DEFAULT_MAX_PLANNING_TIME);
-    let (physical, fragments, analyze) = match super::planning::plan(ctx.clone(), sql, workers.len(), max_planning).await? {
+    let (physical, fragments, analyze) = match super::planning::plan(ctx.clone(), sql, workers.len(), props.query_max_planning_time).await? {
         Planned::Explain(text) => return emit_text(q, "Query Plan", text).await,
         Planned::Query { physical, fragments, analyze } => (physical, fragments, analyze),
     };
@@ -385,7 +396,13 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt
         // Metadata and constant queries need no workers.
         q.transition(QueryState::Starting);
         q.transition(QueryState::Running);
-        let mut stream = execute_stream(physical, ctx.task_ctx()).map_err(|e| planning_error(&e))?;
+        // On the compute runtime, like every other execution: a constant query can be
+        // big (`range(1e11)`), and must not starve the control plane.
+        let physical: Arc<dyn ExecutionPlan> = match physical.output_partitioning().partition_count() {
+            1 => physical,
+            _ => Arc::new(datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec::new(physical)),
+        };
+        let mut stream = crate::runtime::execute_on_compute(physical, 0, ctx.task_ctx());
         while let Some(b) = stream.next().await {
             let b = b.map_err(|e| QueryError::new(ErrorCode::ExecutionError, e.to_string()))?;
             if !q.emit(b).await {
@@ -402,36 +419,36 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt
     }
     q.nodes.store(workers.len() as u64, Ordering::Relaxed);
     *q.fragments.lock() = Some(fragmented.clone());
-    let exchange = coord.exchange_config(&q.session.properties);
+    let exchange = coord.exchange_config(props);
     let settings = SchedulerSettings {
         query_id: q.id.clone(),
         attempt,
         http: coord.http.clone(),
         workers,
         node_scheduler: coord.node_scheduler.clone(),
-        session: q.session.properties.clone(),
+        session: run.session.clone(),
         max_error_duration: exchange.max_error_duration,
         nodes: Some(coord.nodes.clone()),
     };
-    if q.session.properties.get("retry_policy").map(String::as_str) == Some("task") {
-        return execute_fault_tolerant(coord, q, fragmented, settings, exchange, &ctx, analyze).await;
+    if props.retry_policy == RetryPolicy::Task {
+        return execute_fault_tolerant(coord, q, props, fragmented, settings, exchange, &ctx, analyze).await;
     }
     let stage_ids = fragmented.worker_stages();
-    let schedule: Box<dyn ExecutionSchedule> = match q.session.properties.get("execution_policy").map(String::as_str) {
-        Some("all-at-once") => Box::new(AllAtOnceExecutionSchedule::new(&stage_ids)),
-        _ => Box::new(
+    let schedule: Box<dyn ExecutionSchedule> = match props.execution_policy {
+        ExecutionPolicy::AllAtOnce => Box::new(AllAtOnceExecutionSchedule::new(&stage_ids)),
+        ExecutionPolicy::Phased => Box::new(
             PhasedExecutionSchedule::new(&stage_ids, &fragmented.dependencies())
                 .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?,
         ),
     };
-    let client = ExchangeClient::new(coord.http.clone(), exchange, q.root_input.clone());
+    let client = ExchangeClient::new(coord.exchange_http.clone(), exchange, q.root_input.clone());
     let sources = Arc::new(SourceLocations::new(0, client));
     let mut scheduler = PipelinedQueryScheduler::new(settings, fragmented.clone(), schedule, sources.clone());
     *q.stages.lock() = scheduler.stages();
     q.transition(QueryState::Starting);
     let resolver: Arc<dyn SourceResolver> = sources;
     let root = attach_resolver(fragmented.root().plan.clone(), &resolver).map_err(|e| planning_error(&e))?;
-    let outcome = run_stages(q, &mut scheduler, root, &ctx, analyze, inject_panic).await;
+    let outcome = run_stages(q, &mut scheduler, root, &ctx, analyze, run.inject_panic).await;
     let analysis = analyze.then(|| explain_analyze(&fragmented, &scheduler.stages(), q.elapsed()));
     let aborting = outcome.is_err();
     let reported = scheduler.remove_all_tasks(aborting).await;
@@ -458,19 +475,20 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, attempt
 async fn execute_fault_tolerant(
     coord: &Arc<CoordinatorState>,
     q: &Arc<QueryExecution>,
+    props: &SessionProperties,
     fragmented: Arc<FragmentedPlan>,
     settings: SchedulerSettings,
     exchange: crate::exchange::client::ExchangeConfig,
     ctx: &datafusion::prelude::SessionContext,
     analyze: bool,
 ) -> Result<(), QueryError> {
-    let limits = RetryLimits::from_session(&q.session.properties, coord.config.partitions_per_worker);
+    let limits = RetryLimits::from_properties(props, coord.config.partitions_per_worker);
     let mut scheduler =
         FaultTolerantQueryScheduler::new(settings, limits, fragmented.clone()).map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
     *q.stages.lock() = scheduler.stages();
     *q.graph.lock() = Some(scheduler.display());
     q.transition(QueryState::Starting);
-    let root = Arc::new(SpooledRootStage::new(q.clone(), fragmented.root().plan.clone(), ctx.task_ctx(), coord.http.clone(), exchange, analyze));
+    let root = Arc::new(SpooledRootStage::new(q.clone(), fragmented.root().plan.clone(), ctx.task_ctx(), coord.exchange_http.clone(), exchange, analyze));
     let outcome = scheduler.run(root.clone()).await;
     let analysis = analyze.then(|| explain_analyze(&fragmented, &scheduler.stages(), q.elapsed()));
     scheduler.remove_all_tasks(outcome.is_err()).await;
@@ -529,13 +547,14 @@ async fn run_stages(
             r = &mut pump => break r?,
         }
     };
-    // The root has every row; the stages finish as their last pages are acknowledged,
-    // which takes milliseconds. Waiting for that (bounded: a LIMIT may leave producers
-    // that would run on) lets query info show them FINISHED, not cancelled mid-flush;
-    // EXPLAIN ANALYZE waits longer for final statistics.
-    if !scheduled {
-        let grace = if analyze { Duration::from_secs(5) } else { Duration::from_secs(1) };
-        if let Ok(Err(e)) = tokio::time::timeout(grace, &mut scheduling).await {
+    // The root has every row. When every stage is done producing, they finish as
+    // their last pages are acknowledged, in milliseconds: waiting for that lets query
+    // info show them FINISHED rather than cancelled mid-flush. A stage still producing
+    // (the root stopped early, at a LIMIT) would run on, so it is not waited for,
+    // except by EXPLAIN ANALYZE, which waits a little for final statistics.
+    let all_flushing = q.stages().iter().all(|s| s.refresh().is_done_producing());
+    if !scheduled && (all_flushing || analyze) {
+        if let Ok(Err(e)) = tokio::time::timeout(Duration::from_secs(5), &mut scheduling).await {
             return Err(RunFailure::Scheduler(e));
         }
     }
@@ -647,6 +666,8 @@ mod tests {
         assert_eq!(task_failure_error(&report("SPOOL_ERROR")).error_name, "REMOTE_TASK_ERROR");
         let unknown = task_failure_error(&report("DISK_ON_FIRE"));
         assert_eq!((unknown.error_name.as_str(), unknown.error_code), ("DISK_ON_FIRE", 65536));
+        // Unknown names are a newer peer's internal failures, retried; our own catch-all
+        // GENERIC_INTERNAL_ERROR is a bug and is not.
         assert!(unknown.is_retryable());
         assert!(unknown.message.contains("stage 1") && unknown.message.contains("boom"));
     }

@@ -104,7 +104,7 @@ impl HttpRemoteTask {
                     let body = resp.bytes().await.unwrap_or_default();
                     let (code, message) = match serde_json::from_slice::<ErrorBody>(&body) {
                         Ok(e) => (e.error.code, e.error.message),
-                        Err(_) => (ErrorCode::GenericInternalError.name().into(), String::from_utf8_lossy(&body).into_owned()),
+                        Err(_) => (ErrorCode::RemoteTaskError.name().into(), String::from_utf8_lossy(&body).into_owned()),
                     };
                     return Err(RemoteTaskError::Rejected { task: self.task_id.clone(), url: self.worker.url.clone(), code, message });
                 }

@@ -228,7 +228,7 @@ pub fn is_authority(s: &str) -> bool {
         None => {
             let end = s.find(':').unwrap_or(s.len());
             let host = &s[..end];
-            let ok = !host.is_empty() && !host.starts_with('-') && host.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
+            let ok = !host.is_empty() && !host.starts_with('-') && host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
             (ok, &s[end..])
         }
     };
@@ -326,7 +326,7 @@ mod tests {
 
     #[test]
     fn only_plain_authorities_are_used_in_uris() {
-        for good in ["localhost", "127.0.0.1:8080", "coordinator.example-1.net:443", "[::1]:8080", "[fe80::1]"] {
+        for good in ["localhost", "127.0.0.1:8080", "coordinator.example-1.net:443", "[::1]:8080", "[fe80::1]", "flotilla_coordinator_1:8080"] {
             assert!(is_authority(good), "{good}");
         }
         for bad in ["", "evil.com/path", "a b", "host:port", "host:99999", "[::1", "x@y", "-lead", "h:1:2", "evil.com#"] {

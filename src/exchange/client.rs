@@ -52,13 +52,13 @@ impl Default for ExchangeConfig {
 
 impl ExchangeConfig {
     /// This configuration with a query's session overrides applied.
-    pub fn with_session(&self, session: &std::collections::BTreeMap<String, String>) -> ExchangeConfig {
+    pub fn with_properties(&self, props: &crate::config::SessionProperties) -> ExchangeConfig {
         let mut c = self.clone();
-        if let Some(v) = session.get("exchange_max_buffer_bytes").and_then(|v| crate::config::parse_bytes(v).ok()) {
+        if let Some(v) = props.exchange_max_buffer_bytes {
             c.buffer_bytes = v as usize;
             c.max_response_bytes = c.max_response_bytes.min(v.max(1));
         }
-        if let Some(v) = session.get("exchange_max_error_duration").and_then(|v| crate::config::parse_duration(v).ok()) {
+        if let Some(v) = props.exchange_max_error_duration {
             c.max_error_duration = v;
         }
         c
@@ -285,7 +285,7 @@ impl Puller {
             let body = response.bytes().await.unwrap_or_default();
             let (code, message) = match serde_json::from_slice::<ErrorBody>(&body) {
                 Ok(e) => (e.error.code, e.error.message),
-                Err(_) => (ErrorCode::GenericInternalError.name().to_string(), String::from_utf8_lossy(&body).into_owned()),
+                Err(_) => (ErrorCode::RemoteTaskError.name().to_string(), String::from_utf8_lossy(&body).into_owned()),
             };
             return Ok(Fetched::Failed(ExchangeError::UpstreamFailed {
                 task: self.source.task_id.clone(),

@@ -56,9 +56,12 @@ pub struct RetryLimits {
 
 impl RetryLimits {
     /// `task_retry_attempts` retries of a task means its next failure is fatal.
-    pub fn from_session(session: &BTreeMap<String, String>, slots_per_worker: usize) -> Self {
-        let get = |k: &str| session.get(k).and_then(|v| v.parse::<usize>().ok()).unwrap_or(4);
-        RetryLimits { max_task_failures: get("task_retry_attempts").saturating_add(1), max_stage_failures: get("stage_retry_attempts"), slots_per_worker: slots_per_worker.max(1) }
+    pub fn from_properties(props: &crate::config::SessionProperties, slots_per_worker: usize) -> Self {
+        RetryLimits {
+            max_task_failures: props.task_retry_attempts.saturating_add(1),
+            max_stage_failures: props.stage_retry_attempts,
+            slots_per_worker: slots_per_worker.max(1),
+        }
     }
 }
 
@@ -266,7 +269,7 @@ impl FaultTolerantQueryScheduler {
             let state = match status.state {
                 TaskState::Finished => TaskUpdateState::Successful { path: task.task_id.to_string() },
                 TaskState::Failed => {
-                    let failure = status.failure.unwrap_or_else(|| TaskFailure { code: ErrorCode::GenericInternalError.name().into(), message: "task failed".into(), upstream: None, upstream_url: None });
+                    let failure = status.failure.unwrap_or_else(|| TaskFailure { code: ErrorCode::RemoteTaskError.name().into(), message: "task failed".into(), upstream: None, upstream_url: None });
                     let report = TaskFailureReport { stage, task: task.task_id.clone(), worker: task.worker.url.clone(), failure: failure.clone() };
                     let update = self.classify(stage, &failure);
                     if let (TaskUpdateState::FetchFailed { executor_id, .. }, Some(upstream)) = (&update, &failure.upstream) {
@@ -355,7 +358,7 @@ impl FaultTolerantQueryScheduler {
                     stage: 0,
                     task: TaskId::new(&self.settings.query_id, 0, 0, 0),
                     worker: COORDINATOR.into(),
-                    failure: TaskFailure { code: ErrorCode::GenericInternalError.name().into(), message: String::new(), upstream: None, upstream_url: None },
+                    failure: TaskFailure { code: ErrorCode::RemoteTaskError.name().into(), message: String::new(), upstream: None, upstream_url: None },
                 });
                 report.failure.message = message;
                 return Err(SchedulerError::TaskFailed(report));
@@ -553,12 +556,12 @@ mod tests {
 
     #[test]
     fn retry_limits_follow_the_session() {
-        let defaults = RetryLimits::from_session(&BTreeMap::new(), 2);
+        let defaults = RetryLimits::from_properties(&crate::config::SessionProperties::default(), 2);
         // Four retries: the fifth failure of a task is final; four stage restarts.
         assert_eq!((defaults.max_task_failures, defaults.max_stage_failures, defaults.slots_per_worker), (5, 4, 2));
         let session: BTreeMap<String, String> =
             [("task_retry_attempts", "0"), ("stage_retry_attempts", "1")].into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let strict = RetryLimits::from_session(&session, 0);
+        let strict = RetryLimits::from_properties(&crate::config::SessionProperties::parse(&session).unwrap(), 0);
         assert_eq!((strict.max_task_failures, strict.max_stage_failures, strict.slots_per_worker), (1, 1, 1));
     }
 }

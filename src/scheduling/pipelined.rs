@@ -152,7 +152,7 @@ impl StageExecution {
             let s = t.status();
             match (s.state, s.failure) {
                 (TaskState::Failed, Some(f)) => Some((t, f)),
-                (TaskState::Failed, None) => Some((t, TaskFailure { code: ErrorCode::GenericInternalError.name().into(), message: "task failed".into(), upstream: None, upstream_url: None })),
+                (TaskState::Failed, None) => Some((t, TaskFailure { code: ErrorCode::RemoteTaskError.name().into(), message: "task failed".into(), upstream: None, upstream_url: None })),
                 _ => None,
             }
         })

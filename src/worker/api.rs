@@ -86,7 +86,9 @@ async fn task_status(State(m): Mgr, Path(task_id): Path<String>, headers: Header
     let status = match header_u64(&headers, protocol::HEADER_CURRENT_VERSION) {
         Some(version) => {
             let wait = Duration::from_millis(header_u64(&headers, protocol::HEADER_MAX_WAIT).unwrap_or(1000).min(10_000));
-            task.wait_status(version, wait).await
+            let status = task.wait_status(version, wait).await;
+            task.touch();
+            status
         }
         None => task.status(),
     };
@@ -121,6 +123,8 @@ async fn get_results(
     let max_bytes = header_u64(&headers, protocol::HEADER_MAX_SIZE).unwrap_or(8 << 20);
     let max_wait = Duration::from_millis(header_u64(&headers, protocol::HEADER_MAX_WAIT).unwrap_or(1000).min(10_000));
     let result = task.results(buffer, token, max_bytes, max_wait).await?;
+    // A long poll is contact at both ends: its client is waiting all along.
+    task.touch();
     if let Some(resp) = failed_task_response(&task, &id) {
         return Ok(resp);
     }

@@ -4,7 +4,7 @@
 //! `SqlTaskManager`; the task API handlers read its buffers and status.
 
 use crate::error_code::ErrorCode;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,17 +43,10 @@ pub struct TaskSettings {
 }
 
 impl TaskSettings {
-    pub fn from_session(session: &BTreeMap<String, String>, defaults: &TaskSettings) -> Self {
-        let get = |k: &str| session.get(k).and_then(|v| crate::config::parse_bytes(v).ok());
-        // Clamped as well as checked by the coordinator: a worker must not abort on a
-        // request that skipped the coordinator's checks.
+    pub fn from_properties(props: &crate::config::SessionProperties, defaults: &TaskSettings) -> Self {
         TaskSettings {
-            batch_size: session
-                .get("batch_size")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(defaults.batch_size)
-                .clamp(1, crate::config::MAX_BATCH_SIZE),
-            output_buffer_bytes: get("output_buffer_max_bytes").unwrap_or(defaults.output_buffer_bytes).clamp(1 << 10, crate::config::MAX_BUFFER_BYTES),
+            batch_size: props.batch_size.unwrap_or(defaults.batch_size),
+            output_buffer_bytes: props.output_buffer_max_bytes.unwrap_or(defaults.output_buffer_bytes),
         }
     }
 }
@@ -281,6 +274,17 @@ impl SqlTask {
         }
         self.transition(TaskState::Failed);
         self.stop();
+    }
+
+    /// Fails the task because no client asked about it for `idle` (its coordinator is
+    /// gone); a reader still polling learns `ABANDONED_TASK`.
+    pub fn abandon(&self, idle: Duration) {
+        self.fail(TaskFailure {
+            code: ErrorCode::AbandonedTask.name().into(),
+            message: format!("task {} was abandoned: no client asked about it for {idle:?}", self.id),
+            upstream: None,
+            upstream_url: None,
+        });
     }
 
     /// Fails the task on purpose (failure injection).

@@ -33,6 +33,9 @@ pub struct SqlTaskManager {
     pub injector: Option<Arc<FailureInjector>>,
     /// Ids of tasks being created (outside the task map's lock).
     creating: parking_lot::Mutex<std::collections::HashSet<TaskId>>,
+    /// Ids deleted while being created: their create aborts the task instead of
+    /// adding it. Both sides look under the task map's write lock.
+    deleted_while_creating: parking_lot::Mutex<std::collections::HashSet<TaskId>>,
     /// This worker's spool directory; a spooled task writes below it.
     spool_root: std::path::PathBuf,
 }
@@ -60,6 +63,7 @@ impl SqlTaskManager {
             contexts: Default::default(),
             injector,
             creating: Default::default(),
+            deleted_while_creating: Default::default(),
             spool_root,
         }
     }
@@ -95,7 +99,7 @@ impl SqlTaskManager {
             if t.state().is_done() {
                 t.release();
             } else {
-                t.abort(false);
+                t.abandon(timeout);
             }
         }
         expired.iter().map(|t| t.id().clone()).collect()
@@ -122,8 +126,11 @@ impl SqlTaskManager {
         if req.partitions.is_empty() {
             return Err(WorkerError::BadRequest("a new task needs at least one partition".into()));
         }
-        let settings = TaskSettings::from_session(&req.session, &self.defaults);
-        let exchange = self.exchange.with_session(&req.session);
+        // Checked here too: a request that skipped the coordinator is held to the same
+        // ranges (a batch of 10^12 rows would abort the worker on allocation).
+        let props = crate::config::SessionProperties::parse(&req.session).map_err(WorkerError::BadRequest)?;
+        let settings = TaskSettings::from_properties(&props, &self.defaults);
+        let exchange = self.exchange.with_properties(&props);
         let input_stats = Arc::new(ExchangeStats::default());
         let client = ExchangeClient::new(self.http.clone(), exchange, input_stats.clone());
         let task_ctx = self.task_context(settings.batch_size);
@@ -168,7 +175,13 @@ impl SqlTaskManager {
             }
         }
         let info = task.info();
-        self.tasks.write().insert(id, task);
+        let mut tasks = self.tasks.write();
+        if self.deleted_while_creating.lock().remove(&id) {
+            drop(tasks);
+            task.abort(false);
+            return Err(WorkerError::BadRequest(format!("task {id} was deleted while it was being created")));
+        }
+        tasks.insert(id, task);
         Ok(info)
     }
 
@@ -199,7 +212,18 @@ impl SqlTaskManager {
     /// Ends and forgets a task; its final status is returned so the coordinator learns
     /// a failure it may not have polled yet.
     pub fn delete(&self, id: &TaskId, abort: bool) -> Result<TaskStatus, WorkerError> {
-        let task = self.tasks.write().remove(id).ok_or_else(|| WorkerError::TaskNotFound(id.clone()))?;
+        let task = {
+            let mut tasks = self.tasks.write();
+            match tasks.remove(id) {
+                Some(task) => task,
+                None => {
+                    if self.creating.lock().contains(id) {
+                        self.deleted_while_creating.lock().insert(id.clone());
+                    }
+                    return Err(WorkerError::TaskNotFound(id.clone()));
+                }
+            }
+        };
         if !task.state().is_done() {
             task.abort(!abort);
         } else {
