@@ -101,8 +101,8 @@ pub async fn run_tpch(scale: &str, workers: usize, iterations: usize, only: &[us
 /// each, scheduled all at once on a local cluster; reports the time from submission
 /// until every task exists on a worker (the median of `iterations`).
 pub async fn run_scheduling(stages: usize, tasks: usize, workers: usize, iterations: usize) -> Result<(), String> {
-    use crate::coordinator::fragmenter::{Fragment, FragmentOutput, FragmentedPlan};
-    use crate::coordinator::node_manager::WorkerNode;
+    use crate::plan::fragmenter::{Fragment, FragmentOutput, FragmentedPlan};
+    use crate::cluster::node_manager::WorkerNode;
     use crate::exchange::client::{ExchangeClient, ExchangeConfig, ExchangeStats};
     use crate::exchange::remote_source::SourceLocations;
     use crate::scheduling::node_scheduler::NodeScheduler;

@@ -142,6 +142,47 @@ pub fn name_is_retryable(name: &str) -> bool {
     ErrorCode::parse(name).is_none_or(ErrorCode::is_retryable)
 }
 
+/// An error as the client protocol reports it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct QueryError {
+    pub error_name: String,
+    pub error_code: i64,
+    /// USER_ERROR, INTERNAL_ERROR, INSUFFICIENT_RESOURCES or EXTERNAL.
+    pub error_type: String,
+    pub message: String,
+}
+
+impl QueryError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        QueryError { error_name: code.name().to_string(), error_code: code.number(), error_type: code.error_type().name().to_string(), message: message.into() }
+    }
+
+    /// A failure named on the wire (a task failure's code). A name this process does
+    /// not know is kept as sent, with Trino's generic internal number and type.
+    pub fn from_name(name: &str, message: impl Into<String>) -> Self {
+        match ErrorCode::parse(name) {
+            Some(code) => QueryError::new(code, message),
+            None => QueryError {
+                error_name: name.to_string(),
+                error_code: ErrorCode::GenericInternalError.number(),
+                error_type: ErrorType::InternalError.name().to_string(),
+                message: message.into(),
+            },
+        }
+    }
+
+    /// Whether running the query again can succeed (`retry_policy=query`).
+    pub fn is_retryable(&self) -> bool {
+        name_is_retryable(&self.error_name)
+    }
+}
+
+impl std::fmt::Display for QueryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.error_name, self.message)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,7 @@
 //! as HTTP remote tasks; workers stream Arrow pages to each other through an exchange.
 
 pub mod cli;
+pub mod cluster;
 pub mod client;
 pub mod config;
 pub mod connector;
@@ -14,6 +15,7 @@ pub mod generate;
 pub mod http;
 pub mod local;
 pub mod metrics;
+pub mod plan;
 pub mod printer;
 pub mod protocol;
 pub mod runtime;

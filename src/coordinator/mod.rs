@@ -3,15 +3,11 @@
 //! statement protocol, query info, worker announcements. Started by
 //! `flotilla coordinator` and by `flotilla local`.
 
-pub mod distribute;
 pub mod execute_immediate;
-pub mod fragmenter;
 pub mod metadata;
-pub mod node_manager;
 pub mod planner;
 pub mod planning;
 pub mod query;
-pub mod remote_task;
 pub mod root_stage;
 pub mod statement;
 pub mod ui;
@@ -36,7 +32,7 @@ use crate::http::ApiError;
 use crate::protocol::Announcement;
 use crate::scheduling::node_scheduler::NodeScheduler;
 use crate::scheduling::state_machine::StateKind;
-use node_manager::NodeManager;
+use crate::cluster::node_manager::NodeManager;
 use planner::SessionSpec;
 use query::QueryExecution;
 

@@ -20,8 +20,8 @@ use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, Visit, Visitor};
 
-use super::distribute::prepare_for_distribution;
-use super::fragmenter::{fragment_plan, reads_tables, FragmentedPlan};
+use crate::plan::distribute::prepare_for_distribution;
+use crate::plan::fragmenter::{fragment_plan, reads_tables, FragmentedPlan};
 use super::planner::{planning_error, QueryError};
 use crate::scheduling::pipelined::task_count;
 

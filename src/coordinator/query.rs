@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
-use super::fragmenter::FragmentedPlan;
+use crate::plan::fragmenter::FragmentedPlan;
 use super::planning::Planned;
 use super::planner::{planning_error, session_context, QueryError, SessionSpec};
 use super::CoordinatorState;
@@ -593,7 +593,7 @@ fn explain_analyze(plan: &FragmentedPlan, stages: &[Arc<StageExecution>], elapse
 }
 
 pub(crate) fn root_error(e: &datafusion::error::DataFusionError) -> QueryError {
-    let failure = crate::worker::task::failure_from_error(e);
+    let failure = crate::exchange::failure_from_error(e);
     if failure.upstream.is_some() {
         let code = match ErrorCode::parse(&failure.code) {
             Some(ErrorCode::RemoteTaskUnreachable) => ErrorCode::PageTransportError,

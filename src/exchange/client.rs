@@ -278,7 +278,7 @@ impl Puller {
             .timeout(self.config.max_wait + self.config.max_error_duration.clamp(Duration::from_secs(1), Duration::from_secs(10)))
             .send()
             .await
-            .map_err(|e| crate::coordinator::remote_task::describe_request_error(&e))?;
+            .map_err(|e| crate::cluster::remote_task::describe_request_error(&e))?;
         let status = response.status();
         let failed = response.headers().contains_key(protocol::HEADER_TASK_FAILED);
         if failed || status.is_client_error() {

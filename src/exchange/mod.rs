@@ -10,3 +10,37 @@ pub mod output_buffer;
 pub mod page;
 pub mod remote_source;
 pub mod spool;
+
+use datafusion::error::DataFusionError;
+
+use crate::error_code::ErrorCode;
+use crate::protocol::TaskFailure;
+use client::ExchangeError;
+use spool::SpoolError;
+
+/// Names the upstream task when the error came from a broken or failed exchange link.
+pub fn failure_from_error(e: &DataFusionError) -> TaskFailure {
+    if let Some(x) = find_external::<ExchangeError>(e) {
+        let (task, url) = x.upstream();
+        let message = match x {
+            ExchangeError::UpstreamFailed { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
+        return TaskFailure { code: x.code().name().to_string(), message, upstream: Some(task.clone()), upstream_url: Some(url.to_string()) };
+    }
+    if find_external::<SpoolError>(e).is_some() {
+        // The disk, not the query: worth another attempt elsewhere.
+        return TaskFailure { code: ErrorCode::SpoolError.name().into(), message: e.to_string(), upstream: None, upstream_url: None };
+    }
+    TaskFailure { code: ErrorCode::ExecutionError.name().into(), message: e.to_string(), upstream: None, upstream_url: None }
+}
+
+/// The error of type `T` a DataFusion error wraps, however deeply.
+fn find_external<T: std::error::Error + 'static>(e: &DataFusionError) -> Option<&T> {
+    match e {
+        DataFusionError::External(inner) => inner.downcast_ref::<T>(),
+        DataFusionError::Context(_, inner) => find_external(inner),
+        DataFusionError::Shared(inner) => find_external(inner),
+        _ => None,
+    }
+}

@@ -31,10 +31,10 @@ use super::execution_graph::{
 };
 use super::pipelined::{output_spec, SchedulerError, SchedulerSettings, StageExecution, TaskFailureReport};
 use super::state_machine::{StageState, StateKind};
-use crate::coordinator::fragmenter::FragmentedPlan;
-use crate::coordinator::node_manager::WorkerNode;
-use crate::coordinator::planner::QueryError;
-use crate::coordinator::remote_task::{HttpRemoteTask, RemoteTaskError};
+use crate::plan::fragmenter::FragmentedPlan;
+use crate::cluster::node_manager::WorkerNode;
+use crate::error_code::QueryError;
+use crate::cluster::remote_task::{HttpRemoteTask, RemoteTaskError};
 use crate::protocol::{Base64Bytes, SourceUpdate, TaskFailure, TaskId, TaskState, TaskUpdateRequest, UpstreamTask};
 
 /// The executor id the graph knows the coordinator's root stage by.

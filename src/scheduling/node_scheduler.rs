@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::coordinator::node_manager::WorkerNode;
+use crate::cluster::node_manager::WorkerNode;
 
 #[derive(Debug, Default)]
 pub struct NodeScheduler {

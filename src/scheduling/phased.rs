@@ -18,14 +18,7 @@ use petgraph::Direction;
 
 use super::state_machine::StageState;
 
-/// Why one stage waits for another.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DependencyKind {
-    /// Probe-side source of a partitioned join waits for the build side.
-    PartitionedJoinBuild,
-    /// The stage of a broadcast join waits for its build stage.
-    BroadcastJoinBuild,
-}
+pub use crate::plan::DependencyKind;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScheduleError {

@@ -22,9 +22,9 @@ use tokio::sync::watch;
 use super::node_scheduler::{partition_slices, NodeScheduler};
 use super::phased::ExecutionSchedule;
 use super::state_machine::{StageState, StateKind, StateMachine};
-use crate::coordinator::fragmenter::{Fragment, FragmentOutput, FragmentedPlan};
-use crate::coordinator::node_manager::{NodeManager, WorkerNode};
-use crate::coordinator::remote_task::{HttpRemoteTask, RemoteTaskError};
+use crate::plan::fragmenter::{Fragment, FragmentOutput, FragmentedPlan};
+use crate::cluster::node_manager::{NodeManager, WorkerNode};
+use crate::cluster::remote_task::{HttpRemoteTask, RemoteTaskError};
 use crate::protocol::{Base64Bytes, OutputBufferSpec, SourceUpdate, TaskFailure, TaskId, TaskState, TaskStatus, TaskUpdateRequest, UpstreamTask};
 
 /// Where a query's failure happened, for the one-line error the client sees.
@@ -56,7 +56,7 @@ pub enum SchedulerError {
     /// The coordinator's root stage failed (fault-tolerant mode, where it runs inside
     /// the scheduler).
     #[error("{0}")]
-    Root(crate::coordinator::planner::QueryError),
+    Root(crate::error_code::QueryError),
 }
 
 #[derive(Debug)]

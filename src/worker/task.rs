@@ -21,7 +21,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::exchange::client::{ExchangeClient, ExchangeError, ExchangeStats};
+use crate::exchange::client::{ExchangeClient, ExchangeStats};
 use crate::exchange::codec::FlotillaCodec;
 use crate::exchange::output_buffer::{BufferError, BufferResult, OutputBuffer};
 use crate::exchange::page::Page;
@@ -387,7 +387,7 @@ impl SqlTask {
             }
         }
         match first_error {
-            Some(e) => self.fail(failure_from_error(&e)),
+            Some(e) => self.fail(crate::exchange::failure_from_error(&e)),
             None => {
                 self.output.set_no_more_pages();
                 self.transition(TaskState::Flushing);
@@ -516,29 +516,3 @@ fn cooperative(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>, D
     Ok(wrapped.data)
 }
 
-/// Names the upstream task when the error came from a broken or failed exchange link.
-pub fn failure_from_error(e: &DataFusionError) -> TaskFailure {
-    if let Some(x) = find_external::<ExchangeError>(e) {
-        let (task, url) = x.upstream();
-        let message = match x {
-            ExchangeError::UpstreamFailed { message, .. } => message.clone(),
-            other => other.to_string(),
-        };
-        return TaskFailure { code: x.code().name().to_string(), message, upstream: Some(task.clone()), upstream_url: Some(url.to_string()) };
-    }
-    if find_external::<SpoolError>(e).is_some() {
-        // The disk, not the query: worth another attempt elsewhere.
-        return TaskFailure { code: ErrorCode::SpoolError.name().into(), message: e.to_string(), upstream: None, upstream_url: None };
-    }
-    TaskFailure { code: ErrorCode::ExecutionError.name().into(), message: e.to_string(), upstream: None, upstream_url: None }
-}
-
-/// The error of type `T` a DataFusion error wraps, however deeply.
-fn find_external<T: std::error::Error + 'static>(e: &DataFusionError) -> Option<&T> {
-    match e {
-        DataFusionError::External(inner) => inner.downcast_ref::<T>(),
-        DataFusionError::Context(_, inner) => find_external(inner),
-        DataFusionError::Shared(inner) => find_external(inner),
-        _ => None,
-    }
-}

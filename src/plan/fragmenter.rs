@@ -26,7 +26,7 @@ use petgraph::graph::DiGraph;
 
 use crate::connector::tpch::TpchScanExec;
 use crate::exchange::remote_source::{ExchangeMode, RemoteSourceExec};
-use crate::scheduling::phased::DependencyKind;
+use super::DependencyKind;
 
 /// How a fragment's output leaves it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

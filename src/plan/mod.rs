@@ -1,0 +1,17 @@
+//! Distributed plans: making a single-node DataFusion plan safe to cut (`distribute`)
+//! and cutting it into fragments linked in a DAG (`fragmenter`). The coordinator's
+//! planning produces them; the schedulers run one stage per fragment. It imports
+//! nothing from the coordinator or the schedulers: the dependency kinds between
+//! fragments that the phased schedule reads are defined here.
+
+pub mod distribute;
+pub mod fragmenter;
+
+/// Why one stage waits for another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DependencyKind {
+    /// Probe-side source of a partitioned join waits for the build side.
+    PartitionedJoinBuild,
+    /// The stage of a broadcast join waits for its build stage.
+    BroadcastJoinBuild,
+}
