@@ -33,7 +33,13 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
-pub async fn run_tpch(scale: &str, workers: usize, iterations: usize, only: &[usize], session: &[(String, String)]) -> Result<(), String> {
+pub async fn run_tpch(
+    scale: &str,
+    workers: usize,
+    iterations: usize,
+    only: &[usize],
+    session: &[(String, String)],
+) -> Result<(), String> {
     let schema = schema_for_scale(scale)?;
     let selected: Vec<usize> = if only.is_empty() { (1..=22).collect() } else { only.to_vec() };
     if let Some(bad) = selected.iter().find(|q| !(1..=22).contains(*q)) {
@@ -79,15 +85,31 @@ pub async fn run_tpch(scale: &str, workers: usize, iterations: usize, only: &[us
         total_d += d;
         total_s += s;
         let ratio = d.as_secs_f64() / s.as_secs_f64().max(1e-9);
-        println!("{:>5} {:>12.1} {:>12.1} {:>7.2} {:>9}", format!("q{q}"), d.as_secs_f64() * 1e3, s.as_secs_f64() * 1e3, ratio, rows);
+        println!(
+            "{:>5} {:>12.1} {:>12.1} {:>7.2} {:>9}",
+            format!("q{q}"),
+            d.as_secs_f64() * 1e3,
+            s.as_secs_f64() * 1e3,
+            ratio,
+            rows
+        );
         if let Some(f) = failed {
             failures.push(format!("q{q}: {f}"));
         }
     }
     let ratio = total_d.as_secs_f64() / total_s.as_secs_f64().max(1e-9);
-    println!("{:>5} {:>12.1} {:>12.1} {:>7.2}", "total", total_d.as_secs_f64() * 1e3, total_s.as_secs_f64() * 1e3, ratio);
+    println!(
+        "{:>5} {:>12.1} {:>12.1} {:>7.2}",
+        "total",
+        total_d.as_secs_f64() * 1e3,
+        total_s.as_secs_f64() * 1e3,
+        ratio
+    );
     if let Some(rss) = peak_rss_bytes() {
-        println!("peak RSS of this process (cluster and single node together): {:.0} MiB", rss as f64 / (1 << 20) as f64);
+        println!(
+            "peak RSS of this process (cluster and single node together): {:.0} MiB",
+            rss as f64 / (1 << 20) as f64
+        );
     }
     cluster.shutdown().await;
     if failures.is_empty() {
@@ -101,10 +123,10 @@ pub async fn run_tpch(scale: &str, workers: usize, iterations: usize, only: &[us
 /// each, scheduled all at once on a local cluster; reports the time from submission
 /// until every task exists on a worker (the median of `iterations`).
 pub async fn run_scheduling(stages: usize, tasks: usize, workers: usize, iterations: usize) -> Result<(), String> {
-    use crate::plan::fragmenter::{Fragment, FragmentOutput, FragmentedPlan};
     use crate::cluster::node_manager::WorkerNode;
     use crate::exchange::client::{ExchangeClient, ExchangeConfig, ExchangeStats};
     use crate::exchange::remote_source::SourceLocations;
+    use crate::plan::fragmenter::{Fragment, FragmentOutput, FragmentedPlan};
     use crate::scheduling::node_scheduler::NodeScheduler;
     use crate::scheduling::phased::AllAtOnceExecutionSchedule;
     use crate::scheduling::pipelined::{PipelinedQueryScheduler, SchedulerSettings};
@@ -145,17 +167,22 @@ pub async fn run_scheduling(stages: usize, tasks: usize, workers: usize, iterati
             max_error_duration: Duration::from_secs(10),
             nodes: None,
         };
-        let client = ExchangeClient::new(settings.http.clone(), ExchangeConfig::default(), Arc::new(ExchangeStats::default()));
+        let client =
+            ExchangeClient::new(settings.http.clone(), ExchangeConfig::default(), Arc::new(ExchangeStats::default()));
         let sink = Arc::new(SourceLocations::new(0, client));
         let stage_ids = plan.worker_stages();
-        let mut scheduler = PipelinedQueryScheduler::new(settings, plan, Box::new(AllAtOnceExecutionSchedule::new(&stage_ids)), sink);
+        let mut scheduler =
+            PipelinedQueryScheduler::new(settings, plan, Box::new(AllAtOnceExecutionSchedule::new(&stage_ids)), sink);
         let watched = scheduler.stages();
         let started = Instant::now();
         let elapsed = {
             let run = scheduler.run();
             tokio::pin!(run);
             loop {
-                let all = watched.iter().all(|s| s.tasks().len() == s.task_count && !matches!(s.state(), StageState::Planned | StageState::Scheduling));
+                let all = watched.iter().all(|s| {
+                    s.tasks().len() == s.task_count
+                        && !matches!(s.state(), StageState::Planned | StageState::Scheduling)
+                });
                 if all {
                     break started.elapsed();
                 }
@@ -190,7 +217,12 @@ pub async fn run_latency(iterations: usize) -> Result<(), String> {
     }
     times.sort();
     let p = |q: f64| times[((times.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e3;
-    println!("SELECT 1 over the statement protocol: median {:.2} ms, p90 {:.2} ms ({} runs)", p(0.5), p(0.9), times.len());
+    println!(
+        "SELECT 1 over the statement protocol: median {:.2} ms, p90 {:.2} ms ({} runs)",
+        p(0.5),
+        p(0.9),
+        times.len()
+    );
     cluster.shutdown().await;
     Ok(())
 }

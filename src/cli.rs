@@ -57,7 +57,9 @@ pub async fn repl(client: StatementClient, format: OutputFormat) -> Result<(), S
             };
             match outcome {
                 Some(Ok(())) => {}
-                Some(Err(ClientError::Query { error_name, message, .. })) => eprintln!("Query failed ({error_name}): {message}"),
+                Some(Err(ClientError::Query { error_name, message, .. })) => {
+                    eprintln!("Query failed ({error_name}): {message}")
+                }
                 Some(Err(e)) => eprintln!("Error: {e}"),
                 None => eprintln!("Query canceled"),
             }
@@ -92,7 +94,9 @@ fn progress_message(page: &QueryResultsPage) -> String {
 pub async fn run_and_print(client: &StatementClient, sql: &str, format: OutputFormat) -> Result<(), ClientError> {
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = ProgressBar::new_spinner();
-        bar.set_style(ProgressStyle::with_template("{spinner} {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
         bar.enable_steady_tick(Duration::from_millis(100));
         bar
     });

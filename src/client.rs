@@ -34,22 +34,11 @@ const MAX_IDLE_PAUSE: Duration = Duration::from_millis(100);
 #[derive(thiserror::Error, Debug)]
 pub enum ClientError {
     #[error("cannot reach {server}: {source}")]
-    Connect {
-        server: String,
-        source: reqwest::Error,
-    },
+    Connect { server: String, source: reqwest::Error },
     #[error("{message}")]
-    Query {
-        error_name: String,
-        error_code: i64,
-        message: String,
-    },
+    Query { error_name: String, error_code: i64, message: String },
     #[error("server error {status}: {message}")]
-    Http {
-        status: u16,
-        code: String,
-        message: String,
-    },
+    Http { status: u16, code: String, message: String },
     #[error("bad response: {0}")]
     Protocol(String),
     #[error("cannot write the output: {0}")]
@@ -92,10 +81,7 @@ pub struct ColumnInfo {
 
 impl From<ColumnInfo> for Column {
     fn from(c: ColumnInfo) -> Self {
-        Column {
-            name: c.name,
-            type_name: c.type_name,
-        }
+        Column { name: c.name, type_name: c.type_name }
     }
 }
 
@@ -111,11 +97,7 @@ pub struct QueryError {
 
 impl From<QueryError> for ClientError {
     fn from(e: QueryError) -> Self {
-        ClientError::Query {
-            error_name: e.error_name,
-            error_code: e.error_code,
-            message: e.message,
-        }
+        ClientError::Query { error_name: e.error_name, error_code: e.error_code, message: e.message }
     }
 }
 
@@ -160,11 +142,7 @@ impl StatementClient {
     pub fn new(server: impl Into<String>) -> Self {
         let server = server.into();
         let server = server.trim().trim_end_matches('/');
-        let server = if server.contains("://") {
-            server.to_string()
-        } else {
-            format!("http://{server}")
-        };
+        let server = if server.contains("://") { server.to_string() } else { format!("http://{server}") };
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
@@ -227,11 +205,7 @@ impl StatementClient {
 
     /// Runs `sql` to completion, calling `on_page` with every page as it arrives (before its
     /// error, if any, is raised) so a caller can show progress from `stats`.
-    pub async fn execute_with_progress<F>(
-        &self,
-        sql: &str,
-        mut on_page: F,
-    ) -> Result<QueryOutcome, ClientError>
+    pub async fn execute_with_progress<F>(&self, sql: &str, mut on_page: F) -> Result<QueryOutcome, ClientError>
     where
         F: FnMut(&QueryResultsPage),
     {
@@ -275,11 +249,7 @@ impl StatementClient {
             request = request.header("X-Trino-Schema", schema);
         }
         if !self.session.is_empty() {
-            let pairs: Vec<String> = self
-                .session
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
+            let pairs: Vec<String> = self.session.iter().map(|(k, v)| format!("{k}={v}")).collect();
             request = request.header("X-Trino-Session", pairs.join(","));
         }
         let mut page = self.send(request).await?;
@@ -315,24 +285,16 @@ impl StatementClient {
                 let pause = Duration::from_millis(5 * u64::from(idle_pages));
                 tokio::time::sleep(pause.min(MAX_IDLE_PAUSE)).await;
             }
-            page = self
-                .send(self.request(Method::GET, self.resolve(&next)))
-                .await?;
+            page = self.send(self.request(Method::GET, self.resolve(&next))).await?;
         }
-        Err(ClientError::Protocol(format!(
-            "query {} still had a nextUri after {MAX_PAGES} pages",
-            outcome.id
-        )))
+        Err(ClientError::Protocol(format!("query {} still had a nextUri after {MAX_PAGES} pages", outcome.id)))
     }
 
     /// Cancels the query behind `next_uri` (a `nextUri` it returned). A query the coordinator no
     /// longer knows counts as cancelled.
     pub async fn cancel(&self, next_uri: &str) -> Result<(), ClientError> {
-        let response = self
-            .request(Method::DELETE, self.resolve(next_uri))
-            .send()
-            .await
-            .map_err(|e| self.transport_error(e))?;
+        let response =
+            self.request(Method::DELETE, self.resolve(next_uri)).send().await.map_err(|e| self.transport_error(e))?;
         let status = response.status();
         if status.is_success() || status == StatusCode::NOT_FOUND || status == StatusCode::GONE {
             return Ok(());
@@ -351,10 +313,7 @@ impl StatementClient {
     }
 
     fn request(&self, method: Method, url: String) -> RequestBuilder {
-        self.http
-            .request(method, url)
-            .timeout(self.timeout)
-            .header("X-Trino-User", &self.user)
+        self.http.request(method, url).timeout(self.timeout).header("X-Trino-User", &self.user)
     }
 
     /// The coordinator sends absolute URIs, but relative ones are accepted as well.
@@ -375,8 +334,7 @@ impl StatementClient {
         if !status.is_success() {
             return Err(http_error(status, &body));
         }
-        serde_json::from_str(&body)
-            .map_err(|e| ClientError::Protocol(format!("{e} in {}", excerpt(&body))))
+        serde_json::from_str(&body).map_err(|e| ClientError::Protocol(format!("{e} in {}", excerpt(&body))))
     }
 
     fn transport_error(&self, source: reqwest::Error) -> ClientError {
@@ -385,10 +343,7 @@ impl StatementClient {
         if source.is_builder() {
             return ClientError::Protocol(format!("invalid request: {source}"));
         }
-        ClientError::Connect {
-            server: self.server.clone(),
-            source,
-        }
+        ClientError::Connect { server: self.server.clone(), source }
     }
 }
 
@@ -396,39 +351,24 @@ impl StatementClient {
 /// anything else is reported by status with the start of the body.
 fn http_error(status: StatusCode, body: &str) -> ClientError {
     if let Ok(parsed) = serde_json::from_str::<HttpErrorBody>(body) {
-        return ClientError::Http {
-            status: status.as_u16(),
-            code: parsed.error.code,
-            message: parsed.error.message,
-        };
+        return ClientError::Http { status: status.as_u16(), code: parsed.error.code, message: parsed.error.message };
     }
-    if let Ok(QueryResultsPage {
-        error: Some(error), ..
-    }) = serde_json::from_str::<QueryResultsPage>(body)
-    {
+    if let Ok(QueryResultsPage { error: Some(error), .. }) = serde_json::from_str::<QueryResultsPage>(body) {
         return error.into();
     }
     let message = match body.trim() {
-        "" => status
-            .canonical_reason()
-            .unwrap_or("no message")
-            .to_string(),
+        "" => status.canonical_reason().unwrap_or("no message").to_string(),
         text => excerpt(text),
     };
-    ClientError::Http {
-        status: status.as_u16(),
-        code: String::new(),
-        message,
-    }
+    ClientError::Http { status: status.as_u16(), code: String::new(), message }
 }
 
 fn check_row_widths(outcome: &QueryOutcome) -> Result<(), ClientError> {
     let width = outcome.columns.len();
     match outcome.rows.iter().find(|row| row.len() != width) {
-        Some(row) if width > 0 => Err(ClientError::Protocol(format!(
-            "a row has {} values but the query has {width} columns",
-            row.len()
-        ))),
+        Some(row) if width > 0 => {
+            Err(ClientError::Protocol(format!("a row has {} values but the query has {width} columns", row.len())))
+        }
         _ => Ok(()),
     }
 }
@@ -448,8 +388,7 @@ mod tests {
 
     #[test]
     fn pages_parse_sparse_and_full() {
-        let sparse: QueryResultsPage =
-            serde_json::from_str(r#"{"id":"q1","stats":{"state":"QUEUED"}}"#).unwrap();
+        let sparse: QueryResultsPage = serde_json::from_str(r#"{"id":"q1","stats":{"state":"QUEUED"}}"#).unwrap();
         assert_eq!(sparse.state(), Some("QUEUED"));
         assert!(sparse.next_uri.is_none() && sparse.columns.is_none());
         let full = r#"{"id":"q1","infoUri":"http://c/ui/q1","nextUri":"http://c/v1/statement/q1/2",
@@ -465,15 +404,8 @@ mod tests {
     fn http_errors_use_the_flotilla_shape() {
         let body = r#"{"error":{"code":"NOT_FOUND","message":"no such query"}}"#;
         match http_error(StatusCode::NOT_FOUND, body) {
-            ClientError::Http {
-                status,
-                code,
-                message,
-            } => {
-                assert_eq!(
-                    (status, code.as_str(), message.as_str()),
-                    (404, "NOT_FOUND", "no such query")
-                );
+            ClientError::Http { status, code, message } => {
+                assert_eq!((status, code.as_str(), message.as_str()), (404, "NOT_FOUND", "no such query"));
             }
             other => panic!("unexpected {other:?}"),
         }
@@ -489,10 +421,7 @@ mod tests {
     fn servers_and_uris_are_normalised() {
         let client = StatementClient::new("localhost:8080/");
         assert_eq!(client.server(), "http://localhost:8080");
-        assert_eq!(
-            client.resolve("/v1/statement/q/1"),
-            "http://localhost:8080/v1/statement/q/1"
-        );
+        assert_eq!(client.resolve("/v1/statement/q/1"), "http://localhost:8080/v1/statement/q/1");
         assert_eq!(client.resolve("http://other:1/x"), "http://other:1/x");
         let client = client.with_session("a", "1").with_session("a", "2");
         assert_eq!(client.session, vec![("a".to_string(), "2".to_string())]);

@@ -82,7 +82,8 @@ fn ranged<T: PartialOrd + std::fmt::Display + Copy>(name: &str, n: T, lo: T, hi:
 }
 
 fn count(name: &str, v: &str, lo: usize, hi: usize) -> Result<usize, String> {
-    let n = v.trim().parse::<u64>().map_err(|_| format!("session property '{name}' must be a whole number, got '{v}'"))?;
+    let n =
+        v.trim().parse::<u64>().map_err(|_| format!("session property '{name}' must be a whole number, got '{v}'"))?;
     ranged(name, n, lo as u64, hi as u64).map(|n| n as usize)
 }
 
@@ -229,7 +230,6 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     })
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,7 +258,13 @@ mod tests {
 
     #[test]
     fn sessions_parse_once_into_typed_values() {
-        let p = parse(&[("execution_policy", "all-at-once"), ("output_buffer_max_bytes", "1MB"), ("retry_policy", "task"), ("task_retry_attempts", "2")]).unwrap();
+        let p = parse(&[
+            ("execution_policy", "all-at-once"),
+            ("output_buffer_max_bytes", "1MB"),
+            ("retry_policy", "task"),
+            ("task_retry_attempts", "2"),
+        ])
+        .unwrap();
         assert_eq!(p.execution_policy, ExecutionPolicy::AllAtOnce);
         assert_eq!(p.output_buffer_max_bytes, Some(1 << 20));
         assert_eq!((p.retry_policy, p.task_retry_attempts, p.stage_retry_attempts), (RetryPolicy::Task, 2, 4));
@@ -270,7 +276,9 @@ mod tests {
         assert!(parse(&[("stage_retry_attempts", "-1")]).unwrap_err().contains("stage_retry_attempts"));
         assert!(parse(&[("execution_policy", "sometimes")]).unwrap_err().contains("execution_policy"));
         assert!(parse(&[("batch_size", "1000000000000")]).unwrap_err().contains("between 1 and 1048576"));
-        assert!(parse(&[("hash_partition_count", "1000000000")]).unwrap_err().contains("'hash_partition_count' must be between 1 and 4096"));
+        assert!(parse(&[("hash_partition_count", "1000000000")])
+            .unwrap_err()
+            .contains("'hash_partition_count' must be between 1 and 4096"));
         assert!(parse(&[("output_buffer_max_bytes", "1")]).unwrap_err().contains("between 1024"));
         assert!(parse(&[("query_max_planning_time", "0s")]).unwrap_err().contains("query_max_planning_time"));
         assert!(parse(&[("nope", "1")]).unwrap_err().contains("unknown session property 'nope'"));
@@ -286,7 +294,12 @@ mod tests {
                 .iter()
                 .find(|l| l.starts_with(&format!("| `{}` |", def.name)))
                 .unwrap_or_else(|| panic!("README has no row for {}", def.name));
-            assert!(row.contains(&format!("| {} |", def.default)), "README row for {} lacks its default {}: {row}", def.name, def.default);
+            assert!(
+                row.contains(&format!("| {} |", def.default)),
+                "README row for {} lacks its default {}: {row}",
+                def.name,
+                def.default
+            );
         }
     }
 }

@@ -154,7 +154,12 @@ pub struct QueryError {
 
 impl QueryError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        QueryError { error_name: code.name().to_string(), error_code: code.number(), error_type: code.error_type().name().to_string(), message: message.into() }
+        QueryError {
+            error_name: code.name().to_string(),
+            error_code: code.number(),
+            error_type: code.error_type().name().to_string(),
+            message: message.into(),
+        }
     }
 
     /// A failure named on the wire (a task failure's code). A name this process does

@@ -72,10 +72,9 @@ pub fn trino_type(dt: &DataType) -> String {
             format!("time({})", time_precision(unit))
         }
         DataType::Null => "unknown".into(),
-        DataType::Binary
-        | DataType::LargeBinary
-        | DataType::BinaryView
-        | DataType::FixedSizeBinary(_) => "varbinary".into(),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::FixedSizeBinary(_) => {
+            "varbinary".into()
+        }
         DataType::Interval(IntervalUnit::YearMonth) => "interval year to month".into(),
         DataType::Interval(_) => "interval day to second".into(),
         DataType::Dictionary(_, value) => trino_type(value),
@@ -100,24 +99,16 @@ pub fn type_signature(dt: &DataType) -> Value {
         DataType::Decimal32(p, s)
         | DataType::Decimal64(p, s)
         | DataType::Decimal128(p, s)
-        | DataType::Decimal256(p, s) => (
-            "decimal".into(),
-            vec![long_arg(*p as i64), long_arg((*s).max(0) as i64)],
-        ),
+        | DataType::Decimal256(p, s) => ("decimal".into(), vec![long_arg(*p as i64), long_arg((*s).max(0) as i64)]),
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
             // Unbounded varchar is spelled as the maximum length in Trino's signatures.
             ("varchar".into(), vec![long_arg(i32::MAX as i64)])
         }
         DataType::Timestamp(unit, tz) => {
             let zone = if tz.is_some() { " with time zone" } else { "" };
-            (
-                format!("timestamp{zone}"),
-                vec![long_arg(time_precision(unit) as i64)],
-            )
+            (format!("timestamp{zone}"), vec![long_arg(time_precision(unit) as i64)])
         }
-        DataType::Time32(unit) | DataType::Time64(unit) => {
-            ("time".into(), vec![long_arg(time_precision(unit) as i64)])
-        }
+        DataType::Time32(unit) | DataType::Time64(unit) => ("time".into(), vec![long_arg(time_precision(unit) as i64)]),
         DataType::Dictionary(_, value) => return type_signature(value),
         DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
             ("array".into(), vec![type_arg(f.data_type())])
@@ -136,11 +127,7 @@ fn decimal_to_string(unscaled: impl Display, scale: i8) -> String {
         None => ("", text.as_str()),
     };
     if scale <= 0 {
-        let zeros = if digits == "0" {
-            0
-        } else {
-            scale.unsigned_abs()
-        };
+        let zeros = if digits == "0" { 0 } else { scale.unsigned_abs() };
         return format!("{sign}{digits}{}", "0".repeat(zeros.into()));
     }
     let scale = scale as usize;
@@ -215,9 +202,7 @@ fn timestamp_string(v: i64, unit: &TimeUnit) -> Option<String> {
 
 /// Encodes a batch as Trino's `data` rows: one JSON array per row, one value per column.
 pub fn batch_to_json_rows(batch: &RecordBatch) -> Result<Vec<Vec<Value>>, ArrowError> {
-    let mut rows: Vec<Vec<Value>> = (0..batch.num_rows())
-        .map(|_| Vec::with_capacity(batch.num_columns()))
-        .collect();
+    let mut rows: Vec<Vec<Value>> = (0..batch.num_rows()).map(|_| Vec::with_capacity(batch.num_columns())).collect();
     for column in batch.columns() {
         for (row, value) in rows.iter_mut().zip(column_to_json(column.as_ref())?) {
             row.push(value);
@@ -276,9 +261,7 @@ fn column_to_json(array: &dyn Array) -> Result<Vec<Value>, ArrowError> {
         }
         DataType::Date64 => {
             let a = array.as_primitive::<Date64Type>();
-            string_values(array, &plain, |i| {
-                date_string(a.value(i).div_euclid(86_400_000))
-            })?
+            string_values(array, &plain, |i| date_string(a.value(i).div_euclid(86_400_000)))?
         }
         DataType::Timestamp(unit, None) => {
             // Every timestamp unit shares the i64 layout, so one downcast serves them all.
@@ -304,17 +287,13 @@ fn column_to_json(array: &dyn Array) -> Result<Vec<Value>, ArrowError> {
     Ok(out)
 }
 
-fn list_values<O: OffsetSizeTrait>(
-    a: &arrow::array::GenericListArray<O>,
-) -> Result<Vec<Value>, ArrowError> {
+fn list_values<O: OffsetSizeTrait>(a: &arrow::array::GenericListArray<O>) -> Result<Vec<Value>, ArrowError> {
     let values = column_to_json(a.values().as_ref())?;
     let offsets = a.value_offsets();
     Ok((0..a.len())
         .map(|i| match a.is_null(i) {
             true => Value::Null,
-            false => {
-                Value::Array(values[offsets[i].as_usize()..offsets[i + 1].as_usize()].to_vec())
-            }
+            false => Value::Array(values[offsets[i].as_usize()..offsets[i + 1].as_usize()].to_vec()),
         })
         .collect())
 }
@@ -350,10 +329,7 @@ fn cell_text(v: &Value, null: &str) -> String {
 
 fn is_numeric(type_name: &str) -> bool {
     let base = type_name.split('(').next().unwrap_or("").trim();
-    matches!(
-        base,
-        "bigint" | "integer" | "smallint" | "tinyint" | "double" | "real" | "decimal"
-    )
+    matches!(base, "bigint" | "integer" | "smallint" | "tinyint" | "double" | "real" | "decimal")
 }
 
 fn width(s: &str) -> usize {
@@ -383,9 +359,7 @@ pub fn format_rows(columns: &[Column], rows: &[Vec<Value>], format: OutputFormat
 }
 
 pub(crate) fn text_grid(rows: &[Vec<Value>], null: &str) -> Vec<Vec<String>> {
-    rows.iter()
-        .map(|r| r.iter().map(|v| cell_text(v, null)).collect())
-        .collect()
+    rows.iter().map(|r| r.iter().map(|v| cell_text(v, null)).collect()).collect()
 }
 
 fn push_line(out: &mut String, cells: impl IntoIterator<Item = String>, sep: &str) {
@@ -489,13 +463,7 @@ fn tsv_field(out: &mut String, s: &str) {
 }
 
 /// Written straight into one buffer: this is the CLI's hot path for large results.
-fn delimited(
-    columns: &[Column],
-    rows: &[Vec<Value>],
-    header: bool,
-    sep: &str,
-    field: fn(&mut String, &str),
-) -> String {
+fn delimited(columns: &[Column], rows: &[Vec<Value>], header: bool, sep: &str, field: fn(&mut String, &str)) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     if header {
@@ -531,10 +499,7 @@ fn delimited(
 fn json_lines(columns: &[Column], rows: &[Vec<Value>]) -> String {
     let mut out = String::new();
     for row in rows {
-        let fields = columns
-            .iter()
-            .zip(row)
-            .map(|(c, v)| format!("{}:{v}", json!(c.name)));
+        let fields = columns.iter().zip(row).map(|(c, v)| format!("{}:{v}", json!(c.name)));
         out.push('{');
         out.push_str(&fields.collect::<Vec<_>>().join(","));
         out.push_str("}\n");
@@ -578,10 +543,7 @@ mod tests {
     use std::sync::Arc;
 
     fn cols(spec: &[(&str, &str)]) -> Vec<Column> {
-        let col = |(name, ty): &(&str, &str)| Column {
-            name: name.to_string(),
-            type_name: ty.to_string(),
-        };
+        let col = |(name, ty): &(&str, &str)| Column { name: name.to_string(), type_name: ty.to_string() };
         spec.iter().map(col).collect()
     }
 
@@ -617,11 +579,7 @@ mod tests {
         ])
         .unwrap();
         let rows = batch_to_json_rows(&batch).unwrap();
-        let want = json!([
-            ["12.34", "1970-01-01", 1.5],
-            ["-0.05", "1995-01-01", "NaN"],
-            [null, null, "-Infinity"]
-        ]);
+        let want = json!([["12.34", "1970-01-01", 1.5], ["-0.05", "1995-01-01", "NaN"], [null, null, "-Infinity"]]);
         assert_eq!(json!(rows), want);
     }
 
@@ -656,31 +614,21 @@ mod tests {
     #[test]
     fn delimited_formats_quote_and_escape() {
         let cols = cols(&[("a", "varchar"), ("b", "bigint")]);
-        let rows = vec![
-            vec![json!("x,y"), json!(1)],
-            vec![json!("say \"hi\""), Value::Null],
-        ];
+        let rows = vec![vec![json!("x,y"), json!(1)], vec![json!("say \"hi\""), Value::Null]];
         let csv = format_rows(&cols, &rows, OutputFormat::Csv);
         assert_eq!(csv, "\"x,y\",1\n\"say \"\"hi\"\"\",\n");
         let csv = format_rows(&cols, &rows, OutputFormat::CsvHeader);
         assert!(csv.starts_with("a,b\n"));
         let rows = [vec![json!("t\tn\n\\"), json!(3)]];
-        assert_eq!(
-            format_rows(&cols, &rows, OutputFormat::Tsv),
-            "t\\tn\\n\\\\\t3\n"
-        );
+        assert_eq!(format_rows(&cols, &rows, OutputFormat::Tsv), "t\\tn\\n\\\\\t3\n");
     }
 
     #[test]
     fn aligned_right_aligns_numbers() {
         let cols = cols(&[("name", "varchar"), ("amount", "bigint")]);
-        let rows = vec![
-            vec![json!("alice"), json!(7)],
-            vec![json!("b"), Value::Null],
-        ];
+        let rows = vec![vec![json!("alice"), json!(7)], vec![json!("b"), Value::Null]];
         let text = format_rows(&cols, &rows, OutputFormat::Aligned);
-        let want =
-            " name  | amount \n-------+--------\n alice |      7 \n b     |   NULL \n(2 rows)\n";
+        let want = " name  | amount \n-------+--------\n alice |      7 \n b     |   NULL \n(2 rows)\n";
         assert_eq!(text, want);
         let one = format_rows(&cols, &rows[..1], OutputFormat::Aligned);
         assert!(one.ends_with("(1 row)\n"));

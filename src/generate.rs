@@ -39,7 +39,9 @@ impl Sink {
     fn create(path: &Path, format: FileFormat, batch: &RecordBatch) -> Result<Sink, String> {
         let file = File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
         Ok(match format {
-            FileFormat::Parquet => Sink::Parquet(ArrowWriter::try_new(file, batch.schema(), None).map_err(|e| e.to_string())?),
+            FileFormat::Parquet => {
+                Sink::Parquet(ArrowWriter::try_new(file, batch.schema(), None).map_err(|e| e.to_string())?)
+            }
             FileFormat::Csv => Sink::Csv(WriterBuilder::new().with_header(true).build(file)),
         })
     }
@@ -65,7 +67,8 @@ pub async fn generate(scale: f64, output: &Path, format: FileFormat) -> Result<V
     let total: u64 = TpchTableKind::ALL.iter().map(|k| k.row_count(scale)).sum();
     let bar = ProgressBar::new(total);
     bar.set_style(
-        ProgressStyle::with_template("{bar:40} {human_pos}/{human_len} rows {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template("{bar:40} {human_pos}/{human_len} rows {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let ext = match format {
         FileFormat::Parquet => "parquet",

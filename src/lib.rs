@@ -2,9 +2,10 @@
 //! cuts the plan into a DAG of stages and schedules them phase by phase onto workers
 //! as HTTP remote tasks; workers stream Arrow pages to each other through an exchange.
 
+pub mod bench;
 pub mod cli;
-pub mod cluster;
 pub mod client;
+pub mod cluster;
 pub mod config;
 pub mod connector;
 pub mod coordinator;
@@ -22,4 +23,3 @@ pub mod runtime;
 pub mod scheduling;
 pub mod util;
 pub mod worker;
-pub mod bench;

@@ -24,9 +24,7 @@ impl LocalCluster {
         let secret = crate::util::random_suffix(32);
         let mut config = CoordinatorConfig::new("127.0.0.1:0");
         config.shared_secret = Some(secret.clone());
-        let coordinator = start_coordinator(config)
-            .await
-            .map_err(|e| format!("cannot start the coordinator: {e}"))?;
+        let coordinator = start_coordinator(config).await.map_err(|e| format!("cannot start the coordinator: {e}"))?;
         let mut handles = Vec::new();
         for _ in 0..workers {
             let mut config = WorkerConfig::new("127.0.0.1:0", &coordinator.url);
@@ -37,7 +35,10 @@ impl LocalCluster {
             handles.push(start_worker(config).await.map_err(|e| format!("cannot start a worker: {e}"))?);
         }
         if !coordinator.wait_for_workers(workers, Duration::from_secs(10)).await {
-            return Err(format!("only {} of {workers} workers announced themselves", coordinator.state.nodes.live_workers().len()));
+            return Err(format!(
+                "only {} of {workers} workers announced themselves",
+                coordinator.state.nodes.live_workers().len()
+            ));
         }
         Ok(LocalCluster { coordinator, workers: handles })
     }

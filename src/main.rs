@@ -165,7 +165,11 @@ fn main() -> ExitCode {
     // The control runtime: HTTP, long polls, heartbeats. Query execution runs on the
     // compute runtime (`flotilla::runtime`). Big stacks: plans are encoded and
     // decoded recursively here.
-    let runtime = match tokio::runtime::Builder::new_multi_thread().thread_stack_size(flotilla::runtime::THREAD_STACK).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .thread_stack_size(flotilla::runtime::THREAD_STACK)
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("flotilla: cannot start the runtime: {e}");
@@ -196,20 +200,37 @@ async fn run(cli: Cli) -> Result<(), String> {
             cluster.shutdown().await;
             result
         }
-        Command::Coordinator { bind, worker_timeout, shared_secret, query_client_timeout, process_forwarded, enable_failure_injection } => {
+        Command::Coordinator {
+            bind,
+            worker_timeout,
+            shared_secret,
+            query_client_timeout,
+            process_forwarded,
+            enable_failure_injection,
+        } => {
             let mut config = flotilla::coordinator::CoordinatorConfig::new(&bind);
             config.query_client_timeout = query_client_timeout.max(Duration::from_secs(1));
             config.process_forwarded = process_forwarded;
             config.enable_failure_injection = enable_failure_injection;
             config.shared_secret = flotilla::http::shared_secret(shared_secret);
             config.worker_timeout = Duration::from_secs(worker_timeout.max(1));
-            let handle = flotilla::coordinator::start_coordinator(config).await.map_err(|e| format!("cannot bind {bind}: {e}"))?;
+            let handle = flotilla::coordinator::start_coordinator(config)
+                .await
+                .map_err(|e| format!("cannot bind {bind}: {e}"))?;
             println!("flotilla coordinator listening on {}", handle.url);
             wait_for_ctrl_c().await;
             let _ = tokio::time::timeout(SHUTDOWN_GRACE, handle.shutdown()).await;
             Ok(())
         }
-        Command::Worker { coordinator, bind, output_buffer_max_bytes, enable_failure_injection, shared_secret, spool_dir, task_client_timeout } => {
+        Command::Worker {
+            coordinator,
+            bind,
+            output_buffer_max_bytes,
+            enable_failure_injection,
+            shared_secret,
+            spool_dir,
+            task_client_timeout,
+        } => {
             let mut config = flotilla::worker::WorkerConfig::new(&bind, &coordinator);
             // Clients long-poll for up to a second between contacts.
             config.task_client_timeout = task_client_timeout.max(Duration::from_secs(2));
@@ -221,7 +242,8 @@ async fn run(cli: Cli) -> Result<(), String> {
             if let Some(b) = output_buffer_max_bytes {
                 config.settings.output_buffer_bytes = flotilla::config::parse_bytes(&b)?;
             }
-            let handle = flotilla::worker::start_worker(config).await.map_err(|e| format!("cannot bind {bind}: {e}"))?;
+            let handle =
+                flotilla::worker::start_worker(config).await.map_err(|e| format!("cannot bind {bind}: {e}"))?;
             println!("flotilla worker {} listening on {}", handle.node_id, handle.url);
             wait_for_ctrl_c().await;
             // Tasks are aborted at once; the bound only caps waiting for open requests.

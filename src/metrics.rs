@@ -118,9 +118,21 @@ impl Exposition {
 
     /// The process-wide exchange counters, which both servers expose.
     pub fn exchange_counters(&mut self) {
-        self.counter("flotilla_exchange_bytes_total", "Bytes of pages received through the exchange.", EXCHANGE_BYTES.load(Ordering::Relaxed));
-        self.counter("flotilla_exchange_pages_total", "Pages received through the exchange.", EXCHANGE_PAGES.load(Ordering::Relaxed));
-        self.counter("flotilla_pages_produced_total", "Pages produced into output buffers.", PAGES_PRODUCED.load(Ordering::Relaxed));
+        self.counter(
+            "flotilla_exchange_bytes_total",
+            "Bytes of pages received through the exchange.",
+            EXCHANGE_BYTES.load(Ordering::Relaxed),
+        );
+        self.counter(
+            "flotilla_exchange_pages_total",
+            "Pages received through the exchange.",
+            EXCHANGE_PAGES.load(Ordering::Relaxed),
+        );
+        self.counter(
+            "flotilla_pages_produced_total",
+            "Pages produced into output buffers.",
+            PAGES_PRODUCED.load(Ordering::Relaxed),
+        );
     }
 
     pub fn finish(self) -> String {
@@ -150,6 +162,9 @@ mod tests {
         assert!(text.contains("q{state=\"a\\\"b\"} 1\n"), "{text}");
         assert!(text.contains("lat_seconds_bucket{le=\"0.025\"} 1\n"), "{text}");
         assert!(text.contains("lat_seconds_bucket{le=\"5\"} 2\n"), "{text}");
-        assert!(text.contains("lat_seconds_bucket{le=\"+Inf\"} 2\nlat_seconds_sum 3.02\nlat_seconds_count 2\n"), "{text}");
+        assert!(
+            text.contains("lat_seconds_bucket{le=\"+Inf\"} 2\nlat_seconds_sum 3.02\nlat_seconds_count 2\n"),
+            "{text}"
+        );
     }
 }

@@ -10,8 +10,8 @@ use std::io::Write;
 use serde_json::Value;
 
 use crate::format::{
-    aligned_footer, aligned_header, aligned_rows, aligned_widths, format_rows, markdown_header, markdown_rows, text_grid, vertical_records, Column,
-    OutputFormat,
+    aligned_footer, aligned_header, aligned_rows, aligned_widths, format_rows, markdown_header, markdown_rows,
+    text_grid, vertical_records, Column, OutputFormat,
 };
 
 /// Rows the aligned format holds back to size its columns.
@@ -31,7 +31,15 @@ pub struct RowPrinter<W: Write> {
 
 impl<W: Write> RowPrinter<W> {
     pub fn new(format: OutputFormat, out: W) -> Self {
-        RowPrinter { format, out, columns: Vec::new(), window: Vec::new(), widths: None, printed: 0, header_done: false }
+        RowPrinter {
+            format,
+            out,
+            columns: Vec::new(),
+            window: Vec::new(),
+            widths: None,
+            printed: 0,
+            header_done: false,
+        }
     }
 
     pub fn set_columns(&mut self, columns: Vec<Column>) {
@@ -112,7 +120,10 @@ mod tests {
     use serde_json::json;
 
     fn columns() -> Vec<Column> {
-        vec![Column { name: "n".into(), type_name: "bigint".into() }, Column { name: "s".into(), type_name: "varchar".into() }]
+        vec![
+            Column { name: "n".into(), type_name: "bigint".into() },
+            Column { name: "s".into(), type_name: "varchar".into() },
+        ]
     }
 
     fn rows(from: i64, to: i64) -> Vec<Vec<Value>> {

@@ -109,6 +109,10 @@ pub fn execute_on_compute(
         let _entered = handle.enter();
         SpawnedTask::spawn(producer)
     };
-    let batches = futures::stream::unfold((rx, task), |(mut rx, task)| async move { rx.recv().await.map(|item| (item, (rx, task))) });
+    let batches =
+        futures::stream::unfold(
+            (rx, task),
+            |(mut rx, task)| async move { rx.recv().await.map(|item| (item, (rx, task))) },
+        );
     Box::pin(datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(schema, batches))
 }

@@ -10,8 +10,8 @@ mod integration {
     pub mod files;
     pub mod lifecycle;
     pub mod protocol;
-    pub mod robustness;
     pub mod python_client;
+    pub mod robustness;
     pub mod scheduling;
     pub mod tpch;
     pub mod web_ui;

@@ -16,7 +16,9 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::node_manager::WorkerNode;
-use crate::protocol::{self, ErrorBody, SourceUpdate, TaskFailure, TaskId, TaskState, TaskStats, TaskStatus, TaskUpdateRequest};
+use crate::protocol::{
+    self, ErrorBody, SourceUpdate, TaskFailure, TaskId, TaskState, TaskStats, TaskStatus, TaskUpdateRequest,
+};
 
 #[derive(Debug)]
 pub struct HttpRemoteTask {
@@ -51,7 +53,14 @@ pub enum RemoteTaskError {
 }
 
 impl HttpRemoteTask {
-    pub fn new(task_id: TaskId, worker: WorkerNode, partitions: Vec<usize>, http: reqwest::Client, max_error_duration: Duration, changed: watch::Sender<u64>) -> Self {
+    pub fn new(
+        task_id: TaskId,
+        worker: WorkerNode,
+        partitions: Vec<usize>,
+        http: reqwest::Client,
+        max_error_duration: Duration,
+        changed: watch::Sender<u64>,
+    ) -> Self {
         let status = TaskStatus {
             task_id: task_id.clone(),
             state: TaskState::Planned,
@@ -63,7 +72,16 @@ impl HttpRemoteTask {
             stats: TaskStats::default(),
         };
         let (creating, _) = watch::channel(false);
-        HttpRemoteTask { task_id, worker, partitions, http, status: Mutex::new(status), max_error_duration, changed, creating }
+        HttpRemoteTask {
+            task_id,
+            worker,
+            partitions,
+            http,
+            status: Mutex::new(status),
+            max_error_duration,
+            changed,
+            creating,
+        }
     }
 
     pub fn status(&self) -> TaskStatus {
@@ -97,16 +115,29 @@ impl HttpRemoteTask {
         let started = Instant::now();
         let mut backoff = self.backoff();
         loop {
-            let sent = self.http.post(self.task_url()).json(req).timeout(self.request_timeout(Duration::from_secs(2))).send().await;
+            let sent = self
+                .http
+                .post(self.task_url())
+                .json(req)
+                .timeout(self.request_timeout(Duration::from_secs(2)))
+                .send()
+                .await;
             match sent {
                 Ok(resp) if resp.status().is_success() => return Ok(()),
                 Ok(resp) if resp.status().is_client_error() => {
                     let body = resp.bytes().await.unwrap_or_default();
                     let (code, message) = match serde_json::from_slice::<ErrorBody>(&body) {
                         Ok(e) => (e.error.code, e.error.message),
-                        Err(_) => (ErrorCode::RemoteTaskError.name().into(), String::from_utf8_lossy(&body).into_owned()),
+                        Err(_) => {
+                            (ErrorCode::RemoteTaskError.name().into(), String::from_utf8_lossy(&body).into_owned())
+                        }
                     };
-                    return Err(RemoteTaskError::Rejected { task: self.task_id.clone(), url: self.worker.url.clone(), code, message });
+                    return Err(RemoteTaskError::Rejected {
+                        task: self.task_id.clone(),
+                        url: self.worker.url.clone(),
+                        code,
+                        message,
+                    });
                 }
                 other => {
                     let message = match other {
@@ -200,7 +231,10 @@ impl HttpRemoteTask {
                     Err(e) => self.on_poll_error(&mut failing_since, request_started, format!("bad status body: {e}")),
                 },
                 Ok(resp) if resp.status() == reqwest::StatusCode::NOT_FOUND => {
-                    self.mark_failed(ErrorCode::TaskLost, format!("task {} is gone from worker {}", self.task_id, self.worker.url));
+                    self.mark_failed(
+                        ErrorCode::TaskLost,
+                        format!("task {} is gone from worker {}", self.task_id, self.worker.url),
+                    );
                     return;
                 }
                 Ok(resp) => self.on_poll_error(&mut failing_since, request_started, format!("HTTP {}", resp.status())),
@@ -217,7 +251,8 @@ impl HttpRemoteTask {
     fn on_poll_error(&self, failing_since: &mut Option<Instant>, request_started: Instant, message: String) {
         let since = *failing_since.get_or_insert(request_started);
         if since.elapsed() >= self.max_error_duration {
-            self.mark_failed(ErrorCode::TooManyRequestsFailed,
+            self.mark_failed(
+                ErrorCode::TooManyRequestsFailed,
                 format!(
                     "status requests for task {} to worker {} ({}) failed for {:.1?}: {message}",
                     self.task_id,

@@ -92,7 +92,14 @@ impl TrinoInformationSchema {
                 let mut rows: Vec<(String, String, String, i64, bool, String)> = Vec::new();
                 for (schema_name, table_name, layout) in self.tables() {
                     for (i, f) in layout.fields().iter().enumerate() {
-                        rows.push((schema_name.clone(), table_name.clone(), f.name().clone(), i as i64 + 1, f.is_nullable(), trino_type(f.data_type())));
+                        rows.push((
+                            schema_name.clone(),
+                            table_name.clone(),
+                            f.name().clone(),
+                            i as i64 + 1,
+                            f.is_nullable(),
+                            trino_type(f.data_type()),
+                        ));
                     }
                 }
                 let n = rows.len();
@@ -143,10 +150,12 @@ mod tests {
         let b = s.batch("columns").unwrap();
         let col = |name: &str| b.column_by_name(name).unwrap().as_any().downcast_ref::<StringArray>().unwrap().clone();
         let (tables, columns, types) = (col("table_name"), col("column_name"), col("data_type"));
-        let idx = (0..b.num_rows()).find(|&i| tables.value(i) == "lineitem" && columns.value(i) == "l_quantity").unwrap();
+        let idx =
+            (0..b.num_rows()).find(|&i| tables.value(i) == "lineitem" && columns.value(i) == "l_quantity").unwrap();
         assert_eq!(types.value(idx), "decimal(15,2)");
         let pos = b.column_by_name("ordinal_position").unwrap().as_any().downcast_ref::<Int64Array>().unwrap();
-        let first = (0..b.num_rows()).find(|&i| tables.value(i) == "lineitem" && columns.value(i) == "l_orderkey").unwrap();
+        let first =
+            (0..b.num_rows()).find(|&i| tables.value(i) == "lineitem" && columns.value(i) == "l_orderkey").unwrap();
         assert_eq!(pos.value(first), 1);
         assert_eq!(types.value(first), "bigint");
     }

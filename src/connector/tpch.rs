@@ -23,9 +23,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::catalog::{CatalogProvider, SchemaProvider, Session, TableProvider};
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{
-    exec_datafusion_err, internal_err, plan_datafusion_err, plan_err, Statistics,
-};
+use datafusion::common::{exec_datafusion_err, internal_err, plan_datafusion_err, plan_err, Statistics};
 use datafusion::error::Result;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{Expr, TableType};
@@ -33,8 +31,8 @@ use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
-    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning,
-    PhysicalExpr, PlanProperties, ReplaceChildrenOptions, StatisticsArgs,
+    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PhysicalExpr, PlanProperties,
+    ReplaceChildrenOptions, StatisticsArgs,
 };
 use datafusion::prelude::SessionContext;
 use futures::{Stream, StreamExt};
@@ -42,12 +40,11 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tpchgen::generators::{
-    CustomerGenerator, LineItemGenerator, NationGenerator, OrderGenerator, PartGenerator,
-    PartSuppGenerator, RegionGenerator, SupplierGenerator,
+    CustomerGenerator, LineItemGenerator, NationGenerator, OrderGenerator, PartGenerator, PartSuppGenerator,
+    RegionGenerator, SupplierGenerator,
 };
 use tpchgen_arrow::{
-    CustomerArrow, LineItemArrow, NationArrow, OrderArrow, PartArrow, PartSuppArrow,
-    RegionArrow, SupplierArrow,
+    CustomerArrow, LineItemArrow, NationArrow, OrderArrow, PartArrow, PartSuppArrow, RegionArrow, SupplierArrow,
 };
 
 /// Name under which [`register_tpch`] registers the catalog.
@@ -60,7 +57,6 @@ pub const LISTED_SCHEMAS: [&str; 4] = ["tiny", "sf0_1", "sf1", "sf10"];
 /// Batches buffered between the generator thread and the consumer. Small on
 /// purpose: generation is cheap to resume, memory for lineitem batches is not.
 const CHANNEL_CAPACITY: usize = 2;
-
 
 /// The eight TPC-H tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -142,15 +138,11 @@ impl TpchTableKind {
             Self::Part => PartGenerator::calculate_row_count(sf, part, parts),
             Self::Supplier => SupplierGenerator::calculate_row_count(sf, part, parts),
             // calculate_row_count counts parts; each has four partsupp rows.
-            Self::PartSupp => {
-                PartSuppGenerator::calculate_row_count(sf, part, parts).saturating_mul(4)
-            }
+            Self::PartSupp => PartSuppGenerator::calculate_row_count(sf, part, parts).saturating_mul(4),
             Self::Customer => CustomerGenerator::calculate_row_count(sf, part, parts),
             Self::Orders => OrderGenerator::calculate_row_count(sf, part, parts),
             // Lineitem is split by order; 1..=7 lines per order, 4 on average.
-            Self::LineItem => {
-                OrderGenerator::calculate_row_count(sf, part, parts).saturating_mul(4)
-            }
+            Self::LineItem => OrderGenerator::calculate_row_count(sf, part, parts).saturating_mul(4),
         };
         u64::try_from(rows).unwrap_or(0)
     }
@@ -255,8 +247,7 @@ impl TableProvider for TpchTable {
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let partitions = state.config().target_partitions();
-        let exec =
-            TpchScanExec::try_new(self.kind, self.scale_factor, partitions, projection.cloned())?;
+        let exec = TpchScanExec::try_new(self.kind, self.scale_factor, partitions, projection.cloned())?;
         Ok(Arc::new(exec))
     }
 }
@@ -312,14 +303,7 @@ impl TpchScanExec {
             EmissionType::Incremental,
             Boundedness::Bounded,
         );
-        Ok(TpchScanExec {
-            table,
-            scale_factor,
-            num_partitions,
-            projection,
-            schema,
-            properties: Arc::new(properties),
-        })
+        Ok(TpchScanExec { table, scale_factor, num_partitions, projection, schema, properties: Arc::new(properties) })
     }
 
     pub fn table(&self) -> TpchTableKind {
@@ -355,8 +339,8 @@ impl TpchScanExec {
     /// Decodes bytes produced by [`TpchScanExec::to_bytes`], re-validating
     /// everything since the bytes come from another process.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let spec: TpchScanSpec = serde_json::from_slice(bytes)
-            .map_err(|e| plan_datafusion_err!("malformed TpchScanExec encoding: {e}"))?;
+        let spec: TpchScanSpec =
+            serde_json::from_slice(bytes).map_err(|e| plan_datafusion_err!("malformed TpchScanExec encoding: {e}"))?;
         let table = TpchTableKind::from_name(&spec.table)
             .ok_or_else(|| plan_datafusion_err!("unknown TPC-H table '{}'", spec.table))?;
         Self::try_new(table, spec.scale_factor, spec.num_partitions, spec.projection)
@@ -398,8 +382,7 @@ impl DisplayAs for TpchScanExec {
                     self.num_partitions
                 )?;
                 if self.projection.is_some() {
-                    let names: Vec<&str> =
-                        self.schema.fields().iter().map(|c| c.name().as_str()).collect();
+                    let names: Vec<&str> = self.schema.fields().iter().map(|c| c.name().as_str()).collect();
                     write!(f, ", projection=[{}]", names.join(", "))?;
                 }
                 Ok(())
@@ -445,21 +428,11 @@ impl ExecutionPlan for TpchScanExec {
     }
 
     #[allow(deprecated)]
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        self.replace_children(
-            children,
-            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
-        )
+    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+        self.replace_children(children, ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute))
     }
 
-    fn execute(
-        &self,
-        partition: usize,
-        context: Arc<TaskContext>,
-    ) -> Result<SendableRecordBatchStream> {
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         if partition >= self.num_partitions {
             return internal_err!(
                 "TpchScanExec has {} partitions, asked to execute partition {partition}",
@@ -477,10 +450,7 @@ impl ExecutionPlan for TpchScanExec {
             batch_size: context.session_config().batch_size().max(1),
             projection: self.projection.clone(),
         };
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
-            Arc::clone(&self.schema),
-            generate(job),
-        )))
+        Ok(Box::pin(RecordBatchStreamAdapter::new(Arc::clone(&self.schema), generate(job))))
     }
 
     fn statistics_from_inputs(
@@ -586,10 +556,7 @@ fn generate(job: PartitionJob) -> impl Stream<Item = Result<RecordBatch>> + Send
         // check a panic would look like a short but successful scan.
         match producer.await {
             Ok(()) => None,
-            Err(e) => Some((
-                Err(exec_datafusion_err!("TPC-H generator task failed: {e}")),
-                Feed::Finished,
-            )),
+            Err(e) => Some((Err(exec_datafusion_err!("TPC-H generator task failed: {e}")), Feed::Finished)),
         }
     })
     // Unfold panics if polled after it ended; some consumers poll once more.
@@ -628,8 +595,8 @@ mod tests {
             assert_eq!(parse_schema_name(name), Some(sf), "{name}");
         }
         for bad in [
-            "", "sf", "sf0", "sf0_0", "sf-1", "sf_1", "sf1_", "sf1_2_3", "sf1e3", "sfinf", "SF1",
-            "sf1.5", "huge", "default",
+            "", "sf", "sf0", "sf0_0", "sf-1", "sf_1", "sf1_", "sf1_2_3", "sf1e3", "sfinf", "SF1", "sf1.5", "huge",
+            "default",
         ] {
             assert_eq!(parse_schema_name(bad), None, "{bad:?} should be rejected");
         }
@@ -663,9 +630,8 @@ mod tests {
         // TPC-H spec: orders has 1,500,000 * SF rows.
         assert_eq!(rows(&whole_batches), 15_000);
         assert_eq!(rows(&split_batches), 15_000);
-        let key_sum = |batches: &[RecordBatch]| -> i64 {
-            batches.iter().map(|b| int64(b, 0).values().iter().sum::<i64>()).sum()
-        };
+        let key_sum =
+            |batches: &[RecordBatch]| -> i64 { batches.iter().map(|b| int64(b, 0).values().iter().sum::<i64>()).sum() };
         assert_eq!(key_sum(&whole_batches), key_sum(&split_batches));
         assert!(whole_batches.iter().all(|b| b.num_rows() <= 1000));
         #[allow(deprecated)]

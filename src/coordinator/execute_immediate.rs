@@ -95,7 +95,9 @@ fn substitute(statement: &str, params: &[String]) -> Result<String, String> {
                 out.push(c);
             }
             (None, '?') => {
-                let p = params.get(next).ok_or_else(|| format!("statement has more parameters than the {} values given", params.len()))?;
+                let p = params
+                    .get(next)
+                    .ok_or_else(|| format!("statement has more parameters than the {} values given", params.len()))?;
                 out.push_str(p);
                 next += 1;
             }
@@ -174,7 +176,10 @@ pub fn bind(statement: &str, using: &str) -> Result<String, String> {
     let params = if using.is_empty() {
         Vec::new()
     } else {
-        let rest = using.get(..5).filter(|w| w.eq_ignore_ascii_case("using")).ok_or_else(|| format!("unexpected '{using}'"))?;
+        let rest = using
+            .get(..5)
+            .filter(|w| w.eq_ignore_ascii_case("using"))
+            .ok_or_else(|| format!("unexpected '{using}'"))?;
         split_top_level(using[rest.len()..].trim())
     };
     substitute(statement, &params)
@@ -190,8 +195,14 @@ mod prepared_tests {
             parse_prepared("PREPARE st1 FROM SELECT * FROM t WHERE a = ?"),
             Some(PreparedStatement::Prepare { name: "st1".into(), statement: "SELECT * FROM t WHERE a = ?".into() })
         );
-        assert_eq!(parse_prepared("DEALLOCATE PREPARE st1"), Some(PreparedStatement::Deallocate { name: "st1".into() }));
-        assert_eq!(parse_prepared("EXECUTE st1 USING 'x'"), Some(PreparedStatement::Execute { name: "st1".into(), using: "USING 'x'".into() }));
+        assert_eq!(
+            parse_prepared("DEALLOCATE PREPARE st1"),
+            Some(PreparedStatement::Deallocate { name: "st1".into() })
+        );
+        assert_eq!(
+            parse_prepared("EXECUTE st1 USING 'x'"),
+            Some(PreparedStatement::Execute { name: "st1".into(), using: "USING 'x'".into() })
+        );
         assert_eq!(parse_prepared("EXECUTE IMMEDIATE 'SELECT 1'"), None);
         assert_eq!(bind("SELECT ? + ?", "USING 1, 2").unwrap(), "SELECT 1 + 2");
     }

@@ -36,7 +36,9 @@ pub fn parse(sql: &str) -> Option<MetadataStatement> {
         4 if kw(0, "show") && kw(1, "tables") && from(2) => {
             let target = name(3)?;
             Some(match target.split_once('.') {
-                Some((c, s)) => MetadataStatement::ShowTables { catalog: Some(c.to_string()), schema: Some(s.to_string()) },
+                Some((c, s)) => {
+                    MetadataStatement::ShowTables { catalog: Some(c.to_string()), schema: Some(s.to_string()) }
+                }
                 None => MetadataStatement::ShowTables { catalog: None, schema: Some(target) },
             })
         }
@@ -47,7 +49,8 @@ pub fn parse(sql: &str) -> Option<MetadataStatement> {
 }
 
 fn text_batch(columns: &[&str], rows: Vec<Vec<String>>) -> Result<RecordBatch, QueryError> {
-    let schema = Arc::new(Schema::new(columns.iter().map(|c| Field::new(*c, DataType::Utf8, false)).collect::<Vec<_>>()));
+    let schema =
+        Arc::new(Schema::new(columns.iter().map(|c| Field::new(*c, DataType::Utf8, false)).collect::<Vec<_>>()));
     let arrays = (0..columns.len())
         .map(|i| Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r[i].as_str()))) as _)
         .collect();
@@ -55,9 +58,14 @@ fn text_batch(columns: &[&str], rows: Vec<Vec<String>>) -> Result<RecordBatch, Q
 }
 
 /// Answers a metadata statement from the planning context's catalogs.
-pub async fn run(ctx: &SessionContext, spec: &SessionSpec, stmt: &MetadataStatement) -> Result<RecordBatch, QueryError> {
+pub async fn run(
+    ctx: &SessionContext,
+    spec: &SessionSpec,
+    stmt: &MetadataStatement,
+) -> Result<RecordBatch, QueryError> {
     let catalog_named = |name: &str| {
-        ctx.catalog(name).ok_or_else(|| QueryError::new(ErrorCode::CatalogNotFound, format!("Catalog '{name}' does not exist")))
+        ctx.catalog(name)
+            .ok_or_else(|| QueryError::new(ErrorCode::CatalogNotFound, format!("Catalog '{name}' does not exist")))
     };
     match stmt {
         MetadataStatement::ShowCatalogs => {
@@ -77,9 +85,9 @@ pub async fn run(ctx: &SessionContext, spec: &SessionSpec, stmt: &MetadataStatem
         MetadataStatement::ShowTables { catalog, schema } => {
             let cname = catalog.as_deref().unwrap_or(&spec.catalog);
             let sname = schema.as_deref().unwrap_or(&spec.schema);
-            let s = catalog_named(cname)?
-                .schema(sname)
-                .ok_or_else(|| QueryError::new(ErrorCode::SchemaNotFound, format!("Schema '{cname}.{sname}' does not exist")))?;
+            let s = catalog_named(cname)?.schema(sname).ok_or_else(|| {
+                QueryError::new(ErrorCode::SchemaNotFound, format!("Schema '{cname}.{sname}' does not exist"))
+            })?;
             let mut names = s.table_names();
             names.sort();
             text_batch(&["Table"], names.into_iter().map(|n| vec![n]).collect())
@@ -107,7 +115,10 @@ mod tests {
         assert_eq!(parse("SHOW CATALOGS"), Some(ShowCatalogs));
         assert_eq!(parse("show schemas from tpch;"), Some(ShowSchemas { catalog: Some("tpch".into()) }));
         assert_eq!(parse("SHOW TABLES"), Some(ShowTables { catalog: None, schema: None }));
-        assert_eq!(parse("SHOW TABLES FROM tpch.sf1"), Some(ShowTables { catalog: Some("tpch".into()), schema: Some("sf1".into()) }));
+        assert_eq!(
+            parse("SHOW TABLES FROM tpch.sf1"),
+            Some(ShowTables { catalog: Some("tpch".into()), schema: Some("sf1".into()) })
+        );
         assert_eq!(parse("describe lineitem"), Some(Describe { table: "lineitem".into() }));
         assert_eq!(parse("SHOW COLUMNS FROM orders"), Some(Describe { table: "orders".into() }));
         assert_eq!(parse("SELECT 1"), None);

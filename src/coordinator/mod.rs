@@ -27,12 +27,12 @@ use axum::{Json, Router};
 use parking_lot::RwLock;
 use tokio::sync::watch;
 
+use crate::cluster::node_manager::NodeManager;
 use crate::exchange::client::ExchangeConfig;
 use crate::http::ApiError;
 use crate::protocol::Announcement;
 use crate::scheduling::node_scheduler::NodeScheduler;
 use crate::scheduling::state_machine::StateKind;
-use crate::cluster::node_manager::NodeManager;
 use planner::SessionSpec;
 use query::QueryExecution;
 
@@ -138,16 +138,8 @@ pub struct CoordinatorState {
 impl CoordinatorState {
     /// Starts a query on its own task and returns it at once (QUEUED).
     pub fn submit(self: &Arc<Self>, sql: String, session: SessionSpec) -> Arc<QueryExecution> {
-        let id = format!(
-            "{}_{:06}_{}",
-            chrono::Utc::now().format("%Y%m%d"),
-            self.counter.fetch_add(1, Ordering::Relaxed) + 1,
-            crate::util::random_suffix(5)
-        );
-        let q = QueryExecution::new(id.clone(), sql, session);
+        let q = self.register(sql, session);
         crate::metrics::QUERIES_SUBMITTED.fetch_add(1, Ordering::Relaxed);
-        self.queries.write().insert(id.clone(), q.clone());
-        self.remember(id);
         // Supervised: a panic in the runner fails the query and removes its tasks,
         // instead of leaving it running forever in the list.
         let runner = tokio::spawn(query::run_query(self.clone(), q.clone()));
@@ -163,7 +155,19 @@ impl CoordinatorState {
     }
 
     /// Registers a query that failed before it could start (its text too large).
-    pub fn submit_failed(self: &Arc<Self>, sql: String, session: SessionSpec, error: planner::QueryError) -> Arc<QueryExecution> {
+    pub fn submit_failed(
+        self: &Arc<Self>,
+        sql: String,
+        session: SessionSpec,
+        error: planner::QueryError,
+    ) -> Arc<QueryExecution> {
+        let q = self.register(sql, session);
+        q.fail_at_once(error);
+        q
+    }
+
+    /// A new query with a fresh id, listed in `/v1/query`.
+    fn register(&self, sql: String, session: SessionSpec) -> Arc<QueryExecution> {
         let id = format!(
             "{}_{:06}_{}",
             chrono::Utc::now().format("%Y%m%d"),
@@ -171,7 +175,6 @@ impl CoordinatorState {
             crate::util::random_suffix(5)
         );
         let q = QueryExecution::new(id.clone(), sql, session);
-        q.fail_at_once(error);
         self.queries.write().insert(id.clone(), q.clone());
         self.remember(id);
         q
@@ -182,12 +185,18 @@ impl CoordinatorState {
     /// forwarded headers when configured to trust them. A header that is not a plain
     /// authority is ignored, so a client cannot make us hand out arbitrary URIs.
     pub fn base_url(&self, headers: &axum::http::HeaderMap) -> String {
-        let get = |name: &str| headers.get(name).and_then(|h| h.to_str().ok()).map(str::trim).filter(|h| statement::is_authority(h));
+        let get = |name: &str| {
+            headers.get(name).and_then(|h| h.to_str().ok()).map(str::trim).filter(|h| statement::is_authority(h))
+        };
         let mut scheme = "http";
         let mut authority = match self.bound.ip().is_unspecified() {
             true => get("host").map(str::to_string).unwrap_or_else(|| {
                 // Never hand out 0.0.0.0: without a usable Host, the loopback address.
-                let loopback: std::net::IpAddr = if self.bound.is_ipv6() { std::net::Ipv6Addr::LOCALHOST.into() } else { std::net::Ipv4Addr::LOCALHOST.into() };
+                let loopback: std::net::IpAddr = if self.bound.is_ipv6() {
+                    std::net::Ipv6Addr::LOCALHOST.into()
+                } else {
+                    std::net::Ipv4Addr::LOCALHOST.into()
+                };
                 std::net::SocketAddr::new(loopback, self.bound.port()).to_string()
             }),
             false => self.bound.to_string(),
@@ -354,7 +363,8 @@ async fn not_found() -> Response {
 }
 
 async fn announce(State(s): St, body: Bytes) -> Result<Response, CoordinatorError> {
-    let a: Announcement = serde_json::from_slice(&body).map_err(|e| CoordinatorError::BadRequest(format!("malformed announcement: {e}")))?;
+    let a: Announcement = serde_json::from_slice(&body)
+        .map_err(|e| CoordinatorError::BadRequest(format!("malformed announcement: {e}")))?;
     if !a.url.starts_with("http://") && !a.url.starts_with("https://") {
         return Err(CoordinatorError::BadRequest(format!("worker url '{}' is not http(s)", a.url)));
     }
@@ -387,9 +397,17 @@ async fn metrics(State(s): St) -> Response {
     let mut e = crate::metrics::Exposition::default();
     let all = [Queued, Planning, Starting, Running, Finishing, Finished, Failed];
     e.state_counts("flotilla_queries", "Queries known to the coordinator, by state.", &all, &states);
-    e.counter("flotilla_queries_submitted_total", "Queries submitted to this coordinator.", crate::metrics::QUERIES_SUBMITTED.load(Ordering::Relaxed));
+    e.counter(
+        "flotilla_queries_submitted_total",
+        "Queries submitted to this coordinator.",
+        crate::metrics::QUERIES_SUBMITTED.load(Ordering::Relaxed),
+    );
     e.gauge("flotilla_workers_alive", "Workers with a recent heartbeat.", s.nodes.live_workers().len() as f64);
-    e.latency_histogram("flotilla_query_latency_seconds", "Time from submission to the end of a query.", &crate::metrics::QUERY_LATENCY);
+    e.latency_histogram(
+        "flotilla_query_latency_seconds",
+        "Time from submission to the end of a query.",
+        &crate::metrics::QUERY_LATENCY,
+    );
     e.exchange_counters();
     ([(axum::http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], e.finish()).into_response()
 }

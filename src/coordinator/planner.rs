@@ -25,7 +25,9 @@ pub fn planning_error(e: &DataFusionError) -> QueryError {
         DataFusionError::SQL(..) => ErrorCode::SyntaxError,
         DataFusionError::NotImplemented(_) => ErrorCode::NotSupported,
         DataFusionError::Plan(_) | DataFusionError::SchemaError(..) => {
-            if lower.contains("table") && (lower.contains("not found") || lower.contains("doesn't exist") || lower.contains("does not exist")) {
+            if lower.contains("table")
+                && (lower.contains("not found") || lower.contains("doesn't exist") || lower.contains("does not exist"))
+            {
                 ErrorCode::TableNotFound
             } else {
                 ErrorCode::GenericUserError
@@ -41,7 +43,13 @@ pub fn planning_error(e: &DataFusionError) -> QueryError {
 /// which says nothing to a SQL user.
 fn strip_prefixes(message: &str) -> String {
     let mut m = message.trim();
-    for p in ["Error during planning: ", "SQL error: ", "This feature is not implemented: ", "Execution error: ", "Schema error: "] {
+    for p in [
+        "Error during planning: ",
+        "SQL error: ",
+        "This feature is not implemented: ",
+        "Execution error: ",
+        "Schema error: ",
+    ] {
         if let Some(rest) = m.strip_prefix(p) {
             m = rest;
         }
@@ -60,13 +68,23 @@ pub struct SessionSpec {
 
 impl Default for SessionSpec {
     fn default() -> Self {
-        SessionSpec { user: "flotilla".into(), catalog: "tpch".into(), schema: "tiny".into(), properties: BTreeMap::new() }
+        SessionSpec {
+            user: "flotilla".into(),
+            catalog: "tpch".into(),
+            schema: "tiny".into(),
+            properties: BTreeMap::new(),
+        }
     }
 }
 
 /// A planning context whose `target_partitions` is the query's partition count, with
 /// the `tpch` catalog and the coordinator's `files` catalog.
-pub fn session_context(spec: &SessionSpec, props: &SessionProperties, partitions: usize, files: Option<Arc<dyn CatalogProvider>>) -> SessionContext {
+pub fn session_context(
+    spec: &SessionSpec,
+    props: &SessionProperties,
+    partitions: usize,
+    files: Option<Arc<dyn CatalogProvider>>,
+) -> SessionContext {
     // The catalog brings Trino's information_schema; DataFusion's would shadow it.
     let mut config = SessionConfig::new()
         .with_target_partitions(partitions.max(1))

@@ -20,9 +20,9 @@ use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, Visit, Visitor};
 
+use super::planner::{planning_error, QueryError};
 use crate::plan::distribute::prepare_for_distribution;
 use crate::plan::fragmenter::{fragment_plan, reads_tables, FragmentedPlan};
-use super::planner::{planning_error, QueryError};
 use crate::scheduling::pipelined::task_count;
 
 /// Deepest expression nesting accepted (`a + b + ...` counts one level per operator).
@@ -56,10 +56,16 @@ fn planning_slots() -> &'static tokio::sync::Semaphore {
 /// Plans `sql` on a planning thread; gives up after `max_time`.
 pub async fn plan(ctx: SessionContext, sql: String, workers: usize, max_time: Duration) -> Result<Planned, QueryError> {
     let planning = async move {
-        let slot = planning_slots().acquire().await.map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
+        let slot = planning_slots()
+            .acquire()
+            .await
+            .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
         let thread = crate::runtime::spawn_with_big_stack("flotilla-planner", move |abandoned| {
             let _slot = slot;
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
             rt.block_on(plan_here(&ctx, &sql, workers, abandoned))
         });
         Ok::<_, QueryError>(thread.await)
@@ -81,7 +87,12 @@ pub async fn plan(ctx: SessionContext, sql: String, workers: usize, max_time: Du
     }
 }
 
-async fn plan_here(ctx: &SessionContext, sql: &str, workers: usize, abandoned: &dyn Fn() -> bool) -> Result<Planned, QueryError> {
+async fn plan_here(
+    ctx: &SessionContext,
+    sql: &str,
+    workers: usize,
+    abandoned: &dyn Fn() -> bool,
+) -> Result<Planned, QueryError> {
     let state = ctx.state();
     let dialect = state.config().options().sql_parser.dialect;
     let statement = state.sql_to_statement(sql, &dialect).map_err(|e| planning_error(&e))?;
@@ -98,7 +109,10 @@ async fn plan_here(ctx: &SessionContext, sql: &str, workers: usize, abandoned: &
                 fragmented.explain(&|f| task_count(f, workers))
             }
         } else {
-            format!("Fragment 0 [COORDINATOR ONLY]\n{}", datafusion::physical_plan::displayable(physical.as_ref()).indent(false))
+            format!(
+                "Fragment 0 [COORDINATOR ONLY]\n{}",
+                datafusion::physical_plan::displayable(physical.as_ref()).indent(false)
+            )
         };
         return Ok(Planned::Explain(text));
     }
@@ -121,7 +135,8 @@ async fn plan_here(ctx: &SessionContext, sql: &str, workers: usize, abandoned: &
 }
 
 fn cut(physical: Arc<dyn ExecutionPlan>, ctx: &SessionContext) -> Result<FragmentedPlan, QueryError> {
-    let physical = prepare_for_distribution(physical, ctx.state().config().options()).map_err(|e| planning_error(&e))?;
+    let physical =
+        prepare_for_distribution(physical, ctx.state().config().options()).map_err(|e| planning_error(&e))?;
     fragment_plan(physical).map_err(|e| planning_error(&e))
 }
 

@@ -17,18 +17,20 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
-use crate::plan::fragmenter::FragmentedPlan;
-use super::planning::Planned;
 use super::planner::{planning_error, session_context, QueryError, SessionSpec};
+use super::planning::Planned;
+use super::root_stage::SpooledRootStage;
 use super::CoordinatorState;
 use crate::config::{ExecutionPolicy, RetryPolicy, SessionProperties};
 use crate::exchange::client::{ExchangeClient, ExchangeStats};
 use crate::exchange::remote_source::{attach_resolver, SourceLocations, SourceResolver};
+use crate::plan::fragmenter::FragmentedPlan;
 use crate::protocol::SourceUpdate;
 use crate::scheduling::fault_tolerant::{FaultTolerantQueryScheduler, RetryLimits};
-use super::root_stage::SpooledRootStage;
 use crate::scheduling::phased::{AllAtOnceExecutionSchedule, ExecutionSchedule, PhasedExecutionSchedule};
-use crate::scheduling::pipelined::{PipelinedQueryScheduler, RootSourceSink, SchedulerError, SchedulerSettings, StageExecution, StageInfo};
+use crate::scheduling::pipelined::{
+    PipelinedQueryScheduler, RootSourceSink, SchedulerError, SchedulerSettings, StageExecution, StageInfo,
+};
 use crate::scheduling::state_machine::{QueryState, StateKind, StateMachine};
 
 impl RootSourceSink for SourceLocations {
@@ -235,7 +237,11 @@ impl QueryExecution {
             sql: self.sql.clone(),
             elapsed_ms: self.elapsed().as_millis() as u64,
             rows: self.output_rows(),
-            created_epoch_ms: self.created_at.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
+            created_epoch_ms: self
+                .created_at
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
             error: self.error(),
         }
     }
@@ -332,7 +338,6 @@ pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
     crate::metrics::QUERY_LATENCY.observe(q.elapsed().as_secs_f64());
 }
 
-
 /// The runner of `q` panicked: the query fails and its tasks go.
 pub(crate) async fn fail_after_runner_died(q: &Arc<QueryExecution>, why: String) {
     q.fail(QueryError::new(ErrorCode::GenericInternalError, why));
@@ -357,7 +362,12 @@ struct Run {
     inject_panic: bool,
 }
 
-async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, run: &Run, attempt: usize) -> Result<(), QueryError> {
+async fn execute(
+    coord: &Arc<CoordinatorState>,
+    q: &Arc<QueryExecution>,
+    run: &Run,
+    attempt: usize,
+) -> Result<(), QueryError> {
     q.transition(QueryState::Planning);
     let props = &run.props;
     let workers = coord.nodes.live_workers();
@@ -370,7 +380,10 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, run: &R
     };
     if matches!(
         super::execute_immediate::parse_prepared(&sql),
-        Some(super::execute_immediate::PreparedStatement::Prepare { .. } | super::execute_immediate::PreparedStatement::Deallocate { .. })
+        Some(
+            super::execute_immediate::PreparedStatement::Prepare { .. }
+                | super::execute_immediate::PreparedStatement::Deallocate { .. }
+        )
     ) {
         // The client keeps prepared statements; the answer is in the response headers.
         q.transition(QueryState::Starting);
@@ -385,10 +398,11 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, run: &R
         q.emit(batch).await;
         return Ok(());
     }
-    let (physical, fragments, analyze) = match super::planning::plan(ctx.clone(), sql, workers.len(), props.query_max_planning_time).await? {
-        Planned::Explain(text) => return emit_text(q, "Query Plan", text).await,
-        Planned::Query { physical, fragments, analyze } => (physical, fragments, analyze),
-    };
+    let (physical, fragments, analyze) =
+        match super::planning::plan(ctx.clone(), sql, workers.len(), props.query_max_planning_time).await? {
+            Planned::Explain(text) => return emit_text(q, "Query Plan", text).await,
+            Planned::Query { physical, fragments, analyze } => (physical, fragments, analyze),
+        };
     if !analyze {
         *q.schema.lock() = Some(physical.schema());
     }
@@ -458,13 +472,18 @@ async fn execute(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, run: &R
             None => Ok(()),
         },
         Err(RunFailure::Scheduler(SchedulerError::TaskFailed(report))) => {
-            let best = scheduler.pick_root_cause(std::iter::once(report).chain(reported).collect()).expect("one report");
+            let best =
+                scheduler.pick_root_cause(std::iter::once(report).chain(reported).collect()).expect("one report");
             Err(task_failure_error(&best))
         }
-        Err(RunFailure::Scheduler(e @ SchedulerError::RemoteTask(_))) => Err(QueryError::new(ErrorCode::TooManyRequestsFailed, e.to_string())),
+        Err(RunFailure::Scheduler(e @ SchedulerError::RemoteTask(_))) => {
+            Err(QueryError::new(ErrorCode::TooManyRequestsFailed, e.to_string()))
+        }
         Err(RunFailure::Scheduler(e)) => Err(QueryError::new(ErrorCode::RemoteTaskError, e.to_string())),
         Err(RunFailure::Root(e)) => match scheduler.pick_root_cause(reported) {
-            Some(best) if ErrorCode::parse(&best.failure.code) != Some(ErrorCode::RemoteTaskFailed) => Err(task_failure_error(&best)),
+            Some(best) if ErrorCode::parse(&best.failure.code) != Some(ErrorCode::RemoteTaskFailed) => {
+                Err(task_failure_error(&best))
+            }
             _ => Err(e),
         },
     }
@@ -483,12 +502,19 @@ async fn execute_fault_tolerant(
     analyze: bool,
 ) -> Result<(), QueryError> {
     let limits = RetryLimits::from_properties(props, coord.config.partitions_per_worker);
-    let mut scheduler =
-        FaultTolerantQueryScheduler::new(settings, limits, fragmented.clone()).map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
+    let mut scheduler = FaultTolerantQueryScheduler::new(settings, limits, fragmented.clone())
+        .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
     *q.stages.lock() = scheduler.stages();
     *q.graph.lock() = Some(scheduler.display());
     q.transition(QueryState::Starting);
-    let root = Arc::new(SpooledRootStage::new(q.clone(), fragmented.root().plan.clone(), ctx.task_ctx(), coord.exchange_http.clone(), exchange, analyze));
+    let root = Arc::new(SpooledRootStage::new(
+        q.clone(),
+        fragmented.root().plan.clone(),
+        ctx.task_ctx(),
+        coord.exchange_http.clone(),
+        exchange,
+        analyze,
+    ));
     let outcome = scheduler.run(root.clone()).await;
     let analysis = analyze.then(|| explain_analyze(&fragmented, &scheduler.stages(), q.elapsed()));
     scheduler.remove_all_tasks(outcome.is_err()).await;
@@ -565,7 +591,11 @@ async fn run_stages(
 fn explain_analyze(plan: &FragmentedPlan, stages: &[Arc<StageExecution>], elapsed: Duration) -> String {
     use std::fmt::Write;
     let mut out = format!("Query elapsed: {:.3}s\n", elapsed.as_secs_f64());
-    let _ = writeln!(out, "Fragment 0 [coordinator] reads {}", plan.root().inputs.iter().map(|i| format!("stage {i}")).collect::<Vec<_>>().join(", "));
+    let _ = writeln!(
+        out,
+        "Fragment 0 [coordinator] reads {}",
+        plan.root().inputs.iter().map(|i| format!("stage {i}")).collect::<Vec<_>>().join(", ")
+    );
     for s in stages.iter().rev() {
         let info = s.info();
         let (rows_in, bytes_in, rows_out, bytes_out) = info.tasks.iter().fold((0, 0, 0, 0), |a, t| {
@@ -585,7 +615,12 @@ fn explain_analyze(plan: &FragmentedPlan, stages: &[Arc<StageExecution>], elapse
                 "    task {} on {} {}: input {} rows / {} B, output {} rows / {} B, {} ms",
                 t.task_id,
                 t.node_id,
-                format!("{:?}", t.state).to_uppercase(), t.stats.input_rows, t.stats.input_bytes, t.stats.output_rows, t.stats.output_bytes, t.stats.elapsed_ms
+                format!("{:?}", t.state).to_uppercase(),
+                t.stats.input_rows,
+                t.stats.input_bytes,
+                t.stats.output_rows,
+                t.stats.output_bytes,
+                t.stats.elapsed_ms
             );
         }
     }

@@ -42,7 +42,14 @@ pub struct SpooledRootStage {
 }
 
 impl SpooledRootStage {
-    pub fn new(query: Arc<QueryExecution>, plan: Arc<dyn ExecutionPlan>, task_ctx: Arc<TaskContext>, http: reqwest::Client, exchange: ExchangeConfig, analyze: bool) -> Self {
+    pub fn new(
+        query: Arc<QueryExecution>,
+        plan: Arc<dyn ExecutionPlan>,
+        task_ctx: Arc<TaskContext>,
+        http: reqwest::Client,
+        exchange: ExchangeConfig,
+        analyze: bool,
+    ) -> Self {
         let (rows, progress) = (Arc::new(AtomicU64::new(0)), Arc::new(Mutex::new(RootProgress::Reading)));
         SpooledRootStage { query, plan, task_ctx, http, exchange, analyze, rows, progress }
     }
@@ -65,7 +72,8 @@ impl RootStage for SpooledRootStage {
         locations.add(sources);
         let resolver: Arc<dyn SourceResolver> = locations;
         let plan = attach_resolver(self.plan.clone(), &resolver);
-        let (task_ctx, analyze, rows_out, progress) = (self.task_ctx.clone(), self.analyze, self.rows.clone(), self.progress.clone());
+        let (task_ctx, analyze, rows_out, progress) =
+            (self.task_ctx.clone(), self.analyze, self.rows.clone(), self.progress.clone());
         *progress.lock() = RootProgress::Reading;
         async move {
             let fatal = |e: &datafusion::error::DataFusionError| RootFailure::Fatal(root_error(e));
@@ -82,7 +90,9 @@ impl RootStage for SpooledRootStage {
                     Err(e) => {
                         let failure = crate::exchange::failure_from_error(&e);
                         return Err(match (failure.upstream, failure.upstream_url, streaming) {
-                            (Some(upstream), Some(url), false) => RootFailure::Fetch { upstream, url, message: failure.message },
+                            (Some(upstream), Some(url), false) => {
+                                RootFailure::Fetch { upstream, url, message: failure.message }
+                            }
                             _ => fatal(&e),
                         });
                     }

@@ -45,11 +45,12 @@ pub fn session_from_headers(headers: &HeaderMap) -> Result<SessionSpec, Coordina
         spec.schema = s;
     }
     for value in headers.get_all("x-trino-session") {
-        let text = value.to_str().map_err(|_| CoordinatorError::BadRequest("X-Trino-Session is not valid text".into()))?;
+        let text =
+            value.to_str().map_err(|_| CoordinatorError::BadRequest("X-Trino-Session is not valid text".into()))?;
         for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (k, v) = pair
-                .split_once('=')
-                .ok_or_else(|| CoordinatorError::BadRequest(format!("X-Trino-Session entry '{pair}' is not name=value")))?;
+            let (k, v) = pair.split_once('=').ok_or_else(|| {
+                CoordinatorError::BadRequest(format!("X-Trino-Session entry '{pair}' is not name=value"))
+            })?;
             let v = percent_decode(v.trim());
             spec.properties.insert(k.trim().to_string(), v);
         }
@@ -77,13 +78,22 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-pub async fn post_statement(State(coord): State<Arc<CoordinatorState>>, headers: HeaderMap, body: Bytes) -> Result<Response, CoordinatorError> {
-    let sql = std::str::from_utf8(&body).map_err(|_| CoordinatorError::BadRequest("statement is not UTF-8".into()))?.trim();
+pub async fn post_statement(
+    State(coord): State<Arc<CoordinatorState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, CoordinatorError> {
+    let sql =
+        std::str::from_utf8(&body).map_err(|_| CoordinatorError::BadRequest("statement is not UTF-8".into()))?.trim();
     let sql = sql.trim_end_matches(';').trim();
     if sql.len() > super::planning::MAX_QUERY_LENGTH {
         let error = QueryError::new(
             ErrorCode::QueryTextTooLarge,
-            format!("Query text length ({} bytes) exceeds the maximum length ({} bytes)", sql.len(), super::planning::MAX_QUERY_LENGTH),
+            format!(
+                "Query text length ({} bytes) exceeds the maximum length ({} bytes)",
+                sql.len(),
+                super::planning::MAX_QUERY_LENGTH
+            ),
         );
         let q = coord.submit_failed(sql.chars().take(1000).collect(), session_from_headers(&headers)?, error);
         let doc = results_document(&q, &coord.base_url(&headers), 0, Vec::new(), true);
@@ -178,7 +188,11 @@ pub async fn get_results(
         q.take_results(PAGE_MAX_ROWS, PAGE_MAX_BYTES, Duration::from_secs(1)).await
     } else {
         let mut rx = q.watch_state();
-        let _ = tokio::time::timeout(Duration::from_secs(1), rx.wait_for(|s| *s != QueryState::Queued && *s != QueryState::Planning)).await;
+        let _ = tokio::time::timeout(
+            Duration::from_secs(1),
+            rx.wait_for(|s| *s != QueryState::Queued && *s != QueryState::Planning),
+        )
+        .await;
         (Vec::new(), false)
     };
     // A statement without a result (PREPARE, DEALLOCATE) is exhausted once it ends.
@@ -208,7 +222,10 @@ fn json_bytes(page: Bytes) -> Response {
 const PAGE_MAX_ROWS: usize = 10_000;
 const PAGE_MAX_BYTES: usize = 8 << 20;
 
-pub async fn cancel_query(State(coord): State<Arc<CoordinatorState>>, Path((query_id, _token)): Path<(String, String)>) -> Result<Response, CoordinatorError> {
+pub async fn cancel_query(
+    State(coord): State<Arc<CoordinatorState>>,
+    Path((query_id, _token)): Path<(String, String)>,
+) -> Result<Response, CoordinatorError> {
     let q = coord.query(&query_id)?;
     q.cancel();
     Ok(StatusCode::NO_CONTENT.into_response())
@@ -228,7 +245,9 @@ pub fn is_authority(s: &str) -> bool {
         None => {
             let end = s.find(':').unwrap_or(s.len());
             let host = &s[..end];
-            let ok = !host.is_empty() && !host.starts_with('-') && host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+            let ok = !host.is_empty()
+                && !host.starts_with('-')
+                && host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
             (ok, &s[end..])
         }
     };
@@ -278,7 +297,6 @@ fn results_document(q: &Arc<QueryExecution>, base: &str, token: u64, rows: Vec<V
     doc
 }
 
-
 /// Trino's `StatementStats`, counting tasks where Trino counts splits.
 fn stats(q: &QueryExecution) -> Value {
     let stages = q.stages();
@@ -295,7 +313,8 @@ fn stats(q: &QueryExecution) -> Value {
     let processed_bytes: u64 = tasks.iter().map(|t| t.stats.output_bytes).sum();
     let elapsed = q.elapsed().as_millis() as u64;
     let state = q.state();
-    let stages_done = stages.iter().filter(|s| matches!(s.state(), StageState::Finished | StageState::Flushing)).count();
+    let stages_done =
+        stages.iter().filter(|s| matches!(s.state(), StageState::Finished | StageState::Flushing)).count();
     json!({
         "state": state,
         "queued": state == QueryState::Queued,
@@ -326,10 +345,18 @@ mod tests {
 
     #[test]
     fn only_plain_authorities_are_used_in_uris() {
-        for good in ["localhost", "127.0.0.1:8080", "coordinator.example-1.net:443", "[::1]:8080", "[fe80::1]", "flotilla_coordinator_1:8080"] {
+        for good in [
+            "localhost",
+            "127.0.0.1:8080",
+            "coordinator.example-1.net:443",
+            "[::1]:8080",
+            "[fe80::1]",
+            "flotilla_coordinator_1:8080",
+        ] {
             assert!(is_authority(good), "{good}");
         }
-        for bad in ["", "evil.com/path", "a b", "host:port", "host:99999", "[::1", "x@y", "-lead", "h:1:2", "evil.com#"] {
+        for bad in ["", "evil.com/path", "a b", "host:port", "host:99999", "[::1", "x@y", "-lead", "h:1:2", "evil.com#"]
+        {
             assert!(!is_authority(bad), "{bad}");
         }
     }

@@ -275,7 +275,10 @@ impl Puller {
             .get(self.results_url(token))
             .header(protocol::HEADER_MAX_SIZE, self.config.max_response_bytes.to_string())
             .header(protocol::HEADER_MAX_WAIT, self.config.max_wait.as_millis().to_string())
-            .timeout(self.config.max_wait + self.config.max_error_duration.clamp(Duration::from_secs(1), Duration::from_secs(10)))
+            .timeout(
+                self.config.max_wait
+                    + self.config.max_error_duration.clamp(Duration::from_secs(1), Duration::from_secs(10)),
+            )
             .send()
             .await
             .map_err(|e| crate::cluster::remote_task::describe_request_error(&e))?;

@@ -26,13 +26,28 @@ pub fn failure_from_error(e: &DataFusionError) -> TaskFailure {
             ExchangeError::UpstreamFailed { message, .. } => message.clone(),
             other => other.to_string(),
         };
-        return TaskFailure { code: x.code().name().to_string(), message, upstream: Some(task.clone()), upstream_url: Some(url.to_string()) };
+        return TaskFailure {
+            code: x.code().name().to_string(),
+            message,
+            upstream: Some(task.clone()),
+            upstream_url: Some(url.to_string()),
+        };
     }
     if find_external::<SpoolError>(e).is_some() {
         // The disk, not the query: worth another attempt elsewhere.
-        return TaskFailure { code: ErrorCode::SpoolError.name().into(), message: e.to_string(), upstream: None, upstream_url: None };
+        return TaskFailure {
+            code: ErrorCode::SpoolError.name().into(),
+            message: e.to_string(),
+            upstream: None,
+            upstream_url: None,
+        };
     }
-    TaskFailure { code: ErrorCode::ExecutionError.name().into(), message: e.to_string(), upstream: None, upstream_url: None }
+    TaskFailure {
+        code: ErrorCode::ExecutionError.name().into(),
+        message: e.to_string(),
+        upstream: None,
+        upstream_url: None,
+    }
 }
 
 /// The error of type `T` a DataFusion error wraps, however deeply.

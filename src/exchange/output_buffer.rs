@@ -251,7 +251,13 @@ impl OutputBuffer {
     }
 
     /// Long poll: waits up to `max_wait` for pages at `token` or completion.
-    pub async fn get(&self, buffer: usize, token: u64, max_bytes: u64, max_wait: Duration) -> Result<BufferResult, BufferError> {
+    pub async fn get(
+        &self,
+        buffer: usize,
+        token: u64,
+        max_bytes: u64,
+        max_wait: Duration,
+    ) -> Result<BufferResult, BufferError> {
         let deadline = tokio::time::Instant::now() + max_wait;
         loop {
             let notified = self.data.notified();

@@ -81,10 +81,8 @@ mod tests {
     use std::sync::Arc;
 
     fn batch(n: i64) -> RecordBatch {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Int64, false),
-            Field::new("s", DataType::Utf8, true),
-        ]));
+        let schema =
+            Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false), Field::new("s", DataType::Utf8, true)]));
         RecordBatch::try_new(
             schema,
             vec![
@@ -97,7 +95,8 @@ mod tests {
 
     #[test]
     fn pages_round_trip_through_frames() {
-        let pages = vec![Page::encode(&batch(10)).unwrap(), Page::encode(&batch(0)).unwrap(), Page::encode(&batch(3)).unwrap()];
+        let pages =
+            vec![Page::encode(&batch(10)).unwrap(), Page::encode(&batch(0)).unwrap(), Page::encode(&batch(3)).unwrap()];
         assert_eq!(pages[0].rows, 10);
         let body = frame_pages(&pages);
         let raw = unframe_pages(body).unwrap();

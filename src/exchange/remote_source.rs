@@ -107,7 +107,9 @@ impl SourceResolver for SourceLocations {
                     }
                 }
                 if rx.changed().await.is_err() {
-                    return Err(DataFusionError::Execution(format!("task ended before locations of stage {stage} arrived")));
+                    return Err(DataFusionError::Execution(format!(
+                        "task ended before locations of stage {stage} arrived"
+                    )));
                 }
             }
         })
@@ -119,7 +121,10 @@ impl SourceResolver for SourceLocations {
 }
 
 /// Gives every `RemoteSourceExec` in `plan` the resolver.
-pub fn attach_resolver(plan: Arc<dyn ExecutionPlan>, resolver: &Arc<dyn SourceResolver>) -> Result<Arc<dyn ExecutionPlan>> {
+pub fn attach_resolver(
+    plan: Arc<dyn ExecutionPlan>,
+    resolver: &Arc<dyn SourceResolver>,
+) -> Result<Arc<dyn ExecutionPlan>> {
     if let Some(rs) = (plan.as_ref() as &dyn std::any::Any).downcast_ref::<RemoteSourceExec>() {
         return Ok(Arc::new(rs.clone().with_resolver(resolver.clone())));
     }
@@ -178,15 +183,14 @@ pub fn sources_for_partition(
     task_index: usize,
     upstream: &[UpstreamTask],
 ) -> Vec<ExchangeSource> {
-    let source = |t: &UpstreamTask, buffer: usize| ExchangeSource { task_id: t.task_id.clone(), url: t.url.clone(), buffer };
+    let source =
+        |t: &UpstreamTask, buffer: usize| ExchangeSource { task_id: t.task_id.clone(), url: t.url.clone(), buffer };
     match mode {
         ExchangeMode::Repartition => upstream.iter().map(|t| source(t, partition)).collect(),
         ExchangeMode::Broadcast => upstream.iter().map(|t| source(t, task_index)).collect(),
-        ExchangeMode::Passthrough => upstream
-            .iter()
-            .filter(|t| t.partitions.contains(&partition))
-            .map(|t| source(t, partition))
-            .collect(),
+        ExchangeMode::Passthrough => {
+            upstream.iter().filter(|t| t.partitions.contains(&partition)).map(|t| source(t, partition)).collect()
+        }
     }
 }
 
@@ -230,7 +234,10 @@ impl ExecutionPlan for RemoteSourceExec {
 
     #[allow(deprecated)]
     fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
-        self.replace_children(children, ReplaceChildrenOptions::new(datafusion::physical_plan::ChildrenPropertiesMode::Recompute))
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(datafusion::physical_plan::ChildrenPropertiesMode::Recompute),
+        )
     }
 
     fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {

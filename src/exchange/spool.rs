@@ -139,7 +139,13 @@ impl SpoolWriter {
 /// Pages of a finished spool from batch `token` on, up to `max_bytes` (at least one
 /// page if any is left). A buffer that never got a row has no file: it is complete
 /// and empty. Blocking: call it off the async runtime.
-pub fn read_spooled(dir: &Path, buffer: usize, broadcast: bool, token: u64, max_bytes: u64) -> Result<BufferResult, SpoolError> {
+pub fn read_spooled(
+    dir: &Path,
+    buffer: usize,
+    broadcast: bool,
+    token: u64,
+    max_bytes: u64,
+) -> Result<BufferResult, SpoolError> {
     let path = spool_file(dir, buffer, broadcast);
     let file = match File::open(&path) {
         Ok(f) => f,

@@ -82,7 +82,10 @@ fn rewrite(plan: Arc<dyn ExecutionPlan>) -> Result<(Arc<dyn ExecutionPlan>, bool
 }
 
 /// Prepares `plan` for the fragmenter.
-pub fn prepare_for_distribution(plan: Arc<dyn ExecutionPlan>, config: &ConfigOptions) -> Result<Arc<dyn ExecutionPlan>> {
+pub fn prepare_for_distribution(
+    plan: Arc<dyn ExecutionPlan>,
+    config: &ConfigOptions,
+) -> Result<Arc<dyn ExecutionPlan>> {
     let (plan, changed) = rewrite(plan)?;
     if changed {
         // The top-level ordering lives only in the root operators; pin it as the

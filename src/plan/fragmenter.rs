@@ -24,9 +24,9 @@ use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMerge
 use datafusion::physical_plan::{displayable, ExecutionPlan, ExecutionPlanProperties};
 use petgraph::graph::DiGraph;
 
+use super::DependencyKind;
 use crate::connector::tpch::TpchScanExec;
 use crate::exchange::remote_source::{ExchangeMode, RemoteSourceExec};
-use super::DependencyKind;
 
 /// How a fragment's output leaves it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,7 +116,11 @@ impl FragmentedPlan {
             let location = if f.id == 0 { "coordinator".to_string() } else { format!("{} tasks", task_counts(f)) };
             let _ = writeln!(out, "Fragment {} [{}]", f.id, if f.has_scan { "SOURCE" } else { "INTERMEDIATE" });
             let _ = writeln!(out, "    Partitions: {}, {location}", f.partitions);
-            let _ = writeln!(out, "    Output: {output}{}", f.consumer.map(|c| format!(" -> fragment {c}")).unwrap_or_default());
+            let _ = writeln!(
+                out,
+                "    Output: {output}{}",
+                f.consumer.map(|c| format!(" -> fragment {c}")).unwrap_or_default()
+            );
             if !f.inputs.is_empty() {
                 let inputs: Vec<String> = f
                     .inputs
@@ -151,7 +155,8 @@ impl FragmentedPlan {
 /// True when the plan runs anything that must execute on workers: generated TPC-H
 /// splits or file scans (in-memory tables, like information_schema, stay local).
 pub fn reads_tables(plan: &Arc<dyn ExecutionPlan>) -> bool {
-    let file_scan = as_::<DataSourceExec>(plan).is_some_and(|d| (d.data_source().as_ref() as &dyn std::any::Any).is::<FileScanConfig>());
+    let file_scan = as_::<DataSourceExec>(plan)
+        .is_some_and(|d| (d.data_source().as_ref() as &dyn std::any::Any).is::<FileScanConfig>());
     file_scan || is::<TpchScanExec>(plan) || plan.children().iter().any(|c| reads_tables(c))
 }
 
@@ -172,7 +177,11 @@ fn remote_sources(plan: &Arc<dyn ExecutionPlan>, out: &mut BTreeSet<usize>) {
     }
 }
 
-fn collect_join_dependencies(plan: &Arc<dyn ExecutionPlan>, fragment: usize, deps: &mut Vec<(usize, usize, DependencyKind)>) {
+fn collect_join_dependencies(
+    plan: &Arc<dyn ExecutionPlan>,
+    fragment: usize,
+    deps: &mut Vec<(usize, usize, DependencyKind)>,
+) {
     let sides = if let Some(j) = as_::<HashJoinExec>(plan) {
         Some((j.left(), j.right(), *j.partition_mode() == PartitionMode::CollectLeft))
     } else if let Some(j) = as_::<NestedLoopJoinExec>(plan) {
@@ -216,7 +225,8 @@ pub fn fragment_plan(plan: Arc<dyn ExecutionPlan>) -> Result<FragmentedPlan> {
         // Nothing was cut above the scans: run the whole plan on one worker task.
         let partitions = root.output_partitioning().partition_count();
         let id = f.add(root.clone(), FragmentOutput::Passthrough, partitions);
-        let rs: Arc<dyn ExecutionPlan> = Arc::new(RemoteSourceExec::new(id, ExchangeMode::Passthrough, partitions, root.schema()));
+        let rs: Arc<dyn ExecutionPlan> =
+            Arc::new(RemoteSourceExec::new(id, ExchangeMode::Passthrough, partitions, root.schema()));
         root = if partitions > 1 { Arc::new(CoalescePartitionsExec::new(rs)) } else { rs };
     }
     if root.output_partitioning().partition_count() != 1 {
@@ -255,7 +265,15 @@ pub fn fragment_plan(plan: Arc<dyn ExecutionPlan>) -> Result<FragmentedPlan> {
 impl Fragmenter {
     fn add(&mut self, plan: Arc<dyn ExecutionPlan>, output: FragmentOutput, partitions: usize) -> usize {
         let id = self.fragments.len();
-        self.fragments.push(Some(Fragment { id, plan, output, partitions, consumer: None, inputs: vec![], has_scan: false }));
+        self.fragments.push(Some(Fragment {
+            id,
+            plan,
+            output,
+            partitions,
+            consumer: None,
+            inputs: vec![],
+            has_scan: false,
+        }));
         id
     }
 
@@ -270,7 +288,9 @@ impl Fragmenter {
     fn visit(&mut self, plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
         if let Some(rep) = as_::<RepartitionExec>(&plan) {
             if rep.preserve_order() {
-                return Err(DataFusionError::NotImplemented("order-preserving repartition cannot be distributed".into()));
+                return Err(DataFusionError::NotImplemented(
+                    "order-preserving repartition cannot be distributed".into(),
+                ));
             }
             let input = self.visit(rep.input().clone())?;
             let input_partitions = input.output_partitioning().partition_count();
@@ -296,12 +316,14 @@ impl Fragmenter {
             }
             let schema = input.schema();
             let id = self.add(input, FragmentOutput::Passthrough, partitions);
-            let rs: Arc<dyn ExecutionPlan> = Arc::new(RemoteSourceExec::new(id, ExchangeMode::Passthrough, partitions, schema));
+            let rs: Arc<dyn ExecutionPlan> =
+                Arc::new(RemoteSourceExec::new(id, ExchangeMode::Passthrough, partitions, schema));
             return replace_children(&plan, vec![rs]);
         }
-        let collect_left = as_::<HashJoinExec>(&plan).map(|j| *j.partition_mode() == PartitionMode::CollectLeft).unwrap_or(false)
-            || is::<NestedLoopJoinExec>(&plan)
-            || is::<CrossJoinExec>(&plan);
+        let collect_left =
+            as_::<HashJoinExec>(&plan).map(|j| *j.partition_mode() == PartitionMode::CollectLeft).unwrap_or(false)
+                || is::<NestedLoopJoinExec>(&plan)
+                || is::<CrossJoinExec>(&plan);
         let children: Vec<Arc<dyn ExecutionPlan>> = plan.children().into_iter().cloned().collect();
         let mut new_children = Vec::with_capacity(children.len());
         for (i, child) in children.into_iter().enumerate() {
@@ -322,7 +344,10 @@ impl Fragmenter {
     }
 }
 
-fn replace_children(plan: &Arc<dyn ExecutionPlan>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+fn replace_children(
+    plan: &Arc<dyn ExecutionPlan>,
+    children: Vec<Arc<dyn ExecutionPlan>>,
+) -> Result<Arc<dyn ExecutionPlan>> {
     #[allow(deprecated)]
     plan.clone().with_new_children(children)
 }

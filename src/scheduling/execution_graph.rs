@@ -52,9 +52,13 @@ pub enum JobStatus {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TaskAttemptStatus {
     Running,
-    Successful { locations: Vec<PartitionLocation> },
+    Successful {
+        locations: Vec<PartitionLocation>,
+    },
     /// A failed attempt waiting to be retried (the partition is available again).
-    Failed { reason: String },
+    Failed {
+        reason: String,
+    },
 }
 
 /// The current attempt of one partition.
@@ -104,10 +108,20 @@ pub struct TaskStatusUpdate {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TaskUpdateState {
-    Successful { path: String },
-    Failed { reason: String, retryable: bool },
+    Successful {
+        path: String,
+    },
+    Failed {
+        reason: String,
+        retryable: bool,
+    },
     /// The task could not read `map_partition` of `map_stage_id` from `executor_id`.
-    FetchFailed { map_stage_id: usize, map_partition: usize, executor_id: String, reason: String },
+    FetchFailed {
+        map_stage_id: usize,
+        map_partition: usize,
+        executor_id: String,
+        reason: String,
+    },
 }
 
 /// What the scheduler has to act on after an update.
@@ -132,7 +146,9 @@ pub enum GraphError {
     FinalStages(Vec<usize>),
     #[error("stage {stage} links to unknown stage {link}")]
     UnknownLink { stage: usize, link: usize },
-    #[error("stages {producer} and {consumer} disagree about their link: inputs and output_links must mirror each other")]
+    #[error(
+        "stages {producer} and {consumer} disagree about their link: inputs and output_links must mirror each other"
+    )]
     InconsistentLinks { producer: usize, consumer: usize },
     #[error("the stage graph has a cycle through stage {0}")]
     Cycle(usize),
@@ -163,11 +179,18 @@ pub enum ExecutionStage {
     Unresolved,
     Resolved,
     /// One slot per partition; `None` means not handed out yet.
-    Running { tasks: Vec<Option<TaskInfo>> },
+    Running {
+        tasks: Vec<Option<TaskInfo>>,
+    },
     /// `lost` partitions' outputs are gone, but no consumer needed them (yet); they
     /// re-run as soon as one does.
-    Successful { tasks: Vec<TaskInfo>, lost: BTreeSet<usize> },
-    Failed { error: String },
+    Successful {
+        tasks: Vec<TaskInfo>,
+        lost: BTreeSet<usize>,
+    },
+    Failed {
+        error: String,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -197,7 +220,12 @@ impl Stage {
         let ExecutionStage::Running { tasks } = &self.state else { return Vec::new() };
         let running = tasks.iter().enumerate().filter_map(|(partition, t)| {
             let t = t.as_ref().filter(|t| t.status == TaskAttemptStatus::Running)?;
-            Some(RunningTaskInfo { task_id: t.task_id, stage_id: self.stage_id, partition, executor_id: t.executor_id.clone() })
+            Some(RunningTaskInfo {
+                task_id: t.task_id,
+                stage_id: self.stage_id,
+                partition,
+                executor_id: t.executor_id.clone(),
+            })
         });
         running.collect()
     }
@@ -293,7 +321,13 @@ impl ExecutionGraph {
             let stuck = stages.keys().copied().find(|id| !topo.contains(id)).unwrap_or_default();
             return Err(GraphError::Cycle(stuck));
         }
-        Ok(ExecutionGraph { job_id: job_id.to_string(), status: JobStatus::Queued, stages, topo, final_stage: finals[0] })
+        Ok(ExecutionGraph {
+            job_id: job_id.to_string(),
+            status: JobStatus::Queued,
+            stages,
+            topo,
+            final_stage: finals[0],
+        })
     }
 
     pub fn job_id(&self) -> &str {
@@ -381,9 +415,20 @@ impl ExecutionGraph {
             }
             let attempt = stage.next_attempt[partition];
             stage.next_attempt[partition] += 1;
-            tasks[partition] = Some(TaskInfo { task_id: attempt, executor_id: executor_id.to_string(), status: TaskAttemptStatus::Running });
-            let input_locations: HashMap<usize, Vec<PartitionLocation>> = stage.inputs.iter().map(|(&i, o)| (i, o.locations.values().flatten().cloned().collect())).collect();
-            return Ok(Some(TaskDescription { job_id: self.job_id.clone(), stage_id: id, partition, task_attempt: attempt, input_locations }));
+            tasks[partition] = Some(TaskInfo {
+                task_id: attempt,
+                executor_id: executor_id.to_string(),
+                status: TaskAttemptStatus::Running,
+            });
+            let input_locations: HashMap<usize, Vec<PartitionLocation>> =
+                stage.inputs.iter().map(|(&i, o)| (i, o.locations.values().flatten().cloned().collect())).collect();
+            return Ok(Some(TaskDescription {
+                job_id: self.job_id.clone(),
+                stage_id: id,
+                partition,
+                task_attempt: attempt,
+                input_locations,
+            }));
         }
         Ok(None)
     }
@@ -424,18 +469,29 @@ impl ExecutionGraph {
         Ok(events)
     }
 
-    fn apply_update(&mut self, executor_id: &str, u: TaskStatusUpdate, max_task_failures: usize, max_stage_failures: usize, fx: &mut Effects) {
+    fn apply_update(
+        &mut self,
+        executor_id: &str,
+        u: TaskStatusUpdate,
+        max_task_failures: usize,
+        max_stage_failures: usize,
+        fx: &mut Effects,
+    ) {
         let (s, p) = (u.stage_id, u.partition);
         let Some(stage) = self.stages.get_mut(&s) else { return };
         let stage_attempt = stage.stage_attempt;
         let ExecutionStage::Running { tasks } = &mut stage.state else { return };
         let Some(task) = tasks[p].as_mut() else { return };
-        if task.task_id != u.task_attempt || task.executor_id != executor_id || task.status != TaskAttemptStatus::Running {
+        if task.task_id != u.task_attempt
+            || task.executor_id != executor_id
+            || task.status != TaskAttemptStatus::Running
+        {
             return;
         }
         match u.state {
             TaskUpdateState::Successful { path } => {
-                let location = PartitionLocation { stage_id: s, partition: p, executor_id: executor_id.to_string(), path };
+                let location =
+                    PartitionLocation { stage_id: s, partition: p, executor_id: executor_id.to_string(), path };
                 task.status = TaskAttemptStatus::Successful { locations: vec![location] };
                 if tasks.iter().all(task_succeeded) {
                     self.complete_stage(s, fx);
@@ -461,7 +517,11 @@ impl ExecutionGraph {
                 let error = format!("task {p} of stage {s} could not fetch partition {map_partition} of stage {map_stage_id} from {map_executor}: {reason}");
                 task.status = TaskAttemptStatus::Failed { reason: error.clone() };
                 if stage_attempt >= max_stage_failures {
-                    self.abort(s, format!("stage {s} failed {} times, most recent failure: {error}", stage_attempt + 1), fx);
+                    self.abort(
+                        s,
+                        format!("stage {s} failed {} times, most recent failure: {error}", stage_attempt + 1),
+                        fx,
+                    );
                     return;
                 }
                 fx.killed.extend(self.unresolve(s));
@@ -472,7 +532,9 @@ impl ExecutionGraph {
                 // partition that failed: the next reader would trip over the rest.
                 if let Some(map) = self.stages.get_mut(&map_stage_id) {
                     if let ExecutionStage::Successful { tasks, lost } = &mut map.state {
-                        lost.extend(tasks.iter().enumerate().filter(|(_, t)| t.executor_id == map_executor).map(|(i, _)| i));
+                        lost.extend(
+                            tasks.iter().enumerate().filter(|(_, t)| t.executor_id == map_executor).map(|(i, _)| i),
+                        );
                     }
                 }
                 self.repair(fx);
@@ -493,9 +555,13 @@ impl ExecutionGraph {
     fn complete_stage(&mut self, id: usize, fx: &mut Effects) -> bool {
         let Some(stage) = self.stages.get_mut(&id) else { return false };
         let ExecutionStage::Running { tasks } = &stage.state else { return false };
-        let done: Option<Vec<TaskInfo>> = tasks.iter().map(|t| t.clone().filter(|t| matches!(t.status, TaskAttemptStatus::Successful { .. }))).collect();
+        let done: Option<Vec<TaskInfo>> = tasks
+            .iter()
+            .map(|t| t.clone().filter(|t| matches!(t.status, TaskAttemptStatus::Successful { .. })))
+            .collect();
         let Some(done) = done else { return false };
-        let locations: BTreeMap<usize, Vec<PartitionLocation>> = done.iter().enumerate().map(|(p, t)| (p, t.locations().to_vec())).collect();
+        let locations: BTreeMap<usize, Vec<PartitionLocation>> =
+            done.iter().enumerate().map(|(p, t)| (p, t.locations().to_vec())).collect();
         stage.state = ExecutionStage::Successful { tasks: done, lost: BTreeSet::new() };
         let consumers = stage.output_links.clone();
         fx.events.push(GraphEvent::StageSucceeded(id));
@@ -533,7 +599,8 @@ impl ExecutionGraph {
         let Some(stage) = self.stages.get_mut(&id) else { return false };
         let ExecutionStage::Successful { tasks, lost } = &stage.state else { return false };
         let reset: BTreeSet<usize> = if lost.is_empty() { (0..stage.partitions).collect() } else { lost.clone() };
-        let tasks: Vec<Option<TaskInfo>> = tasks.iter().enumerate().map(|(p, t)| (!reset.contains(&p)).then(|| t.clone())).collect();
+        let tasks: Vec<Option<TaskInfo>> =
+            tasks.iter().enumerate().map(|(p, t)| (!reset.contains(&p)).then(|| t.clone())).collect();
         let ready = stage.inputs_complete();
         stage.stage_attempt += 1;
         // A producer of ours may itself be re-running; then we wait for it like any
@@ -570,7 +637,8 @@ impl ExecutionGraph {
             let id = self.topo[i];
             let stage = &self.stages[&id];
             let lost_some = matches!(&stage.state, ExecutionStage::Successful { lost, .. } if !lost.is_empty());
-            let needed = stage.output_links.iter().any(|c| !matches!(self.stages[c].state, ExecutionStage::Successful { .. }));
+            let needed =
+                stage.output_links.iter().any(|c| !matches!(self.stages[c].state, ExecutionStage::Successful { .. }));
             if lost_some && needed {
                 self.rerun(id, fx);
             }
@@ -589,7 +657,10 @@ impl ExecutionGraph {
     /// and successful stages whose outputs lived there re-run those partitions if a
     /// consumer still needs them, rolling consumers back recursively. Returns the
     /// stages that changed and the tasks to kill.
-    pub fn reset_stages_on_lost_executor(&mut self, executor_id: &str) -> Result<(HashSet<usize>, Vec<RunningTaskInfo>), GraphError> {
+    pub fn reset_stages_on_lost_executor(
+        &mut self,
+        executor_id: &str,
+    ) -> Result<(HashSet<usize>, Vec<RunningTaskInfo>), GraphError> {
         let mut fx = Effects::default();
         if self.is_complete() {
             return Ok((HashSet::new(), Vec::new()));
@@ -603,7 +674,12 @@ impl ExecutionGraph {
                             continue;
                         }
                         if task.status == TaskAttemptStatus::Running {
-                            fx.killed.push(RunningTaskInfo { task_id: task.task_id, stage_id: id, partition, executor_id: executor_id.to_string() });
+                            fx.killed.push(RunningTaskInfo {
+                                task_id: task.task_id,
+                                stage_id: id,
+                                partition,
+                                executor_id: executor_id.to_string(),
+                            });
                         }
                         *slot = None;
                         fx.touched.insert(id);
@@ -650,7 +726,9 @@ impl ExecutionGraph {
             // the suspect successful ones simply join the re-run.
             ExecutionStage::Running { tasks } if running_job && tasks[map_partition].as_ref().is_some_and(holds) => {
                 for slot in tasks.iter_mut() {
-                    if slot.as_ref().is_some_and(|t| t.executor_id == executor_id && matches!(t.status, TaskAttemptStatus::Successful { .. })) {
+                    if slot.as_ref().is_some_and(|t| {
+                        t.executor_id == executor_id && matches!(t.status, TaskAttemptStatus::Successful { .. })
+                    }) {
                         *slot = None;
                     }
                 }
@@ -692,7 +770,11 @@ impl ExecutionGraph {
     }
 
     /// Running -> Unresolved, counting a stage attempt; returns its running tasks.
-    pub fn rollback_running_stage(&mut self, stage_id: usize, failure_reasons: HashSet<String>) -> Result<Vec<RunningTaskInfo>, GraphError> {
+    pub fn rollback_running_stage(
+        &mut self,
+        stage_id: usize,
+        failure_reasons: HashSet<String>,
+    ) -> Result<Vec<RunningTaskInfo>, GraphError> {
         let stage = self.stage_mut(stage_id)?;
         if !matches!(stage.state, ExecutionStage::Running { .. }) {
             return Ok(Vec::new());

@@ -26,15 +26,15 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::execution_graph::{
-    ExecutionGraph, ExecutionStage, GraphEvent, PartitionLocation, StageSpec, TaskAttemptStatus, TaskDescription, TaskStatusUpdate,
-    TaskUpdateState,
+    ExecutionGraph, ExecutionStage, GraphEvent, PartitionLocation, StageSpec, TaskAttemptStatus, TaskDescription,
+    TaskStatusUpdate, TaskUpdateState,
 };
 use super::pipelined::{output_spec, SchedulerError, SchedulerSettings, StageExecution, TaskFailureReport};
 use super::state_machine::{StageState, StateKind};
-use crate::plan::fragmenter::FragmentedPlan;
 use crate::cluster::node_manager::WorkerNode;
-use crate::error_code::QueryError;
 use crate::cluster::remote_task::{HttpRemoteTask, RemoteTaskError};
+use crate::error_code::QueryError;
+use crate::plan::fragmenter::FragmentedPlan;
 use crate::protocol::{Base64Bytes, SourceUpdate, TaskFailure, TaskId, TaskState, TaskUpdateRequest, UpstreamTask};
 
 /// The executor id the graph knows the coordinator's root stage by.
@@ -121,13 +121,22 @@ pub struct FaultTolerantQueryScheduler {
 }
 
 impl FaultTolerantQueryScheduler {
-    pub fn new(settings: SchedulerSettings, limits: RetryLimits, plan: Arc<FragmentedPlan>) -> Result<Self, SchedulerError> {
+    pub fn new(
+        settings: SchedulerSettings,
+        limits: RetryLimits,
+        plan: Arc<FragmentedPlan>,
+    ) -> Result<Self, SchedulerError> {
         let mut specs = Vec::new();
         let mut stages = BTreeMap::new();
         for id in plan.worker_stages() {
             let fragment = Arc::new(plan.fragments[id].clone());
             let partitions = fragment.partitions.max(1);
-            specs.push(StageSpec { stage_id: id, partitions, inputs: fragment.inputs.clone(), output_links: vec![fragment.consumer.unwrap_or(0)] });
+            specs.push(StageSpec {
+                stage_id: id,
+                partitions,
+                inputs: fragment.inputs.clone(),
+                output_links: vec![fragment.consumer.unwrap_or(0)],
+            });
             stages.insert(id, Arc::new(StageExecution::new(fragment, partitions)));
         }
         specs.push(StageSpec { stage_id: 0, partitions: 1, inputs: plan.root().inputs.clone(), output_links: vec![] });
@@ -135,7 +144,9 @@ impl FaultTolerantQueryScheduler {
         let codec = crate::exchange::codec::FlotillaCodec::new();
         let mut fragments = HashMap::new();
         for &id in stages.keys() {
-            let bytes = codec.encode_plan(plan.fragments[id].plan.clone()).map_err(|e| SchedulerError::Graph(format!("stage {id} does not serialize: {e}")))?;
+            let bytes = codec
+                .encode_plan(plan.fragments[id].plan.clone())
+                .map_err(|e| SchedulerError::Graph(format!("stage {id} does not serialize: {e}")))?;
             fragments.insert(id, Base64Bytes(bytes));
         }
         let workers = settings.workers.iter().map(|w| (w.node_id.clone(), w.clone())).collect();
@@ -204,9 +215,14 @@ impl FaultTolerantQueryScheduler {
                 return Ok(());
             }
             if root_run.is_none() && self.root_available() {
-                if let Some(desc) = self.graph.pop_next_task(COORDINATOR).map_err(|e| SchedulerError::Graph(e.to_string()))? {
+                if let Some(desc) =
+                    self.graph.pop_next_task(COORDINATOR).map_err(|e| SchedulerError::Graph(e.to_string()))?
+                {
                     if desc.stage_id != 0 {
-                        return Err(SchedulerError::Graph(format!("stage {} became runnable on the coordinator", desc.stage_id)));
+                        return Err(SchedulerError::Graph(format!(
+                            "stage {} became runnable on the coordinator",
+                            desc.stage_id
+                        )));
                     }
                     let sources = self.sources_for(&desc);
                     root_run = Some((desc.task_attempt, root.run(sources)));
@@ -239,7 +255,9 @@ impl FaultTolerantQueryScheduler {
     fn root_available(&self) -> bool {
         match self.graph.stage(0).map(|s| &s.state) {
             Some(ExecutionStage::Resolved) => true,
-            Some(ExecutionStage::Running { tasks }) => tasks[0].as_ref().is_none_or(|t| matches!(t.status, TaskAttemptStatus::Failed { .. })),
+            Some(ExecutionStage::Running { tasks }) => {
+                tasks[0].as_ref().is_none_or(|t| matches!(t.status, TaskAttemptStatus::Failed { .. }))
+            }
             _ => false,
         }
     }
@@ -247,12 +265,16 @@ impl FaultTolerantQueryScheduler {
     /// A worker that missed its heartbeats loses everything it ran for this query.
     fn check_lost_workers(&mut self) -> Result<(), SchedulerError> {
         let Some(nodes) = self.settings.nodes.clone() else { return Ok(()) };
-        let gone: Vec<String> = self.workers.keys().filter(|id| !nodes.is_alive(id) && !self.lost.contains(*id)).cloned().collect();
+        let gone: Vec<String> =
+            self.workers.keys().filter(|id| !nodes.is_alive(id) && !self.lost.contains(*id)).cloned().collect();
         for node in gone {
             tracing::warn!(query = %self.settings.query_id, worker = %node, "worker lost, recomputing its work");
             self.lost.insert(node.clone());
             for task in self.running.values().filter(|t| t.worker.node_id == node) {
-                task.mark_failed(ErrorCode::RemoteHostGone, format!("worker {} ({}) is lost: no heartbeat within {:?}", node, task.worker.url, nodes.timeout()));
+                task.mark_failed(
+                    ErrorCode::RemoteHostGone,
+                    format!("worker {} ({}) is lost: no heartbeat within {:?}", node, task.worker.url, nodes.timeout()),
+                );
             }
             self.graph.reset_stages_on_lost_executor(&node).map_err(|e| SchedulerError::Graph(e.to_string()))?;
         }
@@ -269,10 +291,22 @@ impl FaultTolerantQueryScheduler {
             let state = match status.state {
                 TaskState::Finished => TaskUpdateState::Successful { path: task.task_id.to_string() },
                 TaskState::Failed => {
-                    let failure = status.failure.unwrap_or_else(|| TaskFailure { code: ErrorCode::RemoteTaskError.name().into(), message: "task failed".into(), upstream: None, upstream_url: None });
-                    let report = TaskFailureReport { stage, task: task.task_id.clone(), worker: task.worker.url.clone(), failure: failure.clone() };
+                    let failure = status.failure.unwrap_or_else(|| TaskFailure {
+                        code: ErrorCode::RemoteTaskError.name().into(),
+                        message: "task failed".into(),
+                        upstream: None,
+                        upstream_url: None,
+                    });
+                    let report = TaskFailureReport {
+                        stage,
+                        task: task.task_id.clone(),
+                        worker: task.worker.url.clone(),
+                        failure: failure.clone(),
+                    };
                     let update = self.classify(stage, &failure);
-                    if let (TaskUpdateState::FetchFailed { executor_id, .. }, Some(upstream)) = (&update, &failure.upstream) {
+                    if let (TaskUpdateState::FetchFailed { executor_id, .. }, Some(upstream)) =
+                        (&update, &failure.upstream)
+                    {
                         unreadable.push((upstream.clone(), executor_id.clone()));
                     }
                     if !matches!(update, TaskUpdateState::FetchFailed { .. }) || self.last_failure.is_none() {
@@ -280,7 +314,10 @@ impl FaultTolerantQueryScheduler {
                     }
                     update
                 }
-                TaskState::Canceled | TaskState::Aborted => TaskUpdateState::Failed { reason: format!("task {} was aborted on its worker", task.task_id), retryable: true },
+                TaskState::Canceled | TaskState::Aborted => TaskUpdateState::Failed {
+                    reason: format!("task {} was aborted on its worker", task.task_id),
+                    retryable: true,
+                },
                 _ => continue,
             };
             done.push((stage, partition));
@@ -313,7 +350,9 @@ impl FaultTolerantQueryScheduler {
             reports.push((upstream, executor));
         }
         for (upstream, executor) in reports {
-            if let Err(e) = self.graph.report_unreadable_output(upstream.stage, upstream.task, &upstream.to_string(), &executor) {
+            if let Err(e) =
+                self.graph.report_unreadable_output(upstream.stage, upstream.task, &upstream.to_string(), &executor)
+            {
                 tracing::debug!(query = %self.settings.query_id, "ignored a report about {upstream}: {e}");
             }
         }
@@ -358,7 +397,12 @@ impl FaultTolerantQueryScheduler {
                     stage: 0,
                     task: TaskId::new(&self.settings.query_id, 0, 0, 0),
                     worker: COORDINATOR.into(),
-                    failure: TaskFailure { code: ErrorCode::RemoteTaskError.name().into(), message: String::new(), upstream: None, upstream_url: None },
+                    failure: TaskFailure {
+                        code: ErrorCode::RemoteTaskError.name().into(),
+                        message: String::new(),
+                        upstream: None,
+                        upstream_url: None,
+                    },
                 });
                 report.failure.message = message;
                 return Err(SchedulerError::TaskFailed(report));
@@ -380,15 +424,30 @@ impl FaultTolerantQueryScheduler {
                     state: TaskUpdateState::Successful { path: format!("{}.0.0.{attempt}", self.settings.query_id) },
                 };
                 let limits = self.limits;
-                let _ = self.graph.update_task_status(COORDINATOR, vec![update], limits.max_task_failures, limits.max_stage_failures);
+                let _ = self.graph.update_task_status(
+                    COORDINATOR,
+                    vec![update],
+                    limits.max_task_failures,
+                    limits.max_stage_failures,
+                );
                 return Ok(true);
             }
             Err(RootFailure::Fatal(e)) => return Err(SchedulerError::Root(e)),
             Err(RootFailure::Fetch { upstream, url, message }) => {
-                let failure = TaskFailure { code: ErrorCode::RemoteTaskUnreachable.name().into(), message, upstream: Some(upstream), upstream_url: Some(url) };
+                let failure = TaskFailure {
+                    code: ErrorCode::RemoteTaskUnreachable.name().into(),
+                    message,
+                    upstream: Some(upstream),
+                    upstream_url: Some(url),
+                };
                 if self.last_failure.is_none() {
                     let task = TaskId::new(&self.settings.query_id, 0, 0, attempt);
-                    self.last_failure = Some(TaskFailureReport { stage: 0, task, worker: COORDINATOR.into(), failure: failure.clone() });
+                    self.last_failure = Some(TaskFailureReport {
+                        stage: 0,
+                        task,
+                        worker: COORDINATOR.into(),
+                        failure: failure.clone(),
+                    });
                 }
                 self.classify(0, &failure)
             }
@@ -396,7 +455,12 @@ impl FaultTolerantQueryScheduler {
         let update = TaskStatusUpdate { stage_id: 0, partition: 0, task_attempt: attempt, state };
         let events = self
             .graph
-            .update_task_status(COORDINATOR, vec![update], self.limits.max_task_failures, self.limits.max_stage_failures)
+            .update_task_status(
+                COORDINATOR,
+                vec![update],
+                self.limits.max_task_failures,
+                self.limits.max_stage_failures,
+            )
             .map_err(|e| SchedulerError::Graph(e.to_string()))?;
         self.handle_events(events)?;
         Ok(false)
@@ -405,7 +469,8 @@ impl FaultTolerantQueryScheduler {
     /// Moves attempts the graph has dropped (their stage was rolled back or their
     /// worker lost) aside, and aborts those that ended or had their grace.
     fn abort_superseded_attempts(&mut self) {
-        let current: HashSet<(usize, usize, usize)> = self.graph.running_tasks().into_iter().map(|t| (t.stage_id, t.partition, t.task_id)).collect();
+        let current: HashSet<(usize, usize, usize)> =
+            self.graph.running_tasks().into_iter().map(|t| (t.stage_id, t.partition, t.task_id)).collect();
         let now = Instant::now();
         let superseded = &mut self.superseded;
         self.running.retain(|&(stage, partition), task| {
@@ -440,9 +505,19 @@ impl FaultTolerantQueryScheduler {
         }
         let mut free: Vec<usize> = live
             .iter()
-            .map(|w| self.limits.slots_per_worker.saturating_sub(self.running.values().filter(|t| t.worker.node_id == w.node_id).count()))
+            .map(|w| {
+                self.limits
+                    .slots_per_worker
+                    .saturating_sub(self.running.values().filter(|t| t.worker.node_id == w.node_id).count())
+            })
             .collect();
-        let start = self.settings.node_scheduler.place(&live, 1).first().and_then(|w| live.iter().position(|l| l == w)).unwrap_or(0);
+        let start = self
+            .settings
+            .node_scheduler
+            .place(&live, 1)
+            .first()
+            .and_then(|w| live.iter().position(|l| l == w))
+            .unwrap_or(0);
         loop {
             let mut launched = false;
             for i in 0..live.len() {
@@ -450,7 +525,9 @@ impl FaultTolerantQueryScheduler {
                 if free[w] == 0 {
                     continue;
                 }
-                let Some(desc) = self.graph.pop_next_task(&live[w].node_id).map_err(|e| SchedulerError::Graph(e.to_string()))? else {
+                let Some(desc) =
+                    self.graph.pop_next_task(&live[w].node_id).map_err(|e| SchedulerError::Graph(e.to_string()))?
+                else {
                     return Ok(());
                 };
                 if desc.stage_id == 0 {
@@ -497,7 +574,9 @@ impl FaultTolerantQueryScheduler {
         tokio::spawn(async move {
             match task.send_update(&request).await {
                 Ok(()) => task.poll_status(stop).await,
-                Err(RemoteTaskError::Rejected { code, message, .. }) => task.mark_failed(ErrorCode::RemoteTaskRejected, format!("{code}: {message}")),
+                Err(RemoteTaskError::Rejected { code, message, .. }) => {
+                    task.mark_failed(ErrorCode::RemoteTaskRejected, format!("{code}: {message}"))
+                }
                 Err(e) => task.mark_failed(ErrorCode::TooManyRequestsFailed, e.to_string()),
             }
         });
@@ -508,7 +587,11 @@ impl FaultTolerantQueryScheduler {
         let mut updates: Vec<SourceUpdate> = desc
             .input_locations
             .iter()
-            .map(|(&stage, locations)| SourceUpdate { stage, tasks: locations.iter().filter_map(|l| self.upstream_task(l)).collect(), no_more: true })
+            .map(|(&stage, locations)| SourceUpdate {
+                stage,
+                tasks: locations.iter().filter_map(|l| self.upstream_task(l)).collect(),
+                no_more: true,
+            })
             .collect();
         updates.sort_by_key(|u| u.stage);
         updates
@@ -559,8 +642,10 @@ mod tests {
         let defaults = RetryLimits::from_properties(&crate::config::SessionProperties::default(), 2);
         // Four retries: the fifth failure of a task is final; four stage restarts.
         assert_eq!((defaults.max_task_failures, defaults.max_stage_failures, defaults.slots_per_worker), (5, 4, 2));
-        let session: BTreeMap<String, String> =
-            [("task_retry_attempts", "0"), ("stage_retry_attempts", "1")].into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let session: BTreeMap<String, String> = [("task_retry_attempts", "0"), ("stage_retry_attempts", "1")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let strict = RetryLimits::from_properties(&crate::config::SessionProperties::parse(&session).unwrap(), 0);
         assert_eq!((strict.max_task_failures, strict.max_stage_failures, strict.slots_per_worker), (1, 1, 1));
     }

@@ -31,7 +31,11 @@ pub enum ScheduleError {
 /// Which stages to schedule: the contract both policies share.
 pub trait ExecutionSchedule: Send + Sync {
     /// Applies stage states; returns the stages ready now and not yet returned.
-    fn get_stages_to_schedule(&mut self, states: &HashMap<usize, StageState>, full_buffers: &HashSet<usize>) -> Vec<usize>;
+    fn get_stages_to_schedule(
+        &mut self,
+        states: &HashMap<usize, StageState>,
+        full_buffers: &HashSet<usize>,
+    ) -> Vec<usize>;
     /// Every stage has been returned.
     fn is_finished(&self) -> bool;
 }
@@ -94,7 +98,8 @@ impl PhasedExecutionSchedule {
         let mut unblocked = BTreeSet::new();
         for s in full {
             let Some(&idx) = self.nodes.get(s) else { continue };
-            let edges: Vec<_> = self.graph.edges_directed(idx, Direction::Outgoing).map(|e| petgraph::visit::EdgeRef::id(&e)).collect();
+            let edges: Vec<_> =
+                self.graph.edges_directed(idx, Direction::Outgoing).map(|e| petgraph::visit::EdgeRef::id(&e)).collect();
             for e in edges {
                 let (_, target) = self.graph.edge_endpoints(e).expect("edge");
                 self.graph.remove_edge(e);
@@ -111,7 +116,9 @@ impl PhasedExecutionSchedule {
         let mut ready: Vec<usize> = self
             .nodes
             .iter()
-            .filter(|(s, idx)| !self.returned.contains(s) && self.graph.neighbors_directed(**idx, Direction::Incoming).next().is_none())
+            .filter(|(s, idx)| {
+                !self.returned.contains(s) && self.graph.neighbors_directed(**idx, Direction::Incoming).next().is_none()
+            })
             .map(|(s, _)| *s)
             .collect();
         ready.sort_unstable();
@@ -121,7 +128,8 @@ impl PhasedExecutionSchedule {
     /// The stages that `stage` still waits for.
     pub fn blockers(&self, stage: usize) -> Vec<usize> {
         let Some(&idx) = self.nodes.get(&stage) else { return vec![] };
-        let mut v: Vec<usize> = self.graph.neighbors_directed(idx, Direction::Incoming).map(|n| self.graph[n]).collect();
+        let mut v: Vec<usize> =
+            self.graph.neighbors_directed(idx, Direction::Incoming).map(|n| self.graph[n]).collect();
         v.sort_unstable();
         v
     }
@@ -132,7 +140,11 @@ fn is_ended(s: StageState) -> bool {
 }
 
 impl ExecutionSchedule for PhasedExecutionSchedule {
-    fn get_stages_to_schedule(&mut self, states: &HashMap<usize, StageState>, full_buffers: &HashSet<usize>) -> Vec<usize> {
+    fn get_stages_to_schedule(
+        &mut self,
+        states: &HashMap<usize, StageState>,
+        full_buffers: &HashSet<usize>,
+    ) -> Vec<usize> {
         self.remove_completed_stages(states);
         self.unblock_stages_with_full_output_buffer(full_buffers);
         let mut ready = self.ready();
@@ -262,7 +274,10 @@ mod tests {
     fn cycles_are_rejected() {
         let deps = [(1, 2, PartitionedJoinBuild), (2, 1, PartitionedJoinBuild)];
         assert_eq!(PhasedExecutionSchedule::new(&[1, 2], &deps).unwrap_err(), ScheduleError::Cycle);
-        assert_eq!(PhasedExecutionSchedule::new(&[1], &[(1, 9, BroadcastJoinBuild)]).unwrap_err(), ScheduleError::UnknownStage(9));
+        assert_eq!(
+            PhasedExecutionSchedule::new(&[1], &[(1, 9, BroadcastJoinBuild)]).unwrap_err(),
+            ScheduleError::UnknownStage(9)
+        );
     }
 
     #[test]

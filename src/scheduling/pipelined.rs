@@ -22,10 +22,13 @@ use tokio::sync::watch;
 use super::node_scheduler::{partition_slices, NodeScheduler};
 use super::phased::ExecutionSchedule;
 use super::state_machine::{StageState, StateKind, StateMachine};
-use crate::plan::fragmenter::{Fragment, FragmentOutput, FragmentedPlan};
 use crate::cluster::node_manager::{NodeManager, WorkerNode};
 use crate::cluster::remote_task::{HttpRemoteTask, RemoteTaskError};
-use crate::protocol::{Base64Bytes, OutputBufferSpec, SourceUpdate, TaskFailure, TaskId, TaskState, TaskStatus, TaskUpdateRequest, UpstreamTask};
+use crate::plan::fragmenter::{Fragment, FragmentOutput, FragmentedPlan};
+use crate::protocol::{
+    Base64Bytes, OutputBufferSpec, SourceUpdate, TaskFailure, TaskId, TaskState, TaskStatus, TaskUpdateRequest,
+    UpstreamTask,
+};
 
 /// Where a query's failure happened, for the one-line error the client sees.
 #[derive(Debug, Clone, Serialize)]
@@ -38,7 +41,11 @@ pub struct TaskFailureReport {
 
 impl std::fmt::Display for TaskFailureReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "stage {} task {} on worker {}: {}: {}", self.stage, self.task, self.worker, self.failure.code, self.failure.message)
+        write!(
+            f,
+            "stage {} task {} on worker {}: {}: {}",
+            self.stage, self.task, self.worker, self.failure.code, self.failure.message
+        )
     }
 }
 
@@ -143,7 +150,11 @@ impl StageExecution {
     pub fn upstream_tasks(&self) -> Vec<UpstreamTask> {
         self.tasks()
             .iter()
-            .map(|t| UpstreamTask { task_id: t.task_id.clone(), url: t.worker.url.clone(), partitions: t.partitions.clone() })
+            .map(|t| UpstreamTask {
+                task_id: t.task_id.clone(),
+                url: t.worker.url.clone(),
+                partitions: t.partitions.clone(),
+            })
             .collect()
     }
 
@@ -152,7 +163,15 @@ impl StageExecution {
             let s = t.status();
             match (s.state, s.failure) {
                 (TaskState::Failed, Some(f)) => Some((t, f)),
-                (TaskState::Failed, None) => Some((t, TaskFailure { code: ErrorCode::RemoteTaskError.name().into(), message: "task failed".into(), upstream: None, upstream_url: None })),
+                (TaskState::Failed, None) => Some((
+                    t,
+                    TaskFailure {
+                        code: ErrorCode::RemoteTaskError.name().into(),
+                        message: "task failed".into(),
+                        upstream: None,
+                        upstream_url: None,
+                    },
+                )),
                 _ => None,
             }
         })
@@ -233,7 +252,12 @@ pub fn output_spec(fragment: &Fragment, stages: &BTreeMap<usize, Arc<StageExecut
 }
 
 impl PipelinedQueryScheduler {
-    pub fn new(settings: SchedulerSettings, plan: Arc<FragmentedPlan>, schedule: Box<dyn ExecutionSchedule>, root_sink: Arc<dyn RootSourceSink>) -> Self {
+    pub fn new(
+        settings: SchedulerSettings,
+        plan: Arc<FragmentedPlan>,
+        schedule: Box<dyn ExecutionSchedule>,
+        root_sink: Arc<dyn RootSourceSink>,
+    ) -> Self {
         let workers = settings.workers.len();
         let stages = plan
             .worker_stages()
@@ -257,7 +281,8 @@ impl PipelinedQueryScheduler {
         loop {
             let states: HashMap<usize, StageState> = self.stages.values().map(|s| (s.id(), s.refresh())).collect();
             self.check_failures()?;
-            let full: HashSet<usize> = self.stages.values().filter(|s| s.has_full_output_buffer()).map(|s| s.id()).collect();
+            let full: HashSet<usize> =
+                self.stages.values().filter(|s| s.has_full_output_buffer()).map(|s| s.id()).collect();
             let mut ready = self.schedule.get_stages_to_schedule(&states, &full);
             ready.sort_unstable();
             if !ready.is_empty() {
@@ -279,8 +304,14 @@ impl PipelinedQueryScheduler {
         for s in self.stages.values() {
             for t in s.tasks() {
                 if !t.status().state.is_done() && !nodes.is_alive(&t.worker.node_id) {
-                    t.mark_failed(ErrorCode::RemoteHostGone,
-                        format!("worker {} ({}) is lost: no heartbeat within {:?}", t.worker.node_id, t.worker.url, nodes.timeout()),
+                    t.mark_failed(
+                        ErrorCode::RemoteHostGone,
+                        format!(
+                            "worker {} ({}) is lost: no heartbeat within {:?}",
+                            t.worker.node_id,
+                            t.worker.url,
+                            nodes.timeout()
+                        ),
                     );
                 }
             }
@@ -292,7 +323,12 @@ impl PipelinedQueryScheduler {
         let mut failures: Vec<TaskFailureReport> = Vec::new();
         for s in self.stages.values() {
             if let Some((task, failure)) = s.failed_task() {
-                failures.push(TaskFailureReport { stage: s.id(), task: task.task_id.clone(), worker: task.worker.url.clone(), failure });
+                failures.push(TaskFailureReport {
+                    stage: s.id(),
+                    task: task.task_id.clone(),
+                    worker: task.worker.url.clone(),
+                    failure,
+                });
             }
         }
         match self.pick_root_cause(failures) {
@@ -330,7 +366,8 @@ impl PipelinedQueryScheduler {
                 async move { t.send_update(&req).await }.boxed()
             })
             .collect();
-        let results: Vec<Result<(), RemoteTaskError>> = futures::stream::iter(sends).buffer_unordered(64).collect().await;
+        let results: Vec<Result<(), RemoteTaskError>> =
+            futures::stream::iter(sends).buffer_unordered(64).collect().await;
         for r in results {
             r?;
         }
@@ -354,7 +391,8 @@ impl PipelinedQueryScheduler {
                 sends.push(async move { task.add_sources(list).await }.boxed());
             }
         }
-        let results: Vec<Result<(), RemoteTaskError>> = futures::stream::iter(sends).buffer_unordered(64).collect().await;
+        let results: Vec<Result<(), RemoteTaskError>> =
+            futures::stream::iter(sends).buffer_unordered(64).collect().await;
         for r in results {
             r?;
         }
@@ -376,7 +414,12 @@ impl PipelinedQueryScheduler {
                 stage: id,
                 task: TaskId::new(&self.settings.query_id, id, 0, 0),
                 worker: "coordinator".into(),
-                failure: TaskFailure { code: ErrorCode::PlanSerialization.name().into(), message: e.to_string(), upstream: None, upstream_url: None },
+                failure: TaskFailure {
+                    code: ErrorCode::PlanSerialization.name().into(),
+                    message: e.to_string(),
+                    upstream: None,
+                    upstream_url: None,
+                },
             })
         })?;
         let output = output_spec(fragment, &self.stages);

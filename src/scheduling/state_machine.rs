@@ -43,7 +43,11 @@ pub struct StateMachine<S: StateKind> {
 
 impl<S: StateKind> Debug for StateMachine<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StateMachine").field("name", &self.name).field("state", &self.state).field("version", &self.version).finish()
+        f.debug_struct("StateMachine")
+            .field("name", &self.name)
+            .field("state", &self.state)
+            .field("version", &self.version)
+            .finish()
     }
 }
 
@@ -51,7 +55,14 @@ impl<S: StateKind> StateMachine<S> {
     pub fn new(name: impl Into<String>, initial: S) -> Self {
         let mut entered = HashMap::new();
         entered.insert(initial, (Instant::now(), SystemTime::now()));
-        StateMachine { name: name.into(), state: initial, version: 0, entered, history: vec![initial], listeners: Vec::new() }
+        StateMachine {
+            name: name.into(),
+            state: initial,
+            version: 0,
+            entered,
+            history: vec![initial],
+            listeners: Vec::new(),
+        }
     }
 
     pub fn state(&self) -> S {
@@ -93,7 +104,11 @@ impl<S: StateKind> StateMachine<S> {
             return Ok(false);
         }
         if self.state.is_final() || !S::can_transition(self.state, to) {
-            let err = IllegalTransition { machine: self.name.clone(), from: format!("{:?}", self.state), to: format!("{to:?}") };
+            let err = IllegalTransition {
+                machine: self.name.clone(),
+                from: format!("{:?}", self.state),
+                to: format!("{to:?}"),
+            };
             tracing::debug!("{err}");
             return Err(err);
         }
@@ -230,7 +245,13 @@ mod tests {
     #[test]
     fn stage_follows_the_legal_path_and_records_times() {
         let mut m = StateMachine::new("stage 1", StageState::Planned);
-        for s in [StageState::Scheduling, StageState::Scheduled, StageState::Running, StageState::Flushing, StageState::Finished] {
+        for s in [
+            StageState::Scheduling,
+            StageState::Scheduled,
+            StageState::Running,
+            StageState::Flushing,
+            StageState::Finished,
+        ] {
             assert_eq!(m.transition(s), Ok(true), "to {s:?}");
             assert!(m.entered_at(s).is_some());
         }
@@ -285,7 +306,9 @@ mod tests {
     #[test]
     fn task_and_query_legal_paths() {
         use TaskState::*;
-        for (from, to) in [(Planned, Running), (Running, Flushing), (Flushing, Finished), (Running, Finished), (Planned, Flushing)] {
+        for (from, to) in
+            [(Planned, Running), (Running, Flushing), (Flushing, Finished), (Running, Finished), (Planned, Flushing)]
+        {
             assert!(TaskState::can_transition(from, to), "{from:?} -> {to:?}");
         }
         for (from, to) in [(Running, Planned), (Flushing, Running), (Planned, Finished)] {
@@ -319,7 +342,13 @@ mod tests {
     fn task_transition_table() {
         use TaskState::*;
         let all = [Planned, Running, Flushing, Finished, Canceled, Aborted, Failed];
-        let mut legal = vec![(Planned, Running), (Planned, Flushing), (Running, Flushing), (Running, Finished), (Flushing, Finished)];
+        let mut legal = vec![
+            (Planned, Running),
+            (Planned, Flushing),
+            (Running, Flushing),
+            (Running, Finished),
+            (Flushing, Finished),
+        ];
         for from in [Planned, Running, Flushing] {
             legal.extend([(from, Canceled), (from, Aborted), (from, Failed)]);
         }

@@ -85,7 +85,8 @@ async fn task_status(State(m): Mgr, Path(task_id): Path<String>, headers: Header
     let task = m.get(&id)?;
     let status = match header_u64(&headers, protocol::HEADER_CURRENT_VERSION) {
         Some(version) => {
-            let wait = Duration::from_millis(header_u64(&headers, protocol::HEADER_MAX_WAIT).unwrap_or(1000).min(10_000));
+            let wait =
+                Duration::from_millis(header_u64(&headers, protocol::HEADER_MAX_WAIT).unwrap_or(1000).min(10_000));
             let status = task.wait_status(version, wait).await;
             task.touch();
             status
@@ -101,7 +102,11 @@ struct DeleteParams {
     abort: Option<bool>,
 }
 
-async fn delete_task(State(m): Mgr, Path(task_id): Path<String>, Query(p): Query<DeleteParams>) -> Result<Response, WorkerError> {
+async fn delete_task(
+    State(m): Mgr,
+    Path(task_id): Path<String>,
+    Query(p): Query<DeleteParams>,
+) -> Result<Response, WorkerError> {
     let id = parse_task_id(&task_id)?;
     Ok(Json(m.delete(&id, p.abort.unwrap_or(true))?).into_response())
 }
@@ -112,7 +117,8 @@ async fn get_results(
     headers: HeaderMap,
 ) -> Result<Response, WorkerError> {
     let id = parse_task_id(&task_id)?;
-    let buffer: usize = buffer_id.parse().map_err(|_| WorkerError::BadRequest(format!("bad buffer id '{buffer_id}'")))?;
+    let buffer: usize =
+        buffer_id.parse().map_err(|_| WorkerError::BadRequest(format!("bad buffer id '{buffer_id}'")))?;
     let token: u64 = token.parse().map_err(|_| WorkerError::BadRequest(format!("bad token '{token}'")))?;
     m.injected(&id, InjectedFailureKind::is_get_results).await?;
     let task = m.get(&id)?;
@@ -131,7 +137,10 @@ async fn get_results(
     let mut resp = frame_pages(&result.pages).into_response();
     let h = resp.headers_mut();
     h.insert(protocol::HEADER_NEXT_TOKEN, HeaderValue::from(result.next_token));
-    h.insert(protocol::HEADER_BUFFER_COMPLETE, HeaderValue::from_static(if result.complete { "true" } else { "false" }));
+    h.insert(
+        protocol::HEADER_BUFFER_COMPLETE,
+        HeaderValue::from_static(if result.complete { "true" } else { "false" }),
+    );
     h.insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/x-flotilla-pages"));
     Ok(resp)
 }
@@ -144,23 +153,32 @@ fn failed_task_response(task: &super::task::SqlTask, id: &TaskId) -> Option<Resp
     Some(resp)
 }
 
-async fn acknowledge(State(m): Mgr, Path((task_id, buffer_id, token)): Path<(String, String, String)>) -> Result<Response, WorkerError> {
+async fn acknowledge(
+    State(m): Mgr,
+    Path((task_id, buffer_id, token)): Path<(String, String, String)>,
+) -> Result<Response, WorkerError> {
     let id = parse_task_id(&task_id)?;
-    let buffer: usize = buffer_id.parse().map_err(|_| WorkerError::BadRequest(format!("bad buffer id '{buffer_id}'")))?;
+    let buffer: usize =
+        buffer_id.parse().map_err(|_| WorkerError::BadRequest(format!("bad buffer id '{buffer_id}'")))?;
     let token: u64 = token.parse().map_err(|_| WorkerError::BadRequest(format!("bad token '{token}'")))?;
     m.get(&id)?.acknowledge(buffer, token)?;
     Ok(axum::http::StatusCode::NO_CONTENT.into_response())
 }
 
-async fn destroy_buffer(State(m): Mgr, Path((task_id, buffer_id)): Path<(String, String)>) -> Result<Response, WorkerError> {
+async fn destroy_buffer(
+    State(m): Mgr,
+    Path((task_id, buffer_id)): Path<(String, String)>,
+) -> Result<Response, WorkerError> {
     let id = parse_task_id(&task_id)?;
-    let buffer: usize = buffer_id.parse().map_err(|_| WorkerError::BadRequest(format!("bad buffer id '{buffer_id}'")))?;
+    let buffer: usize =
+        buffer_id.parse().map_err(|_| WorkerError::BadRequest(format!("bad buffer id '{buffer_id}'")))?;
     m.get(&id)?.destroy_buffer(buffer)?;
     Ok(axum::http::StatusCode::NO_CONTENT.into_response())
 }
 
 async fn inject_failure(State(m): Mgr, body: Bytes) -> Result<Response, WorkerError> {
-    let f: InjectedFailure = serde_json::from_slice(&body).map_err(|e| WorkerError::BadRequest(format!("malformed failure: {e}")))?;
+    let f: InjectedFailure =
+        serde_json::from_slice(&body).map_err(|e| WorkerError::BadRequest(format!("malformed failure: {e}")))?;
     if let Some(inj) = &m.injector {
         inj.inject(f);
     }
@@ -189,7 +207,11 @@ async fn metrics(State(m): Mgr) -> Response {
     let mut e = crate::metrics::Exposition::default();
     let all = [Planned, Running, Flushing, Finished, Canceled, Aborted, Failed];
     e.state_counts("flotilla_tasks", "Tasks held by this worker, by state.", &all, &states);
-    e.gauge("flotilla_output_buffer_bytes", "Bytes in this worker's output buffers.", m.node_info().buffered_bytes as f64);
+    e.gauge(
+        "flotilla_output_buffer_bytes",
+        "Bytes in this worker's output buffers.",
+        m.node_info().buffered_bytes as f64,
+    );
     e.exchange_counters();
     ([(axum::http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], e.finish()).into_response()
 }

@@ -96,7 +96,13 @@ mod tests {
     #[test]
     fn failures_match_by_key_with_wildcards() {
         let inj = FailureInjector::default();
-        inj.inject(InjectedFailure { query_id: None, stage: Some(2), task: None, attempt: Some(0), kind: InjectedFailureKind::TaskFailure });
+        inj.inject(InjectedFailure {
+            query_id: None,
+            stage: Some(2),
+            task: None,
+            attempt: Some(0),
+            kind: InjectedFailureKind::TaskFailure,
+        });
         let hit = TaskId::new("q1", 2, 5, 0);
         assert_eq!(inj.find(&hit, |k| k == InjectedFailureKind::TaskFailure), Some(InjectedFailureKind::TaskFailure));
         assert_eq!(inj.find(&TaskId::new("q1", 2, 5, 1), |_| true), None, "other attempt");
@@ -108,7 +114,8 @@ mod tests {
 
     #[test]
     fn kinds_parse_from_snake_case() {
-        let f: InjectedFailure = serde_json::from_str(r#"{"stage": 1, "kind": "get_results_request_timeout"}"#).unwrap();
+        let f: InjectedFailure =
+            serde_json::from_str(r#"{"stage": 1, "kind": "get_results_request_timeout"}"#).unwrap();
         assert!(f.kind.is_get_results() && f.kind.is_timeout());
         assert!(serde_json::from_str::<InjectedFailure>(r#"{"kind": "meteor_strike"}"#).is_err());
     }

@@ -45,7 +45,9 @@ impl ApiError for WorkerError {
         match self {
             WorkerError::TaskNotFound(_) => StatusCode::NOT_FOUND,
             WorkerError::BadRequest(_) | WorkerError::BadPlan(_) | WorkerError::Buffer(_) => StatusCode::BAD_REQUEST,
-            WorkerError::TaskFailed { .. } | WorkerError::Injected(_) | WorkerError::Spool(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            WorkerError::TaskFailed { .. } | WorkerError::Injected(_) | WorkerError::Spool(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
             WorkerError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -134,7 +136,15 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
     let injector = config.enable_failure_injection.then(|| Arc::new(failure_injector::FailureInjector::default()));
     let spool_dir = config.spool_root.join(&node_id);
     crate::exchange::spool::prepare_spool_root(&spool_dir)?;
-    let manager = Arc::new(SqlTaskManager::new(node_id.clone(), url.clone(), http.clone(), config.settings.clone(), config.exchange.clone(), injector, spool_dir));
+    let manager = Arc::new(SqlTaskManager::new(
+        node_id.clone(),
+        url.clone(),
+        http.clone(),
+        config.settings.clone(),
+        config.exchange.clone(),
+        injector,
+        spool_dir,
+    ));
     let auth = crate::http::InternalAuth(config.shared_secret.as_deref().map(Arc::from));
     // Scrapers do not carry the cluster secret; /metrics stays outside it.
     let app = api::router(manager.clone())

@@ -21,15 +21,17 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+use super::WorkerError;
 use crate::exchange::client::{ExchangeClient, ExchangeStats};
 use crate::exchange::codec::FlotillaCodec;
 use crate::exchange::output_buffer::{BufferError, BufferResult, OutputBuffer};
 use crate::exchange::page::Page;
 use crate::exchange::remote_source::SourceLocations;
 use crate::exchange::spool::{read_spooled, SpoolError, SpoolWriter};
-use crate::protocol::{OutputBufferSpec, SourceUpdate, TaskFailure, TaskId, TaskInfo, TaskState, TaskStats, TaskStatus};
+use crate::protocol::{
+    OutputBufferSpec, SourceUpdate, TaskFailure, TaskId, TaskInfo, TaskState, TaskStats, TaskStatus,
+};
 use crate::scheduling::state_machine::StateMachine;
-use super::WorkerError;
 
 /// Most output buffers a task may have (consumer partitions): an output spec asking
 /// for 10^11 would abort the worker on allocation.
@@ -112,7 +114,9 @@ impl SqlTask {
         let (exec_plan, partitioner) = split_partitioner(&plan, &start.spec)?;
         let input_partitions = exec_plan.output_partitioning().partition_count();
         if let Some(bad) = start.partitions.iter().find(|p| **p >= input_partitions) {
-            return Err(DataFusionError::Plan(format!("partition {bad} out of range: fragment has {input_partitions}")));
+            return Err(DataFusionError::Plan(format!(
+                "partition {bad} out of range: fragment has {input_partitions}"
+            )));
         }
         let buffer_count = match start.spec {
             OutputBufferSpec::Partitioned { partitions } => partitions,
@@ -120,11 +124,14 @@ impl SqlTask {
             OutputBufferSpec::Passthrough => input_partitions,
         };
         if buffer_count == 0 || buffer_count > MAX_OUTPUT_BUFFERS {
-            return Err(DataFusionError::Plan(format!("an output of {buffer_count} buffers is out of range (1 to {MAX_OUTPUT_BUFFERS})")));
+            return Err(DataFusionError::Plan(format!(
+                "an output of {buffer_count} buffers is out of range (1 to {MAX_OUTPUT_BUFFERS})"
+            )));
         }
         let spool = start.spool;
         let status_changed = Arc::new(Notify::new());
-        let output = Arc::new(OutputBuffer::new(buffer_count, start.settings.output_buffer_bytes, status_changed.clone()));
+        let output =
+            Arc::new(OutputBuffer::new(buffer_count, start.settings.output_buffer_bytes, status_changed.clone()));
         if start.spec == OutputBufferSpec::Passthrough {
             // Buffer ids are fragment partitions; those of other tasks stay empty and
             // nobody asks for them, so they count as done from the start.
@@ -157,7 +164,12 @@ impl SqlTask {
         task.transition(TaskState::Running);
         let exec_plan = cooperative(exec_plan)?;
         // On the compute runtime: CPU-bound operators there cannot starve the task API.
-        let driver = crate::runtime::compute().spawn(task.clone().drive(exec_plan, partitioner, start.task_ctx, start.settings.batch_size));
+        let driver = crate::runtime::compute().spawn(task.clone().drive(
+            exec_plan,
+            partitioner,
+            start.task_ctx,
+            start.settings.batch_size,
+        ));
         task.inner.lock().handles.push(driver);
         Ok(task)
     }
@@ -203,7 +215,13 @@ impl SqlTask {
     /// Pages of `buffer` from `token`, long-polling up to `max_wait`: from the
     /// in-memory buffer, or, for a spooled task, from its files once it has finished
     /// (consumers normally only start then); the files stay for re-reads.
-    pub async fn results(&self, buffer: usize, token: u64, max_bytes: u64, max_wait: Duration) -> Result<BufferResult, WorkerError> {
+    pub async fn results(
+        &self,
+        buffer: usize,
+        token: u64,
+        max_bytes: u64,
+        max_wait: Duration,
+    ) -> Result<BufferResult, WorkerError> {
         let Some(spool) = self.spool.clone() else {
             return Ok(self.output.get(buffer, token, max_bytes, max_wait).await?);
         };
@@ -214,9 +232,11 @@ impl SqlTask {
             // Not yet, or failed or aborted, which `reader_failure` reports.
             return Ok(BufferResult { pages: Vec::new(), next_token: token, complete: false });
         }
-        let read = tokio::task::spawn_blocking(move || read_spooled(spool.dir(), buffer, spool.is_broadcast(), token, max_bytes))
-            .await
-            .map_err(|e| WorkerError::Spool(e.to_string()))?;
+        let read = tokio::task::spawn_blocking(move || {
+            read_spooled(spool.dir(), buffer, spool.is_broadcast(), token, max_bytes)
+        })
+        .await
+        .map_err(|e| WorkerError::Spool(e.to_string()))?;
         read.map_err(|e| match e {
             SpoolError::TokenAhead { .. } => WorkerError::BadRequest(e.to_string()),
             other => WorkerError::Spool(other.to_string()),
@@ -228,9 +248,10 @@ impl SqlTask {
     pub fn reader_failure(&self) -> Option<(String, String)> {
         match self.failure() {
             Some(f) => Some((f.code, f.message)),
-            None if self.spool.is_some() && matches!(self.state(), TaskState::Canceled | TaskState::Aborted) => {
-                Some((ErrorCode::TaskAborted.name().to_string(), "the task was aborted; its spooled output is gone".to_string()))
-            }
+            None if self.spool.is_some() && matches!(self.state(), TaskState::Canceled | TaskState::Aborted) => Some((
+                ErrorCode::TaskAborted.name().to_string(),
+                "the task was aborted; its spooled output is gone".to_string(),
+            )),
             None => None,
         }
     }
@@ -334,7 +355,12 @@ impl SqlTask {
     }
 
     pub fn info(&self) -> TaskInfo {
-        TaskInfo { status: self.status(), partitions: self.partitions.clone(), output: Some(self.spec), buffers: self.output.info() }
+        TaskInfo {
+            status: self.status(),
+            partitions: self.partitions.clone(),
+            output: Some(self.spec),
+            buffers: self.output.info(),
+        }
     }
 
     /// Waits until the status version differs from `version` or `max_wait` passes.
@@ -352,14 +378,22 @@ impl SqlTask {
         }
     }
 
-    async fn drive(self: Arc<Self>, plan: Arc<dyn ExecutionPlan>, partitioner: Option<datafusion::physical_plan::Partitioning>, ctx: Arc<TaskContext>, batch_size: usize) {
+    async fn drive(
+        self: Arc<Self>,
+        plan: Arc<dyn ExecutionPlan>,
+        partitioner: Option<datafusion::physical_plan::Partitioning>,
+        ctx: Arc<TaskContext>,
+        batch_size: usize,
+    ) {
         let input_partitions = plan.output_partitioning().partition_count();
         // A JoinSet aborts every partition runner when the driver itself is aborted.
         let mut runs = tokio::task::JoinSet::new();
         for &p in &self.partitions {
             let task = self.clone();
             let (plan, ctx, partitioner) = (plan.clone(), ctx.clone(), partitioner.clone());
-            runs.spawn(async move { task.run_partition(plan, p, input_partitions, partitioner, ctx, batch_size).await });
+            runs.spawn(
+                async move { task.run_partition(plan, p, input_partitions, partitioner, ctx, batch_size).await },
+            );
         }
         let mut first_error = None;
         while let Some(r) = runs.join_next().await {
@@ -484,9 +518,9 @@ fn split_partitioner(
     match spec {
         OutputBufferSpec::Partitioned { partitions } => {
             let any = plan.as_ref() as &dyn std::any::Any;
-            let rep = any
-                .downcast_ref::<RepartitionExec>()
-                .ok_or_else(|| DataFusionError::Plan("a partitioned output needs a RepartitionExec fragment root".into()))?;
+            let rep = any.downcast_ref::<RepartitionExec>().ok_or_else(|| {
+                DataFusionError::Plan("a partitioned output needs a RepartitionExec fragment root".into())
+            })?;
             let partitioning = rep.partitioning().clone();
             if partitioning.partition_count() != *partitions {
                 return Err(DataFusionError::Plan(format!(
@@ -515,4 +549,3 @@ fn cooperative(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>, D
     })?;
     Ok(wrapped.data)
 }
-

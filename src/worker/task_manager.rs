@@ -10,8 +10,8 @@ use datafusion::execution::TaskContext;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use parking_lot::RwLock;
 
-use super::task::{SqlTask, TaskSettings, TaskStart};
 use super::failure_injector::{FailureInjector, InjectedFailureKind};
+use super::task::{SqlTask, TaskSettings, TaskStart};
 use super::WorkerError;
 use crate::exchange::client::{ExchangeClient, ExchangeConfig, ExchangeStats};
 use crate::exchange::spool::SpoolWriter;
@@ -121,8 +121,11 @@ impl SqlTaskManager {
         if let Some(task) = self.tasks.read().get(&id).cloned() {
             return Ok(task.info());
         }
-        let fragment = req.fragment.ok_or_else(|| WorkerError::BadRequest(format!("task {id} does not exist and the request has no fragment")))?;
-        let spec = req.output.ok_or_else(|| WorkerError::BadRequest("a new task needs an output buffer spec".into()))?;
+        let fragment = req.fragment.ok_or_else(|| {
+            WorkerError::BadRequest(format!("task {id} does not exist and the request has no fragment"))
+        })?;
+        let spec =
+            req.output.ok_or_else(|| WorkerError::BadRequest("a new task needs an output buffer spec".into()))?;
         if req.partitions.is_empty() {
             return Err(WorkerError::BadRequest("a new task needs at least one partition".into()));
         }
@@ -136,12 +139,13 @@ impl SqlTaskManager {
         let task_ctx = self.task_context(settings.batch_size);
         // Decoding a plan and creating a spool take a while; they happen outside the
         // worker-wide lock so that status and results requests of other tasks go on.
-            // A disk problem is this worker's, not the plan's: a 5xx the coordinator
+        // A disk problem is this worker's, not the plan's: a 5xx the coordinator
         // retries, and in the end another attempt elsewhere.
         let spool = match req.spool {
             true => {
                 let broadcast = matches!(spec, crate::protocol::OutputBufferSpec::Broadcast { .. });
-                let writer = SpoolWriter::create(self.spool_root.join(id.to_string()), broadcast).map_err(|e| WorkerError::Spool(e.to_string()))?;
+                let writer = SpoolWriter::create(self.spool_root.join(id.to_string()), broadcast)
+                    .map_err(|e| WorkerError::Spool(e.to_string()))?;
                 Some(Arc::new(writer))
             }
             false => None,

@@ -28,12 +28,8 @@ impl Drop for Proc {
 
 /// Starts `flotilla <args>` and reads the URL it prints on its first line.
 pub fn spawn(args: &[&str]) -> Proc {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn flotilla");
+    let mut child =
+        Command::new(BIN).args(args).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("spawn flotilla");
     let stdout = child.stdout.take().expect("stdout");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

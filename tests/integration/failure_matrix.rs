@@ -28,7 +28,14 @@ pub async fn stage_positions(cluster: &Cluster) -> Vec<(&'static str, u64)> {
     let http = reqwest::Client::new();
     let out = cluster.client("sf0_1").execute(QUERY).await.expect("clean run");
     assert_eq!(out.rows.len(), 25, "one row per nation");
-    let info: Value = http.get(format!("{}/v1/query/{}", cluster.coordinator.url, out.id)).send().await.unwrap().json().await.unwrap();
+    let info: Value = http
+        .get(format!("{}/v1/query/{}", cluster.coordinator.url, out.id))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let stages = info["stages"].as_array().expect("stages").clone();
     let leaf = stages.iter().find(|s| s["inputs"].as_array().unwrap().is_empty()).expect("a leaf stage");
     let feeding_root = stages.iter().find(|s| s["consumer"] == json!(0)).expect("a stage feeding the root");
@@ -71,14 +78,19 @@ async fn every_injected_failure_fails_fast_and_cleanly() {
         for (kind, expected) in kinds {
             set_failure(&cluster, Some(json!({"stage": stage, "kind": kind}))).await;
             let started = Instant::now();
-            let result = tokio::time::timeout(Duration::from_secs(60), client.execute(QUERY)).await.expect("query must not hang");
+            let result = tokio::time::timeout(Duration::from_secs(60), client.execute(QUERY))
+                .await
+                .expect("query must not hang");
             let elapsed = started.elapsed();
             let cell = format!("{kind} at the {position} stage {stage}");
             match result {
                 Err(ClientError::Query { error_name, message, .. }) => {
                     assert_eq!(error_name, expected, "{cell}: {message}");
                     assert!(message.contains("worker http://127.0.0.1:"), "{cell}: error names the worker: {message}");
-                    assert!(message.contains(&format!(".{stage}.")), "{cell}: error names a task of stage {stage}: {message}");
+                    assert!(
+                        message.contains(&format!(".{stage}.")),
+                        "{cell}: error names a task of stage {stage}: {message}"
+                    );
                     if kind == "task_failure" {
                         assert!(message.contains("injected task failure"), "{cell}: {message}");
                     }
@@ -102,7 +114,8 @@ async fn a_killed_worker_fails_the_query_cleanly() {
     let client = cluster.client("sf1");
     let query = tokio::spawn(async move {
         let started = Instant::now();
-        let r = client.execute("SELECT l_orderkey, count(*) FROM lineitem GROUP BY l_orderkey ORDER BY 2 DESC, 1").await;
+        let r =
+            client.execute("SELECT l_orderkey, count(*) FROM lineitem GROUP BY l_orderkey ORDER BY 2 DESC, 1").await;
         (r, started)
     });
     cluster.wait_for_tasks(3).await;
@@ -110,7 +123,8 @@ async fn a_killed_worker_fails_the_query_cleanly() {
     let killed_at = Instant::now();
     victim.child.kill().expect("kill -9");
     let _ = victim.child.wait();
-    let (result, _) = tokio::time::timeout(Duration::from_secs(60), query).await.expect("query must end").expect("join");
+    let (result, _) =
+        tokio::time::timeout(Duration::from_secs(60), query).await.expect("query must end").expect("join");
     let waited = killed_at.elapsed();
     match result {
         Err(ClientError::Query { error_name, message, .. }) => {
@@ -140,10 +154,8 @@ async fn retry_policy_query_survives_every_injected_failure() {
     let cluster = Cluster::start(3, &["--enable-failure-injection"]).await;
     let positions = stage_positions(&cluster).await;
     let want = super::common::oracle("sf0_1", QUERY).await;
-    let client = cluster
-        .client("sf0_1")
-        .with_session("retry_policy", "query")
-        .with_session("exchange_max_error_duration", "3s");
+    let client =
+        cluster.client("sf0_1").with_session("retry_policy", "query").with_session("exchange_max_error_duration", "3s");
     for (position, stage) in &positions {
         for kind in KINDS {
             // Only the first attempt's tasks (attempt 0) fail.
@@ -164,13 +176,18 @@ async fn retry_policy_query_survives_every_injected_failure() {
 async fn retry_policy_query_finishes_on_the_survivors_of_a_killed_worker() {
     let mut cluster = Cluster::start(3, &[]).await;
     let sql = "SELECT l_returnflag, l_linestatus, count(*), sum(l_quantity), sum(l_extendedprice) FROM lineitem GROUP BY 1, 2 ORDER BY 1, 2";
-    let client = cluster.client("sf1").with_session("retry_policy", "query").with_session("exchange_max_error_duration", "3s");
+    let client =
+        cluster.client("sf1").with_session("retry_policy", "query").with_session("exchange_max_error_duration", "3s");
     let query = tokio::spawn(async move { client.execute(sql).await });
     cluster.wait_for_tasks(3).await;
     let mut victim = cluster.workers.remove(0);
     victim.child.kill().expect("kill -9");
     let _ = victim.child.wait();
-    let got = tokio::time::timeout(Duration::from_secs(120), query).await.expect("query must end").expect("join").expect("query succeeds");
+    let got = tokio::time::timeout(Duration::from_secs(120), query)
+        .await
+        .expect("query must end")
+        .expect("join")
+        .expect("query succeeds");
     let want = super::common::oracle("sf1", sql).await;
     super::common::assert_same_rows("sf1 after kill -9", sql, &got.rows, &want);
     cluster.assert_no_tasks_left().await;

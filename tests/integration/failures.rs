@@ -25,7 +25,10 @@ async fn failing_queries_report_clear_errors_and_leave_no_tasks() {
     // A runtime error raised inside a worker: the cast fails on the first comment.
     let (name, message) = query_error(client.execute("SELECT sum(CAST(l_comment AS INT)) FROM lineitem").await);
     assert_eq!(name, "EXECUTION_ERROR", "{message}");
-    assert!(message.contains("stage") && message.contains("worker http://127.0.0.1:"), "error names stage and worker: {message}");
+    assert!(
+        message.contains("stage") && message.contains("worker http://127.0.0.1:"),
+        "error names stage and worker: {message}"
+    );
     assert!(message.to_lowercase().contains("cast"), "error names the cause: {message}");
     cluster.assert_no_tasks_left().await;
 
@@ -85,7 +88,8 @@ async fn bad_task_api_requests_get_json_errors() {
 async fn internal_requests_need_the_shared_secret() {
     let secret = ["--shared-secret", "correct horse battery staple"];
     let cluster = Cluster::start_with(&secret, 2, &secret).await;
-    let out = cluster.client("tiny").execute("SELECT count(*) FROM customer").await.expect("authenticated cluster works");
+    let out =
+        cluster.client("tiny").execute("SELECT count(*) FROM customer").await.expect("authenticated cluster works");
     assert_eq!(out.rows[0][0], serde_json::json!(1500));
     let http = reqwest::Client::new();
     let worker = &cluster.workers[0].url;
@@ -99,7 +103,10 @@ async fn internal_requests_need_the_shared_secret() {
             with(http.get(format!("{worker}/v1/info"))),
             with(http.post(format!("{worker}/v1/task/q.1.0.0")).body("{}")),
             with(http.delete(format!("{worker}/v1/task/q.1.0.0"))),
-            with(http.post(format!("{}/v1/announcement", cluster.coordinator.url)).body(r#"{"node_id":"intruder","url":"http://127.0.0.1:9"}"#)),
+            with(
+                http.post(format!("{}/v1/announcement", cluster.coordinator.url))
+                    .body(r#"{"node_id":"intruder","url":"http://127.0.0.1:9"}"#),
+            ),
         ];
         for req in requests {
             let resp = req.send().await.expect("answers");
@@ -109,7 +116,8 @@ async fn internal_requests_need_the_shared_secret() {
         }
     }
     // Nothing changed: no intruder node, no task.
-    let nodes: Vec<serde_json::Value> = http.get(format!("{}/v1/node", cluster.coordinator.url)).send().await.unwrap().json().await.unwrap();
+    let nodes: Vec<serde_json::Value> =
+        http.get(format!("{}/v1/node", cluster.coordinator.url)).send().await.unwrap().json().await.unwrap();
     assert_eq!(nodes.len(), 2, "{nodes:?}");
     cluster.assert_no_tasks_left().await;
 }

@@ -78,7 +78,10 @@ async fn query_info(cluster: &Cluster, id: &str) -> Value {
 /// Task ids of every attempt the query made.
 fn attempts(info: &Value) -> Vec<String> {
     let stages = info["stages"].as_array().expect("stages");
-    stages.iter().flat_map(|s| s["tasks"].as_array().unwrap().iter().map(|t| t["task_id"].as_str().unwrap().to_string())).collect()
+    stages
+        .iter()
+        .flat_map(|s| s["tasks"].as_array().unwrap().iter().map(|t| t["task_id"].as_str().unwrap().to_string()))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -197,7 +200,11 @@ async fn retry_policy_task_finishes_on_the_survivors_of_a_killed_worker() {
     let mut victim = cluster.workers.remove(0);
     victim.child.kill().expect("kill -9");
     let _ = victim.child.wait();
-    let got = tokio::time::timeout(Duration::from_secs(180), query).await.expect("query must end").expect("join").expect("query succeeds");
+    let got = tokio::time::timeout(Duration::from_secs(180), query)
+        .await
+        .expect("query must end")
+        .expect("join")
+        .expect("query succeeds");
     assert_same_rows("sf1 join after kill -9 (retry_policy=task)", sql, &got.rows, &oracle("sf1", sql).await);
     cluster.assert_no_tasks_left().await;
     // The survivors' spools are empty; the victim's directory is what it left behind.
@@ -215,7 +222,15 @@ async fn retry_policy_task_finishes_on_the_survivors_of_a_killed_worker() {
         .map(|e| e.path())
         .find(|p| p.to_string_lossy().contains(&format!("worker-{victim_port}-")))
         .expect("the victim's spool directory is still there");
-    let _restarted = super::common::spawn(&["worker", "--coordinator", &cluster.coordinator.url, "--bind", "127.0.0.1:0", "--spool-dir", spool.arg()]);
+    let _restarted = super::common::spawn(&[
+        "worker",
+        "--coordinator",
+        &cluster.coordinator.url,
+        "--bind",
+        "127.0.0.1:0",
+        "--spool-dir",
+        spool.arg(),
+    ]);
     assert!(!victim_dir.exists(), "a new worker sweeps the spool of the killed one");
 }
 

@@ -26,16 +26,25 @@ async fn tpch_over_generated_parquet_matches_the_tpch_catalog() {
     let client = cluster.client("tiny");
     for t in TABLES {
         let location = dir.join(t);
-        let ddl = format!("CREATE EXTERNAL TABLE files.default.{t} STORED AS PARQUET LOCATION '{}/'", location.display());
+        let ddl =
+            format!("CREATE EXTERNAL TABLE files.default.{t} STORED AS PARQUET LOCATION '{}/'", location.display());
         client.execute(&ddl).await.unwrap_or_else(|e| panic!("{ddl}: {e}"));
     }
-    let files = flotilla::client::StatementClient::new(&cluster.coordinator.url).with_catalog("files").with_schema("default");
+    let files =
+        flotilla::client::StatementClient::new(&cluster.coordinator.url).with_catalog("files").with_schema("default");
     // The scans really are split over tasks: the lineitem leaf stage has several.
     let sql = "SELECT l_returnflag, count(*) FROM lineitem GROUP BY 1 ORDER BY 1";
     let out = files.execute(sql).await.expect("count");
     assert_same_rows("lineitem by flag", sql, &out.rows, &oracle("sf0_1", sql).await);
-    let info: serde_json::Value = reqwest::get(format!("{}/v1/query/{}", cluster.coordinator.url, out.id)).await.unwrap().json().await.unwrap();
-    let leaf = info["stages"].as_array().unwrap().iter().find(|s| s["inputs"].as_array().unwrap().is_empty()).expect("leaf stage").clone();
+    let info: serde_json::Value =
+        reqwest::get(format!("{}/v1/query/{}", cluster.coordinator.url, out.id)).await.unwrap().json().await.unwrap();
+    let leaf = info["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["inputs"].as_array().unwrap().is_empty())
+        .expect("leaf stage")
+        .clone();
     assert_eq!(leaf["task_count"], serde_json::json!(3), "the file scan is spread over the 3 workers: {leaf}");
     for (i, sql) in TPCH_QUERIES.iter().enumerate() {
         let label = format!("parquet q{}", i + 1);
@@ -60,7 +69,8 @@ async fn csv_tables_work_too() {
     client.execute(&ddl).await.expect("create csv table");
     let sql = "SELECT o_orderstatus, count(*), sum(o_custkey) FROM files.default.orders GROUP BY 1 ORDER BY 1";
     let got = client.execute(sql).await.expect("query csv");
-    let want = oracle("sf0_1", "SELECT o_orderstatus, count(*), sum(o_custkey) FROM orders GROUP BY 1 ORDER BY 1").await;
+    let want =
+        oracle("sf0_1", "SELECT o_orderstatus, count(*), sum(o_custkey) FROM orders GROUP BY 1 ORDER BY 1").await;
     assert_same_rows("csv orders", sql, &got.rows, &want);
     cluster.assert_no_tasks_left().await;
     let _ = std::fs::remove_dir_all(&dir);

@@ -92,7 +92,14 @@ async fn finished_queries_show_finished_tasks_and_the_cli_takes_leading_comments
     let sql = "SELECT n_regionkey, count(*) FROM nation GROUP BY n_regionkey";
     let got = cluster.client("tiny").execute(sql).await.expect("query");
     let http = reqwest::Client::new();
-    let info: Value = http.get(format!("{}/v1/query/{}", cluster.coordinator.url, got.id)).send().await.unwrap().json().await.unwrap();
+    let info: Value = http
+        .get(format!("{}/v1/query/{}", cluster.coordinator.url, got.id))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let stages = info["stages"].as_array().expect("stages");
     assert!(!stages.is_empty());
     for stage in stages {
@@ -101,7 +108,15 @@ async fn finished_queries_show_finished_tasks_and_the_cli_takes_leading_comments
         }
     }
     let out = Command::new(BIN)
-        .args(["sql", "--server", &cluster.coordinator.url, "--output-format", "csv", "-e", "-- a note\nSELECT count(*) FROM region"])
+        .args([
+            "sql",
+            "--server",
+            &cluster.coordinator.url,
+            "--output-format",
+            "csv",
+            "-e",
+            "-- a note\nSELECT count(*) FROM region",
+        ])
         .output()
         .expect("run flotilla sql");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -147,7 +162,17 @@ async fn rejected_requests_are_json_and_uris_ignore_untrusted_headers() {
 async fn the_cli_streams_a_large_result_in_flat_memory() {
     let cluster = Cluster::start(2, &[]).await;
     let mut child = Command::new(BIN)
-        .args(["sql", "--server", &cluster.coordinator.url, "--schema", "sf1", "--output-format", "csv", "-e", "SELECT * FROM lineitem"])
+        .args([
+            "sql",
+            "--server",
+            &cluster.coordinator.url,
+            "--schema",
+            "sf1",
+            "--output-format",
+            "csv",
+            "-e",
+            "SELECT * FROM lineitem",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

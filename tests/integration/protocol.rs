@@ -9,7 +9,8 @@ use serde_json::Value;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_pages_arrive_whole_and_in_order() {
     let cluster = Cluster::start(2, &[]).await;
-    let sql = "SELECT l_orderkey, l_linenumber, l_quantity FROM lineitem ORDER BY l_orderkey, l_linenumber LIMIT 100000";
+    let sql =
+        "SELECT l_orderkey, l_linenumber, l_quantity FROM lineitem ORDER BY l_orderkey, l_linenumber LIMIT 100000";
     let mut pages_with_rows = 0;
     let got = cluster
         .client("sf0_1")
@@ -37,7 +38,11 @@ async fn protocol_errors_are_json_with_stable_codes() {
         (http.delete(format!("{base}/v1/statement/executing/nope/1")), 404, "QUERY_NOT_FOUND"),
         (http.post(format!("{base}/v1/statement")).body(""), 400, "BAD_REQUEST"),
         (http.post(format!("{base}/v1/statement")).body(vec![0xff, 0xfe, 0x00]), 400, "BAD_REQUEST"),
-        (http.post(format!("{base}/v1/statement")).header("X-Trino-Session", "no_equals_sign").body("SELECT 1"), 400, "BAD_REQUEST"),
+        (
+            http.post(format!("{base}/v1/statement")).header("X-Trino-Session", "no_equals_sign").body("SELECT 1"),
+            400,
+            "BAD_REQUEST",
+        ),
         (http.post(format!("{base}/v1/announcement")).body("{broken"), 400, "BAD_REQUEST"),
     ];
     for (req, status, code) in cases {
@@ -47,7 +52,8 @@ async fn protocol_errors_are_json_with_stable_codes() {
         assert_eq!(body["error"]["code"], code, "{body}");
     }
     // A good statement with a bad token gets 400; the query itself is unaffected.
-    let first: Value = http.post(format!("{base}/v1/statement")).body("SELECT 1").send().await.unwrap().json().await.unwrap();
+    let first: Value =
+        http.post(format!("{base}/v1/statement")).body("SELECT 1").send().await.unwrap().json().await.unwrap();
     let id = first["id"].as_str().unwrap();
     let resp = http.get(format!("{base}/v1/statement/executing/{id}/abc")).send().await.unwrap();
     assert_eq!(resp.status().as_u16(), 400);
@@ -85,8 +91,14 @@ async fn metrics_parse_and_move_after_a_query() {
     assert_eq!(after_c["flotilla_queries_submitted_total"], before_c["flotilla_queries_submitted_total"] + 1.0);
     assert_eq!(after_c["flotilla_queries{state=\"FINISHED\"}"], before_c["flotilla_queries{state=\"FINISHED\"}"] + 1.0);
     assert_eq!(after_c["flotilla_query_latency_seconds_count"], before_c["flotilla_query_latency_seconds_count"] + 1.0);
-    assert!(after_c["flotilla_exchange_pages_total"] > before_c["flotilla_exchange_pages_total"], "the root stage read pages");
-    assert!(after_w["flotilla_pages_produced_total"] > before_w["flotilla_pages_produced_total"], "the worker produced pages");
+    assert!(
+        after_c["flotilla_exchange_pages_total"] > before_c["flotilla_exchange_pages_total"],
+        "the root stage read pages"
+    );
+    assert!(
+        after_w["flotilla_pages_produced_total"] > before_w["flotilla_pages_produced_total"],
+        "the worker produced pages"
+    );
     assert!(after_w.contains_key("flotilla_tasks{state=\"RUNNING\"}"));
     assert!(after_w.contains_key("flotilla_output_buffer_bytes"));
 }

@@ -60,7 +60,12 @@ async fn busy_workers_answer_stay_alive_and_a_cancel_frees_their_cores() {
     while Instant::now() < until {
         for w in &cluster.workers {
             let asked = Instant::now();
-            let resp = http.get(format!("{}/v1/task", w.url)).timeout(Duration::from_secs(10)).send().await.expect("task API answers");
+            let resp = http
+                .get(format!("{}/v1/task", w.url))
+                .timeout(Duration::from_secs(10))
+                .send()
+                .await
+                .expect("task API answers");
             assert!(resp.status().is_success());
             slowest = slowest.max(asked.elapsed());
         }

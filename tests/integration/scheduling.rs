@@ -86,7 +86,8 @@ async fn cancelling_mid_query_leaves_no_task() {
     assert_eq!(info["error"]["error_name"], "USER_CANCELED", "{info}");
     cluster.assert_no_tasks_left().await;
     // The client protocol shows the cancel too.
-    let next: Value = http.get(format!("{base}/v1/statement/executing/{id}/1")).send().await.unwrap().json().await.unwrap();
+    let next: Value =
+        http.get(format!("{base}/v1/statement/executing/{id}/1")).send().await.unwrap().json().await.unwrap();
     assert_eq!(next["error"]["errorName"], "USER_CANCELED", "{next}");
     assert!(next.get("nextUri").is_none());
 }
@@ -100,7 +101,9 @@ async fn explain_and_explain_analyze_describe_the_stages() {
     let q3 = TPCH_QUERIES[2];
     let plan = client.execute(&format!("EXPLAIN {q3}")).await.expect("explain");
     let text = plan.rows[0][0].as_str().unwrap().to_string();
-    for needle in ["Fragment 0", "coordinator", "HASH [", "tasks", "Inputs: fragment", "RemoteSourceExec", "TpchScanExec"] {
+    for needle in
+        ["Fragment 0", "coordinator", "HASH [", "tasks", "Inputs: fragment", "RemoteSourceExec", "TpchScanExec"]
+    {
         assert!(text.contains(needle), "EXPLAIN lacks {needle}:\n{text}");
     }
     let analyzed = client.execute(&format!("EXPLAIN ANALYZE {q3}")).await.expect("explain analyze");
@@ -140,7 +143,8 @@ async fn ctrl_c_in_the_cli_cancels_the_query() {
     assert!(stderr.to_lowercase().contains("cancel"), "{stderr}");
     cluster.assert_no_tasks_left().await;
     let http = reqwest::Client::new();
-    let queries: Vec<Value> = http.get(format!("{}/v1/query", cluster.coordinator.url)).send().await.unwrap().json().await.unwrap();
+    let queries: Vec<Value> =
+        http.get(format!("{}/v1/query", cluster.coordinator.url)).send().await.unwrap().json().await.unwrap();
     assert_eq!(queries.len(), 1);
     assert_eq!(queries[0]["state"], "FAILED");
     assert_eq!(queries[0]["error"]["error_name"], "USER_CANCELED");

@@ -50,7 +50,8 @@ async fn small_output_buffers_still_stream_q1_and_q18() {
 async fn metadata_statements_answer_like_trino() {
     let cluster = Cluster::start(1, &[]).await;
     let client = cluster.client("tiny");
-    let column = |rows: &[Vec<serde_json::Value>]| rows.iter().map(|r| r[0].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let column =
+        |rows: &[Vec<serde_json::Value>]| rows.iter().map(|r| r[0].as_str().unwrap().to_string()).collect::<Vec<_>>();
     let catalogs = client.execute("SHOW CATALOGS").await.expect("show catalogs");
     assert_eq!(catalogs.columns[0].name, "Catalog");
     assert!(column(&catalogs.rows).contains(&"tpch".to_string()));

@@ -23,7 +23,9 @@ impl fmt::Display for Stage {
         let (id, n, attempt) = (self.stage_id, self.partitions, self.stage_attempt);
         let mut slots: Vec<Option<&TaskInfo>> = Vec::new();
         match &self.state {
-            ExecutionStage::Unresolved => writeln!(f, "=========UnResolvedStage[id={id}, children={}]=========", self.inputs.len())?,
+            ExecutionStage::Unresolved => {
+                writeln!(f, "=========UnResolvedStage[id={id}, children={}]=========", self.inputs.len())?
+            }
             ExecutionStage::Resolved => writeln!(f, "=========ResolvedStage[id={id}, partitions={n}]=========")?,
             ExecutionStage::Running { tasks } => {
                 let (mut successful, mut running) = (0, 0);
@@ -43,7 +45,9 @@ impl fmt::Display for Stage {
                 writeln!(f, "=========SuccessfulStage[id={id}, partitions={n}, attempt={attempt}{lost}]=========")?;
                 slots = tasks.iter().map(Some).collect();
             }
-            ExecutionStage::Failed { error } => writeln!(f, "=========FailedStage[id={id}, partitions={n}]=========\nError: {error}")?,
+            ExecutionStage::Failed { error } => {
+                writeln!(f, "=========FailedStage[id={id}, partitions={n}]=========\nError: {error}")?
+            }
         }
         if !self.inputs.is_empty() {
             let inputs: Vec<String> = self
@@ -53,9 +57,15 @@ impl fmt::Display for Stage {
                     let locs: Vec<String> = o
                         .locations
                         .iter()
-                        .map(|(p, l)| format!("{p}: {}", l.iter().map(|l| l.executor_id.as_str()).collect::<Vec<_>>().join("+")))
+                        .map(|(p, l)| {
+                            format!("{p}: {}", l.iter().map(|l| l.executor_id.as_str()).collect::<Vec<_>>().join("+"))
+                        })
                         .collect();
-                    format!("{i}: StageOutput {{ partition_locations: {{{}}}, complete: {} }}", locs.join(", "), o.complete)
+                    format!(
+                        "{i}: StageOutput {{ partition_locations: {{{}}}, complete: {} }}",
+                        locs.join(", "),
+                        o.complete
+                    )
                 })
                 .collect();
             writeln!(f, "Inputs{{{}}}", inputs.join(", "))?;
@@ -68,7 +78,9 @@ impl fmt::Display for Stage {
         for (p, slot) in slots.iter().enumerate() {
             match slot {
                 None => writeln!(f, "  partition {p}: pending")?,
-                Some(t) => writeln!(f, "  partition {p}: {} (attempt={}, executor={})", t.status, t.task_id, t.executor_id)?,
+                Some(t) => {
+                    writeln!(f, "  partition {p}: {} (attempt={}, executor={})", t.status, t.task_id, t.executor_id)?
+                }
             }
         }
         Ok(())
@@ -77,7 +89,13 @@ impl fmt::Display for Stage {
 
 impl fmt::Display for ExecutionGraph {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "ExecutionGraph[job_id={}, available_tasks={}, complete={}]", self.job_id, self.available_tasks(), self.is_complete())?;
+        writeln!(
+            f,
+            "ExecutionGraph[job_id={}, available_tasks={}, complete={}]",
+            self.job_id,
+            self.available_tasks(),
+            self.is_complete()
+        )?;
         // Final stage first, leaves last, as in Ballista's rendering.
         for id in self.topo.iter().rev() {
             write!(f, "{}", self.stages[id])?;

@@ -29,7 +29,15 @@ fn failed(t: &TaskDescription, retryable: bool) -> TaskStatusUpdate {
 }
 
 fn fetch_failed(t: &TaskDescription, map_stage_id: usize, executor: &str) -> TaskStatusUpdate {
-    update(t, TaskUpdateState::FetchFailed { map_stage_id, map_partition: 0, executor_id: executor.into(), reason: "connection refused".into() })
+    update(
+        t,
+        TaskUpdateState::FetchFailed {
+            map_stage_id,
+            map_partition: 0,
+            executor_id: executor.into(),
+            reason: "connection refused".into(),
+        },
+    )
 }
 
 fn pop(g: &mut ExecutionGraph, executor: &str) -> TaskDescription {
@@ -74,7 +82,10 @@ fn three_stage_job_runs_to_completion() {
     assert_eq!(g.status(), &JobStatus::Queued);
     assert_eq!((g.stage_count(), g.available_tasks()), (3, 4));
     let leaves = pop_all(&mut g, "w1");
-    assert_eq!(leaves.iter().map(|t| (t.stage_id, t.partition)).collect::<Vec<_>>(), vec![(1, 0), (1, 1), (2, 0), (2, 1)]);
+    assert_eq!(
+        leaves.iter().map(|t| (t.stage_id, t.partition)).collect::<Vec<_>>(),
+        vec![(1, 0), (1, 1), (2, 0), (2, 1)]
+    );
     assert_eq!(g.status(), &JobStatus::Running);
     assert_eq!(g.running_stages(), vec![1, 2]);
     assert_eq!(g.running_tasks().len(), 4);
@@ -89,7 +100,8 @@ fn three_stage_job_runs_to_completion() {
     assert_eq!(report(&mut g, "w2", vec![ok(&last)]), vec![StageSucceeded(0), JobFinished]);
     assert!(g.is_complete() && g.is_successful());
     assert_eq!(g.status(), &JobStatus::Successful);
-    let expected = PartitionLocation { stage_id: 0, partition: 0, executor_id: "w2".into(), path: "/spool/0/0/0".into() };
+    let expected =
+        PartitionLocation { stage_id: 0, partition: 0, executor_id: "w2".into(), path: "/spool/0/0/0".into() };
     assert_eq!(g.output_locations(), vec![expected]);
     assert!(g.succeed_job().is_ok());
     assert_eq!(g.pop_next_task("w1").unwrap(), None);
@@ -258,7 +270,8 @@ fn lost_executor_outputs_rerun_and_consumers_roll_back() {
 #[test]
 fn lost_outputs_rerun_only_once_needed_recursively() {
     // 2 -> 1 -> 0
-    let mut g = ExecutionGraph::new("q3", vec![spec(0, 1, &[1], &[]), spec(1, 1, &[2], &[0]), spec(2, 2, &[], &[1])]).unwrap();
+    let mut g =
+        ExecutionGraph::new("q3", vec![spec(0, 1, &[1], &[]), spec(1, 1, &[2], &[0]), spec(2, 2, &[], &[1])]).unwrap();
     finish_stage(&mut g, "w1");
     finish_stage(&mut g, "w2");
     pop(&mut g, "w3");
@@ -297,11 +310,26 @@ fn late_status_from_old_attempt_is_ignored() {
     assert!(report(&mut g, "w2", vec![ok(&new)]).is_empty());
     assert_eq!(slot(&g, 1, 0).unwrap().status, TaskAttemptStatus::Running);
     report(&mut g, "w1", vec![ok(&new)]);
-    assert_eq!(slot(&g, 1, 0).unwrap().status, TaskAttemptStatus::Successful { locations: vec![PartitionLocation { stage_id: 1, partition: 0, executor_id: "w1".into(), path: "/spool/1/0/1".into() }] });
+    assert_eq!(
+        slot(&g, 1, 0).unwrap().status,
+        TaskAttemptStatus::Successful {
+            locations: vec![PartitionLocation {
+                stage_id: 1,
+                partition: 0,
+                executor_id: "w1".into(),
+                path: "/spool/1/0/1".into()
+            }]
+        }
+    );
     // A failure reported after the success is stale too.
     assert!(report(&mut g, "w1", vec![failed(&new, true)]).is_empty());
     assert_eq!(g.stage(1).unwrap().task_failures, vec![1, 0]);
-    let bogus = TaskStatusUpdate { stage_id: 9, partition: 0, task_attempt: 0, state: TaskUpdateState::Successful { path: "x".into() } };
+    let bogus = TaskStatusUpdate {
+        stage_id: 9,
+        partition: 0,
+        task_attempt: 0,
+        state: TaskUpdateState::Successful { path: "x".into() },
+    };
     assert_eq!(g.update_task_status("w1", vec![bogus], 3, 4), Err(GraphError::UnknownStage(9)));
 }
 
@@ -315,11 +343,20 @@ fn display_shows_stage_headers() {
     let t = pop(&mut g, "w1");
     report(&mut g, "w1", vec![ok(&t)]);
     let text = g.to_string();
-    assert!(text.contains("=========RunningStage[id=1, partitions=2, attempt=0, successful=1, running=0, available=1]========="), "{text}");
+    assert!(
+        text.contains(
+            "=========RunningStage[id=1, partitions=2, attempt=0, successful=1, running=0, available=1]========="
+        ),
+        "{text}"
+    );
     assert!(text.contains("partition 0: Successful(/spool/1/0/0) (attempt=0, executor=w1)"), "{text}");
     finish(&mut g, "w1");
     let text = g.to_string();
-    assert!(text.contains("complete=true") && text.contains("=========SuccessfulStage[id=0, partitions=1, attempt=0]========="), "{text}");
+    assert!(
+        text.contains("complete=true")
+            && text.contains("=========SuccessfulStage[id=0, partitions=1, attempt=0]========="),
+        "{text}"
+    );
     assert!(text.contains("Inputs{1: StageOutput { partition_locations: {0: w1, 1: w1}, complete: true }"), "{text}");
 }
 
@@ -331,7 +368,8 @@ fn new_validates_the_dag() {
     assert!(matches!(unknown, Err(GraphError::UnknownLink { stage: 0, link: 3 })));
     let one_sided = ExecutionGraph::new("x", vec![spec(0, 1, &[1], &[]), spec(1, 1, &[], &[])]);
     assert!(matches!(one_sided, Err(GraphError::InconsistentLinks { producer: 1, consumer: 0 })));
-    let cycle = ExecutionGraph::new("x", vec![spec(0, 1, &[1], &[]), spec(1, 1, &[2], &[0, 2]), spec(2, 1, &[1], &[1])]);
+    let cycle =
+        ExecutionGraph::new("x", vec![spec(0, 1, &[1], &[]), spec(1, 1, &[2], &[0, 2]), spec(2, 1, &[1], &[1])]);
     assert!(matches!(cycle, Err(GraphError::Cycle(_))));
     assert!(matches!(ExecutionGraph::new("x", vec![spec(0, 0, &[], &[])]), Err(GraphError::NoPartitions(0))));
 }
