@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::protocol::{ErrorBody, ErrorDetail};
 
@@ -129,6 +130,50 @@ pub fn shared_secret(flag: Option<String>) -> Option<String> {
     flag.or_else(|| std::env::var("FLOTILLA_SHARED_SECRET").ok()).filter(|s| !s.is_empty())
 }
 
+/// One request-error budget for a link to one peer: failed requests are retried with
+/// jittered exponential backoff until `max` has passed since the first failure of a
+/// run of failures; a success starts afresh. Task creation and updates, status polls
+/// and exchange pulls all follow it (`exchange_max_error_duration`).
+pub struct ErrorBudget {
+    max: Duration,
+    max_delay: Duration,
+    failing_since: Option<std::time::Instant>,
+    backoff: backon::ExponentialBackoff,
+}
+
+impl ErrorBudget {
+    pub fn new(max: Duration, max_delay: Duration) -> Self {
+        ErrorBudget { max, max_delay, failing_since: None, backoff: Self::backoff(max_delay) }
+    }
+
+    fn backoff(max_delay: Duration) -> backon::ExponentialBackoff {
+        use backon::BackoffBuilder;
+        backon::ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(50))
+            .with_max_delay(max_delay)
+            .with_jitter()
+            .without_max_times()
+            .build()
+    }
+
+    /// A request worked: the next failure starts a new run.
+    pub fn succeeded(&mut self) {
+        self.failing_since = None;
+        self.backoff = Self::backoff(self.max_delay);
+    }
+
+    /// A request begun at `started` failed: `Ok(pause)` before the next try, or
+    /// `Err(how long the link has been failing)` once the budget is spent.
+    pub fn failed(&mut self, started: std::time::Instant) -> Result<Duration, Duration> {
+        let since = *self.failing_since.get_or_insert(started);
+        let elapsed = since.elapsed();
+        if elapsed >= self.max {
+            return Err(elapsed);
+        }
+        Ok(self.backoff.next().unwrap_or(self.max_delay))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,5 +184,17 @@ mod tests {
         assert!(!same_secret(b"abc", b"abd"));
         assert!(!same_secret(b"ab", b"abc"));
         assert!(!same_secret(b"", b"abc"));
+    }
+
+    #[test]
+    fn an_error_budget_runs_out_after_its_duration_and_resets_on_success() {
+        let mut budget = ErrorBudget::new(Duration::from_millis(40), Duration::from_millis(5));
+        let first = std::time::Instant::now();
+        assert!(budget.failed(first).is_ok());
+        std::thread::sleep(Duration::from_millis(50));
+        // Measured from the first failure of the run, not from the latest request.
+        assert!(budget.failed(std::time::Instant::now()).is_err());
+        budget.succeeded();
+        assert!(budget.failed(std::time::Instant::now()).is_ok());
     }
 }

@@ -8,10 +8,10 @@
 //! query failure naming the worker.
 
 use crate::error_code::ErrorCode;
+use crate::http::ErrorBudget;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use backon::{BackoffBuilder, ExponentialBuilder};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
@@ -92,13 +92,8 @@ impl HttpRemoteTask {
         format!("{}/v1/task/{}", self.worker.url, self.task_id)
     }
 
-    fn backoff(&self) -> impl Iterator<Item = Duration> {
-        ExponentialBuilder::default()
-            .with_min_delay(Duration::from_millis(50))
-            .with_max_delay(Duration::from_millis(500))
-            .with_jitter()
-            .without_max_times()
-            .build()
+    fn error_budget(&self) -> ErrorBudget {
+        ErrorBudget::new(self.max_error_duration, Duration::from_millis(500))
     }
 
     /// Bounds each request so that a hung worker counts against the error budget.
@@ -112,9 +107,9 @@ impl HttpRemoteTask {
             self.creating.send_replace(true);
             CreatingGuard(&self.creating)
         });
-        let started = Instant::now();
-        let mut backoff = self.backoff();
+        let mut budget = self.error_budget();
         loop {
+            let request_started = Instant::now();
             let sent = self
                 .http
                 .post(self.task_url())
@@ -144,15 +139,17 @@ impl HttpRemoteTask {
                         Ok(resp) => format!("HTTP {}", resp.status()),
                         Err(e) => e.to_string(),
                     };
-                    if started.elapsed() >= self.max_error_duration {
-                        return Err(RemoteTaskError::RequestsFailed {
-                            task: self.task_id.clone(),
-                            url: self.worker.url.clone(),
-                            elapsed: started.elapsed(),
-                            message,
-                        });
+                    match budget.failed(request_started) {
+                        Ok(pause) => tokio::time::sleep(pause).await,
+                        Err(elapsed) => {
+                            return Err(RemoteTaskError::RequestsFailed {
+                                task: self.task_id.clone(),
+                                url: self.worker.url.clone(),
+                                elapsed,
+                                message,
+                            })
+                        }
                     }
-                    tokio::time::sleep(backoff.next().unwrap_or(Duration::from_millis(500))).await;
                 }
             }
         }
@@ -198,8 +195,7 @@ impl HttpRemoteTask {
     /// (`task.client.timeout`); a finished task may hold output a later stage reads.
     pub async fn poll_status(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
         let url = format!("{}/status", self.task_url());
-        let mut failing_since: Option<Instant> = None;
-        let mut backoff = self.backoff();
+        let mut budget = self.error_budget();
         // The version the worker last reported: a done task's cached status no longer
         // follows the worker's, and asking with a stale version would not wait.
         let mut version = self.status().version;
@@ -219,16 +215,15 @@ impl HttpRemoteTask {
                 r = request => r,
                 _ = stop.wait_for(|s| *s) => return,
             };
-            match outcome {
+            let pause = match outcome {
                 Ok(resp) if resp.status().is_success() => match resp.json::<TaskStatus>().await {
                     Ok(status) => {
-                        failing_since = None;
-                        backoff = self.backoff();
+                        budget.succeeded();
                         version = status.version;
                         self.set_status(status);
                         continue;
                     }
-                    Err(e) => self.on_poll_error(&mut failing_since, request_started, format!("bad status body: {e}")),
+                    Err(e) => self.on_poll_error(&mut budget, request_started, format!("bad status body: {e}")),
                 },
                 Ok(resp) if resp.status() == reqwest::StatusCode::NOT_FOUND => {
                     self.mark_failed(
@@ -237,10 +232,9 @@ impl HttpRemoteTask {
                     );
                     return;
                 }
-                Ok(resp) => self.on_poll_error(&mut failing_since, request_started, format!("HTTP {}", resp.status())),
-                Err(e) => self.on_poll_error(&mut failing_since, request_started, describe_request_error(&e)),
-            }
-            let pause = backoff.next().unwrap_or(Duration::from_millis(500));
+                Ok(resp) => self.on_poll_error(&mut budget, request_started, format!("HTTP {}", resp.status())),
+                Err(e) => self.on_poll_error(&mut budget, request_started, describe_request_error(&e)),
+            };
             tokio::select! {
                 _ = tokio::time::sleep(pause) => {}
                 _ = stop.wait_for(|s| *s) => return,
@@ -248,19 +242,21 @@ impl HttpRemoteTask {
         }
     }
 
-    fn on_poll_error(&self, failing_since: &mut Option<Instant>, request_started: Instant, message: String) {
-        let since = *failing_since.get_or_insert(request_started);
-        if since.elapsed() >= self.max_error_duration {
-            self.mark_failed(
-                ErrorCode::TooManyRequestsFailed,
-                format!(
-                    "status requests for task {} to worker {} ({}) failed for {:.1?}: {message}",
-                    self.task_id,
-                    self.worker.node_id,
-                    self.worker.url,
-                    since.elapsed()
-                ),
-            );
+    /// Spends the budget on a failed poll; past it the task counts as failed. Returns
+    /// the pause before the next poll (polling goes on: the query may still delete it).
+    fn on_poll_error(&self, budget: &mut ErrorBudget, request_started: Instant, message: String) -> Duration {
+        match budget.failed(request_started) {
+            Ok(pause) => pause,
+            Err(elapsed) => {
+                self.mark_failed(
+                    ErrorCode::TooManyRequestsFailed,
+                    format!(
+                        "status requests for task {} to worker {} ({}) failed for {elapsed:.1?}: {message}",
+                        self.task_id, self.worker.node_id, self.worker.url
+                    ),
+                );
+                Duration::from_millis(500)
+            }
         }
     }
 

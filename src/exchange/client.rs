@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use backon::{BackoffBuilder, ExponentialBuilder};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::error::DataFusionError;
@@ -176,8 +175,7 @@ impl Puller {
 
     async fn run(self) {
         let mut token = 0u64;
-        let mut failing_since: Option<Instant> = None;
-        let mut backoff = self.new_backoff();
+        let mut budget = crate::http::ErrorBudget::new(self.config.max_error_duration, Duration::from_secs(1));
         loop {
             if self.tx.is_closed() {
                 break;
@@ -185,8 +183,7 @@ impl Puller {
             let request_started = Instant::now();
             match self.fetch(token).await {
                 Ok(Fetched::Pages { pages, next_token, complete }) => {
-                    failing_since = None;
-                    backoff = self.new_backoff();
+                    budget.succeeded();
                     if !self.deliver(pages).await {
                         break;
                     }
@@ -200,19 +197,19 @@ impl Puller {
                     return;
                 }
                 Err(message) => {
-                    let since = *failing_since.get_or_insert(request_started);
-                    let elapsed = since.elapsed();
-                    if elapsed >= self.config.max_error_duration {
-                        let err = ExchangeError::Unreachable {
-                            task: self.source.task_id.clone(),
-                            url: self.source.url.clone(),
-                            elapsed,
-                            message,
-                        };
-                        let _ = self.tx.send(Err(DataFusionError::External(Box::new(err)))).await;
-                        return;
-                    }
-                    let delay = backoff.next().unwrap_or(Duration::from_secs(1));
+                    let delay = match budget.failed(request_started) {
+                        Ok(delay) => delay,
+                        Err(elapsed) => {
+                            let err = ExchangeError::Unreachable {
+                                task: self.source.task_id.clone(),
+                                url: self.source.url.clone(),
+                                elapsed,
+                                message,
+                            };
+                            let _ = self.tx.send(Err(DataFusionError::External(Box::new(err)))).await;
+                            return;
+                        }
+                    };
                     tracing::debug!(task = %self.source.task_id, %message, ?delay, "results request failed, retrying");
                     tokio::time::sleep(delay).await;
                 }
@@ -221,15 +218,6 @@ impl Puller {
         // Done reading (or the consumer went away): free the producer's buffer.
         let url = format!("{}/v1/task/{}/results/{}", self.source.url, self.source.task_id, self.source.buffer);
         let _ = self.http.delete(url).timeout(Duration::from_secs(5)).send().await;
-    }
-
-    fn new_backoff(&self) -> impl Iterator<Item = Duration> {
-        ExponentialBuilder::default()
-            .with_min_delay(Duration::from_millis(50))
-            .with_max_delay(Duration::from_secs(1))
-            .with_jitter()
-            .without_max_times()
-            .build()
     }
 
     /// Decodes pages and hands them on; false when the consumer has gone.
