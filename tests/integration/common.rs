@@ -249,12 +249,21 @@ pub fn peak_rss(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// `GET /v1/query/{id}` of the coordinator at `base`: the query's info.
+pub async fn query_info(base: &str, id: &str) -> Value {
+    reqwest::get(format!("{base}/v1/query/{id}"))
+        .await
+        .expect("coordinator answers")
+        .json()
+        .await
+        .expect("query info JSON")
+}
+
 /// Waits (bounded) until the query is FINISHED or FAILED and returns its info.
 pub async fn wait_for_query_end(base: &str, id: &str) -> Value {
-    let http = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let info: Value = http.get(format!("{base}/v1/query/{id}")).send().await.unwrap().json().await.unwrap();
+        let info = query_info(base, id).await;
         if info["state"] == "FAILED" || info["state"] == "FINISHED" {
             return info;
         }

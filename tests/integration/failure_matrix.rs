@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::common::{spawn, Cluster};
+use super::common::{query_info, spawn, Cluster};
 use flotilla::client::ClientError;
 use serde_json::{json, Value};
 
@@ -25,17 +25,9 @@ pub const KINDS: [&str; 5] = [
 
 /// The leaf, an intermediate and the root-feeding stage of QUERY, from a clean run.
 pub async fn stage_positions(cluster: &Cluster) -> Vec<(&'static str, u64)> {
-    let http = reqwest::Client::new();
     let out = cluster.client("sf0_1").execute(QUERY).await.expect("clean run");
     assert_eq!(out.rows.len(), 25, "one row per nation");
-    let info: Value = http
-        .get(format!("{}/v1/query/{}", cluster.coordinator.url, out.id))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let info = query_info(&cluster.coordinator.url, &out.id).await;
     let stages = info["stages"].as_array().expect("stages").clone();
     let leaf = stages.iter().find(|s| s["inputs"].as_array().unwrap().is_empty()).expect("a leaf stage");
     let feeding_root = stages.iter().find(|s| s["consumer"] == json!(0)).expect("a stage feeding the root");

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::common::{assert_same_rows, oracle, peak_rss, wait_for_query_end, Cluster, BIN};
+use super::common::{assert_same_rows, oracle, peak_rss, query_info, wait_for_query_end, Cluster, BIN};
 
 /// Follows `nextUri`, sending every request twice at once (a client retrying a
 /// request that timed out); both answers must be the same page.
@@ -91,15 +91,7 @@ async fn finished_queries_show_finished_tasks_and_the_cli_takes_leading_comments
     let cluster = Cluster::start(2, &[]).await;
     let sql = "SELECT n_regionkey, count(*) FROM nation GROUP BY n_regionkey";
     let got = cluster.client("tiny").execute(sql).await.expect("query");
-    let http = reqwest::Client::new();
-    let info: Value = http
-        .get(format!("{}/v1/query/{}", cluster.coordinator.url, got.id))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let info = query_info(&cluster.coordinator.url, &got.id).await;
     let stages = info["stages"].as_array().expect("stages");
     assert!(!stages.is_empty());
     for stage in stages {

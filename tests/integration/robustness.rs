@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::common::{assert_same_rows, cpu_seconds, oracle, wait_for_query_end, Cluster};
+use super::common::{assert_same_rows, cpu_seconds, oracle, query_info, wait_for_query_end, Cluster};
 
 /// 2.25 * 10^10 row pairs: minutes of CPU on this machine, so it is still running
 /// whenever the test looks.
@@ -74,7 +74,7 @@ async fn busy_workers_answer_stay_alive_and_a_cancel_frees_their_cores() {
     }
     println!("GET /v1/task under a CPU-bound join: slowest answer {slowest:?}");
     assert!(slowest < Duration::from_secs(2), "the task API took {slowest:?} to answer under load");
-    let info: Value = http.get(format!("{base}/v1/query/{id}")).send().await.unwrap().json().await.unwrap();
+    let info = query_info(&base, &id).await;
     assert_eq!(info["state"], "RUNNING", "the join should still run: {}", info["error"]);
 
     let cancelled = Instant::now();
@@ -186,7 +186,7 @@ async fn a_query_still_planning_is_cancelled_and_planning_time_is_limited() {
     // Planning this takes seconds (the optimizer is superlinear in expression depth).
     let slow = format!("SELECT count(*) FROM nation WHERE n_nationkey{} > 0", " + 1".repeat(490));
     let id = cluster.start_statement("tiny", &slow).await;
-    let info: Value = http.get(format!("{base}/v1/query/{id}")).send().await.unwrap().json().await.unwrap();
+    let info = query_info(&base, &id).await;
     assert_eq!(info["state"], "PLANNING", "{info}");
     let asked = Instant::now();
     http.delete(format!("{base}/v1/query/{id}")).send().await.unwrap();
