@@ -278,7 +278,6 @@ impl StatementClient {
             outcome.stats = std::mem::take(&mut page.stats);
             let Some(next) = page.next_uri.take() else {
                 check_row_widths(&outcome)?;
-                *self.current.lock() = None;
                 return Ok(outcome);
             };
             if idle_pages > 1 {

@@ -100,6 +100,16 @@ fn duration(name: &str, v: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// One of a fixed set of words, e.g. `phased` or `all-at-once`.
+fn choice<T: Copy>(name: &str, v: &str, options: &[(&str, T)]) -> Result<T, String> {
+    if let Some((_, t)) = options.iter().find(|(word, _)| *word == v) {
+        return Ok(*t);
+    }
+    let words: Vec<&str> = options.iter().map(|(word, _)| *word).collect();
+    let (last, rest) = words.split_last().expect("a choice has options");
+    Err(format!("session property '{name}' is {} or {last}, got '{v}'", rest.join(", ")))
+}
+
 /// The properties a user may set, with their defaults and ranges.
 pub const SESSION_PROPERTIES: &[PropertyDef] = &[
     PropertyDef {
@@ -107,12 +117,8 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         default: "phased",
         description: "`phased` (Trino's phases: build before probe) or `all-at-once`",
         set: |p, v| {
-            p.execution_policy = match v {
-                "phased" => ExecutionPolicy::Phased,
-                "all-at-once" => ExecutionPolicy::AllAtOnce,
-                _ => return Err(format!("session property 'execution_policy' is phased or all-at-once, got '{v}'")),
-            };
-            Ok(())
+            let options = [("phased", ExecutionPolicy::Phased), ("all-at-once", ExecutionPolicy::AllAtOnce)];
+            Ok(p.execution_policy = choice("execution_policy", v, &options)?)
         },
     },
     PropertyDef {
@@ -156,13 +162,8 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         default: "none",
         description: "`none`, `query` or `task` (see Failures)",
         set: |p, v| {
-            p.retry_policy = match v {
-                "none" => RetryPolicy::None,
-                "query" => RetryPolicy::Query,
-                "task" => RetryPolicy::Task,
-                _ => return Err(format!("session property 'retry_policy' is none, query or task, got '{v}'")),
-            };
-            Ok(())
+            let options = [("none", RetryPolicy::None), ("query", RetryPolicy::Query), ("task", RetryPolicy::Task)];
+            Ok(p.retry_policy = choice("retry_policy", v, &options)?)
         },
     },
     PropertyDef {
@@ -274,7 +275,12 @@ mod tests {
     #[test]
     fn bad_values_name_the_property_and_its_range() {
         assert!(parse(&[("stage_retry_attempts", "-1")]).unwrap_err().contains("stage_retry_attempts"));
-        assert!(parse(&[("execution_policy", "sometimes")]).unwrap_err().contains("execution_policy"));
+        assert!(parse(&[("execution_policy", "sometimes")])
+            .unwrap_err()
+            .contains("'execution_policy' is phased or all-at-once"));
+        assert!(parse(&[("retry_policy", "often")])
+            .unwrap_err()
+            .contains("'retry_policy' is none, query or task, got 'often'"));
         assert!(parse(&[("batch_size", "1000000000000")]).unwrap_err().contains("between 1 and 1048576"));
         assert!(parse(&[("hash_partition_count", "1000000000")])
             .unwrap_err()
@@ -294,6 +300,12 @@ mod tests {
                 .iter()
                 .find(|l| l.starts_with(&format!("| `{}` |", def.name)))
                 .unwrap_or_else(|| panic!("README has no row for {}", def.name));
+            assert!(
+                row.contains(def.description),
+                "README row for {} lacks its meaning '{}': {row}",
+                def.name,
+                def.description
+            );
             assert!(
                 row.contains(&format!("| {} |", def.default)),
                 "README row for {} lacks its default {}: {row}",

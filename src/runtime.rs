@@ -76,12 +76,11 @@ where
 /// Stack of planning threads: only touched pages take memory.
 pub const PLANNING_STACK: usize = 256 << 20;
 
-/// Executes one partition of `plan` on the compute runtime and returns its stream to
-/// a caller on the control runtime (the coordinator's root stage). Batches cross over
+/// Executes `plan` on the compute runtime and returns its stream to a caller on the
+/// control runtime (the coordinator's root stage, a query that reads no tables). Batches cross over
 /// a small channel; dropping the stream stops the work.
 pub fn execute_on_compute(
     plan: std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>,
-    partition: usize,
     ctx: std::sync::Arc<datafusion::execution::TaskContext>,
 ) -> datafusion::physical_plan::SendableRecordBatchStream {
     use datafusion::common::runtime::SpawnedTask;
@@ -89,7 +88,8 @@ pub fn execute_on_compute(
     let (tx, rx) = tokio::sync::mpsc::channel(2);
     let schema = plan.schema();
     let producer = async move {
-        let mut stream = match plan.execute(partition, ctx) {
+        // All partitions as one stream (the root stages have one).
+        let mut stream = match datafusion::physical_plan::execute_stream(plan, ctx) {
             Ok(s) => s,
             Err(e) => {
                 let _ = tx.send(Err(e)).await;

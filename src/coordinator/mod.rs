@@ -202,9 +202,8 @@ impl CoordinatorState {
             false => self.bound.to_string(),
         };
         if self.config.process_forwarded {
-            match headers.get("x-forwarded-proto").and_then(|h| h.to_str().ok()).map(str::trim) {
-                Some("https") => scheme = "https",
-                Some("http") | None | Some(_) => {}
+            if headers.get("x-forwarded-proto").and_then(|h| h.to_str().ok()).map(str::trim) == Some("https") {
+                scheme = "https";
             }
             if let Some(h) = get("x-forwarded-host").or_else(|| get("host")) {
                 authority = h.to_string();
@@ -307,15 +306,7 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
     let app = router(state.clone());
     let (stop, mut stopped) = watch::channel(false);
     let reaper = state.clone();
-    let mut reaper_stop = stop.subscribe();
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(500)) => reaper.abandon_idle_queries(),
-                _ = reaper_stop.wait_for(|s| *s) => break,
-            }
-        }
-    });
+    crate::util::every(Duration::from_millis(500), stop.subscribe(), move || reaper.abandon_idle_queries());
     let server = tokio::spawn(async move {
         let shutdown = async move {
             let _ = stopped.wait_for(|s| *s).await;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
+use datafusion::physical_plan::ExecutionPlan;
 use futures::StreamExt;
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -288,45 +288,9 @@ impl QueryExecution {
 
 /// Runs the query to a final state.
 pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
-    // Session properties are parsed and checked once, here; a bad one fails the query.
-    let mut properties = q.session.properties.clone();
-    let inject_panic = properties.remove(INJECT_RUNNER_PANIC).is_some() && coord.config.enable_failure_injection;
-    let props = match SessionProperties::parse(&properties) {
-        Ok(p) => p,
-        Err(m) => {
-            q.fail(QueryError::new(ErrorCode::InvalidSessionProperty, m));
-            crate::metrics::QUERY_LATENCY.observe(q.elapsed().as_secs_f64());
-            return;
-        }
-    };
-    let run = Run { props, session: properties, inject_panic };
-    // retry_policy=query: a retryable failure before any row reached the client runs
-    // the whole query again, a bounded number of times.
-    let attempts = match run.props.retry_policy {
-        RetryPolicy::Query => run.props.query_retry_attempts.saturating_add(1),
-        _ => 1,
-    };
-    let mut attempt = 0;
-    let outcome = loop {
-        let outcome = tokio::select! {
-            r = execute(&coord, &q, &run, attempt) => r,
-            _ = q.cancelled() => Err(q.cancel_reason.lock().clone().unwrap_or_else(|| QueryError::new(ErrorCode::UserCanceled, "Query was canceled"))),
-        };
-        // Tasks are deleted inside `execute` on every path it finishes; a cancel that
-        // dropped it mid-way leaves the stages' tasks, which are removed here.
-        if outcome.is_err() {
-            remove_stage_tasks(&q).await;
-        }
-        match outcome {
-            Err(e) if attempt + 1 < attempts && e.is_retryable() && q.output_rows() == 0 && !*q.cancel.borrow() => {
-                tracing::warn!(query = %q.id, attempt, "query attempt failed, retrying: {e}");
-                attempt += 1;
-                q.retries.fetch_add(1, Ordering::Relaxed);
-                // Give the node manager time to notice a lost worker before replanning.
-                tokio::time::sleep(Duration::from_millis(500 * attempt as u64)).await;
-            }
-            other => break other,
-        }
+    let outcome = match prepare_run(&coord, &q) {
+        Ok(run) => run_attempts(&coord, &q, &run).await,
+        Err(e) => Err(e),
     };
     match outcome {
         Ok(()) => {
@@ -336,6 +300,47 @@ pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
         Err(e) => q.fail(e),
     }
     crate::metrics::QUERY_LATENCY.observe(q.elapsed().as_secs_f64());
+}
+
+/// Session properties are parsed and checked once, here; a bad one fails the query.
+fn prepare_run(coord: &CoordinatorState, q: &QueryExecution) -> Result<Run, QueryError> {
+    let mut properties = q.session.properties.clone();
+    let inject_panic = properties.remove(INJECT_RUNNER_PANIC).is_some() && coord.config.enable_failure_injection;
+    let props =
+        SessionProperties::parse(&properties).map_err(|m| QueryError::new(ErrorCode::InvalidSessionProperty, m))?;
+    Ok(Run { props, session: properties, inject_panic })
+}
+
+/// Runs the query, again under retry_policy=query, until an attempt's outcome is final.
+async fn run_attempts(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, run: &Run) -> Result<(), QueryError> {
+    // retry_policy=query: a retryable failure before any row reached the client runs
+    // the whole query again, a bounded number of times.
+    let attempts = match run.props.retry_policy {
+        RetryPolicy::Query => run.props.query_retry_attempts.saturating_add(1),
+        _ => 1,
+    };
+    let mut attempt = 0;
+    loop {
+        let outcome = tokio::select! {
+            r = execute(coord, q, run, attempt) => r,
+            _ = q.cancelled() => Err(q.cancel_reason.lock().clone().unwrap_or_else(|| QueryError::new(ErrorCode::UserCanceled, "Query was canceled"))),
+        };
+        // Tasks are deleted inside `execute` on every path it finishes; a cancel that
+        // dropped it mid-way leaves the stages' tasks, which are removed here.
+        if outcome.is_err() {
+            remove_stage_tasks(q).await;
+        }
+        match outcome {
+            Err(e) if attempt + 1 < attempts && e.is_retryable() && q.output_rows() == 0 && !*q.cancel.borrow() => {
+                tracing::warn!(query = %q.id, attempt, "query attempt failed, retrying: {e}");
+                attempt += 1;
+                q.retries.fetch_add(1, Ordering::Relaxed);
+                // Give the node manager time to notice a lost worker before replanning.
+                tokio::time::sleep(Duration::from_millis(500 * attempt as u64)).await;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// The runner of `q` panicked: the query fails and its tasks go.
@@ -412,11 +417,7 @@ async fn execute(
         q.transition(QueryState::Running);
         // On the compute runtime, like every other execution: a constant query can be
         // big (`range(1e11)`), and must not starve the control plane.
-        let physical: Arc<dyn ExecutionPlan> = match physical.output_partitioning().partition_count() {
-            1 => physical,
-            _ => Arc::new(datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec::new(physical)),
-        };
-        let mut stream = crate::runtime::execute_on_compute(physical, 0, ctx.task_ctx());
+        let mut stream = crate::runtime::execute_on_compute(physical, ctx.task_ctx());
         while let Some(b) = stream.next().await {
             let b = b.map_err(|e| QueryError::new(ErrorCode::ExecutionError, e.to_string()))?;
             if !q.emit(b).await {
@@ -548,7 +549,7 @@ async fn run_stages(
 ) -> Result<u64, RunFailure> {
     let task_ctx = ctx.task_ctx();
     let pump = async {
-        let mut stream = crate::runtime::execute_on_compute(root, 0, task_ctx);
+        let mut stream = crate::runtime::execute_on_compute(root, task_ctx);
         q.transition(QueryState::Running);
         let mut rows = 0u64;
         while let Some(batch) = stream.next().await {

@@ -78,7 +78,7 @@ impl RootStage for SpooledRootStage {
         async move {
             let fatal = |e: &datafusion::error::DataFusionError| RootFailure::Fatal(root_error(e));
             let plan = plan.map_err(|e| fatal(&e))?;
-            let mut stream = crate::runtime::execute_on_compute(plan, 0, task_ctx);
+            let mut stream = crate::runtime::execute_on_compute(plan, task_ctx);
             q.transition(QueryState::Running);
             let mut held = Vec::new();
             let mut held_bytes = 0usize;

@@ -12,7 +12,6 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use serde_json::{json, Value};
 
 use super::execute_immediate::{bind, parse_prepared, PreparedStatement};
@@ -96,8 +95,7 @@ pub async fn post_statement(
             ),
         );
         let q = coord.submit_failed(sql.chars().take(1000).collect(), session_from_headers(&headers)?, error);
-        let doc = results_document(&q, &coord.base_url(&headers), 0, Vec::new(), true);
-        return Ok(Json(doc).into_response());
+        return first_page(&coord, &q, &headers).await;
     }
     if sql.is_empty() {
         return Err(CoordinatorError::BadRequest("empty statement".into()));
@@ -120,16 +118,24 @@ pub async fn post_statement(
         None => {}
     }
     let q = coord.submit(sql, session);
-    let base = coord.base_url(&headers);
-    let page = serialize(&results_document(&q, &base, 0, Vec::new(), false))?;
-    q.paging.lock().await.page = Some(page.clone());
-    let mut resp = json_bytes(page);
+    let mut resp = first_page(&coord, &q, &headers).await?;
     for (name, value) in response_headers {
         if let Ok(v) = axum::http::HeaderValue::from_str(&value) {
             resp.headers_mut().insert(name, v);
         }
     }
     Ok(resp)
+}
+
+/// The answer to `POST /v1/statement`: page 0 of the query, kept as its current page.
+async fn first_page(
+    coord: &CoordinatorState,
+    q: &Arc<QueryExecution>,
+    headers: &HeaderMap,
+) -> Result<Response, CoordinatorError> {
+    let page = serialize(&results_document(q, &coord.base_url(headers), 0, Vec::new(), false))?;
+    q.paging.lock().await.page = Some(page.clone());
+    Ok(json_bytes(page))
 }
 
 /// `X-Trino-Prepared-Statement: name=form-encoded statement, ...`

@@ -165,16 +165,8 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
     });
     let reaper = manager.clone();
     let client_timeout = config.task_client_timeout;
-    let mut reaper_stop = stop.subscribe();
-    tokio::spawn(async move {
-        let period = (client_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(period) => { reaper.expire_abandoned(client_timeout); }
-                _ = reaper_stop.wait_for(|s| *s) => break,
-            }
-        }
-    });
+    let period = (client_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
+    crate::util::every(period, stop.subscribe(), move || reaper.expire_abandoned(client_timeout));
     let announcement = Announcement { node_id: node_id.clone(), url: url.clone() };
     let target = format!("{}/v1/announcement", config.coordinator);
     let period = config.heartbeat;

@@ -84,16 +84,13 @@ impl SqlTaskManager {
         Ok(task)
     }
 
-    /// Aborts and forgets every task no client has asked about for `timeout` (Trino's
-    /// `task.client.timeout`): its coordinator is gone (killed, restarted) or lost
-    /// track of it. The coordinator polls each task it owns until its query ends, so
-    /// a live query's tasks are never idle that long. Returns the expired ids.
-    pub fn expire_abandoned(&self, timeout: Duration) -> Vec<TaskId> {
-        let expired: Vec<Arc<SqlTask>> = {
-            let mut tasks = self.tasks.write();
-            let ids: Vec<TaskId> = tasks.iter().filter(|(_, t)| t.idle() > timeout).map(|(id, _)| id.clone()).collect();
-            ids.iter().filter_map(|id| tasks.remove(id)).collect()
-        };
+    /// Fails (`ABANDONED_TASK`) and forgets every task no client has asked about for
+    /// `timeout` (Trino's `task.client.timeout`): its coordinator is gone (killed,
+    /// restarted) or lost track of it. The coordinator polls each task it owns until
+    /// its query ends, so a live query's tasks are never idle that long.
+    pub fn expire_abandoned(&self, timeout: Duration) {
+        let expired: Vec<Arc<SqlTask>> =
+            self.tasks.write().extract_if(|_, t| t.idle() > timeout).map(|(_, t)| t).collect();
         for t in &expired {
             tracing::warn!(task = %t.id(), "no client asked about the task for {timeout:?}; abandoning it");
             if t.state().is_done() {
@@ -102,7 +99,6 @@ impl SqlTaskManager {
                 t.abandon(timeout);
             }
         }
-        expired.iter().map(|t| t.id().clone()).collect()
     }
 
     /// Creates the task on its first request, or applies an update to it.
