@@ -124,6 +124,7 @@ pub async fn run_tpch(
 /// until every task exists on a worker (the median of `iterations`).
 pub async fn run_scheduling(stages: usize, tasks: usize, workers: usize, iterations: usize) -> Result<(), String> {
     use crate::cluster::node_manager::WorkerNode;
+    use crate::coordinator::remote_task::HttpRemoteTaskFactory;
     use crate::exchange::client::{ExchangeClient, ExchangeConfig, ExchangeStats};
     use crate::exchange::remote_source::SourceLocations;
     use crate::plan::fragmenter::{Fragment, FragmentOutput, FragmentedPlan};
@@ -160,15 +161,20 @@ pub async fn run_scheduling(stages: usize, tasks: usize, workers: usize, iterati
         let settings = SchedulerSettings {
             query_id: format!("bench_{iteration}_{}", crate::util::random_suffix(5)),
             attempt: 0,
-            http: cluster.coordinator.state.http.clone(),
+            remote_tasks: Arc::new(HttpRemoteTaskFactory {
+                http: cluster.coordinator.state.http.clone(),
+                max_error_duration: Duration::from_secs(10),
+            }),
             workers: slots.clone(),
             node_scheduler: Arc::new(NodeScheduler::new()),
             session: Default::default(),
-            max_error_duration: Duration::from_secs(10),
             nodes: None,
         };
-        let client =
-            ExchangeClient::new(settings.http.clone(), ExchangeConfig::default(), Arc::new(ExchangeStats::default()));
+        let client = ExchangeClient::new(
+            cluster.coordinator.state.http.clone(),
+            ExchangeConfig::default(),
+            Arc::new(ExchangeStats::default()),
+        );
         let sink = Arc::new(SourceLocations::new(0, client));
         let stage_ids = plan.worker_stages();
         let mut scheduler =

@@ -118,44 +118,44 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         description: "`phased` (Trino's phases: build before probe) or `all-at-once`",
         set: |p, v| {
             let options = [("phased", ExecutionPolicy::Phased), ("all-at-once", ExecutionPolicy::AllAtOnce)];
-            Ok(p.execution_policy = choice("execution_policy", v, &options)?)
+            { p.execution_policy = choice("execution_policy", v, &options)?; Ok(()) }
         },
     },
     PropertyDef {
         name: "batch_size",
         default: "8192",
         description: "rows per batch inside tasks (1 to 1048576)",
-        set: |p, v| Ok(p.batch_size = Some(count("batch_size", v, 1, MAX_BATCH_SIZE)?)),
+        set: |p, v| { p.batch_size = Some(count("batch_size", v, 1, MAX_BATCH_SIZE)?); Ok(()) },
     },
     PropertyDef {
         name: "hash_partition_count",
         default: "workers x cores",
         description: "partitions of hash exchanges, the query's H (1 to 4096); by default live workers x the coordinator's cores, at least 2 per worker",
-        set: |p, v| Ok(p.hash_partition_count = Some(count("hash_partition_count", v, 1, MAX_HASH_PARTITIONS)?)),
+        set: |p, v| { p.hash_partition_count = Some(count("hash_partition_count", v, 1, MAX_HASH_PARTITIONS)?); Ok(()) },
     },
     PropertyDef {
         name: "output_buffer_max_bytes",
         default: "worker's (32MB)",
         description: "bytes a task's output buffer holds before its producer waits (1KB to 4GB)",
-        set: |p, v| Ok(p.output_buffer_max_bytes = Some(bytes("output_buffer_max_bytes", v)?)),
+        set: |p, v| { p.output_buffer_max_bytes = Some(bytes("output_buffer_max_bytes", v)?); Ok(()) },
     },
     PropertyDef {
         name: "exchange_max_buffer_bytes",
         default: "32MB",
         description: "bytes a consumer buffers from its upstream tasks (1KB to 4GB)",
-        set: |p, v| Ok(p.exchange_max_buffer_bytes = Some(bytes("exchange_max_buffer_bytes", v)?)),
+        set: |p, v| { p.exchange_max_buffer_bytes = Some(bytes("exchange_max_buffer_bytes", v)?); Ok(()) },
     },
     PropertyDef {
         name: "exchange_max_error_duration",
         default: "10s",
         description: "how long an exchange or task link may fail before the query fails",
-        set: |p, v| Ok(p.exchange_max_error_duration = Some(duration("exchange_max_error_duration", v)?)),
+        set: |p, v| { p.exchange_max_error_duration = Some(duration("exchange_max_error_duration", v)?); Ok(()) },
     },
     PropertyDef {
         name: "query_max_planning_time",
         default: "10m",
         description: "how long planning may take before the query fails with `EXCEEDED_TIME_LIMIT`",
-        set: |p, v| Ok(p.query_max_planning_time = duration("query_max_planning_time", v)?),
+        set: |p, v| { p.query_max_planning_time = duration("query_max_planning_time", v)?; Ok(()) },
     },
     PropertyDef {
         name: "retry_policy",
@@ -163,26 +163,26 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         description: "`none`, `query` or `task` (see Failures)",
         set: |p, v| {
             let options = [("none", RetryPolicy::None), ("query", RetryPolicy::Query), ("task", RetryPolicy::Task)];
-            Ok(p.retry_policy = choice("retry_policy", v, &options)?)
+            { p.retry_policy = choice("retry_policy", v, &options)?; Ok(()) }
         },
     },
     PropertyDef {
         name: "query_retry_attempts",
         default: "4",
         description: "times `query` runs a failed query again (0 to 100)",
-        set: |p, v| Ok(p.query_retry_attempts = count("query_retry_attempts", v, 0, MAX_RETRY_ATTEMPTS)?),
+        set: |p, v| { p.query_retry_attempts = count("query_retry_attempts", v, 0, MAX_RETRY_ATTEMPTS)?; Ok(()) },
     },
     PropertyDef {
         name: "task_retry_attempts",
         default: "4",
         description: "times `task` retries one partition's task (0 to 100)",
-        set: |p, v| Ok(p.task_retry_attempts = count("task_retry_attempts", v, 0, MAX_RETRY_ATTEMPTS)?),
+        set: |p, v| { p.task_retry_attempts = count("task_retry_attempts", v, 0, MAX_RETRY_ATTEMPTS)?; Ok(()) },
     },
     PropertyDef {
         name: "stage_retry_attempts",
         default: "4",
         description: "times `task` restarts a stage after fetch failures (0 to 100)",
-        set: |p, v| Ok(p.stage_retry_attempts = count("stage_retry_attempts", v, 0, MAX_RETRY_ATTEMPTS)?),
+        set: |p, v| { p.stage_retry_attempts = count("stage_retry_attempts", v, 0, MAX_RETRY_ATTEMPTS)?; Ok(()) },
     },
 ];
 

@@ -174,6 +174,17 @@ impl ErrorBudget {
     }
 }
 
+/// reqwest's errors print their source chain poorly; say which kind of failure it was.
+pub fn describe_request_error(e: &reqwest::Error) -> String {
+    if e.is_timeout() {
+        format!("request timed out ({e})")
+    } else if e.is_connect() {
+        format!("connection failed ({e})")
+    } else {
+        e.to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -252,7 +252,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Sql { server, query } => run_queries(&server, &query).await,
         Command::TpchGen { scale, output, format } => {
-            if !(scale > 0.0) {
+            if scale.is_nan() || scale <= 0.0 {
                 return Err(format!("scale factor must be positive, got {scale}"));
             }
             let folders = flotilla::generate::generate(scale, std::path::Path::new(&output), format).await?;

@@ -24,8 +24,16 @@ pub struct NodeState {
 }
 
 #[derive(Debug)]
+struct Entry {
+    url: String,
+    seen: Instant,
+    /// Known gone before its heartbeats ran out.
+    lost: bool,
+}
+
+#[derive(Debug)]
 pub struct NodeManager {
-    nodes: RwLock<HashMap<String, (String, Instant)>>,
+    nodes: RwLock<HashMap<String, Entry>>,
     timeout: Duration,
 }
 
@@ -36,15 +44,16 @@ impl NodeManager {
 
     /// Records a heartbeat; a worker that restarts on a new address replaces the old.
     pub fn announce(&self, node_id: &str, url: &str) {
-        self.nodes.write().insert(node_id.to_string(), (url.trim_end_matches('/').to_string(), Instant::now()));
+        let entry = Entry { url: url.trim_end_matches('/').to_string(), seen: Instant::now(), lost: false };
+        self.nodes.write().insert(node_id.to_string(), entry);
     }
 
     pub fn live_workers(&self) -> Vec<WorkerNode> {
         let nodes = self.nodes.read();
         let mut v: Vec<WorkerNode> = nodes
             .iter()
-            .filter(|(_, (_, seen))| seen.elapsed() <= self.timeout)
-            .map(|(id, (url, _))| WorkerNode { node_id: id.clone(), url: url.clone() })
+            .filter(|(_, e)| self.alive(e))
+            .map(|(id, e)| WorkerNode { node_id: id.clone(), url: e.url.clone() })
             .collect();
         v.sort_by(|a, b| a.node_id.cmp(&b.node_id));
         v
@@ -54,19 +63,36 @@ impl NodeManager {
         self.timeout
     }
 
+    /// Forgets a worker at once: it is known to be gone (its address refuses
+    /// connections) or is leaving. A later announcement brings it back.
+    pub fn mark_lost(&self, node_id: &str) {
+        if let Some(e) = self.nodes.write().get_mut(node_id) {
+            e.lost = true;
+        }
+    }
+
+    fn alive(&self, e: &Entry) -> bool {
+        !e.lost && e.seen.elapsed() <= self.timeout
+    }
+
+    /// Why a task on a lost worker failed, for the query's error.
+    pub fn lost_message(&self, worker: &WorkerNode) -> String {
+        format!("worker {} ({}) is lost: no heartbeat within {:?}", worker.node_id, worker.url, self.timeout)
+    }
+
     pub fn is_alive(&self, node_id: &str) -> bool {
-        self.nodes.read().get(node_id).map(|(_, seen)| seen.elapsed() <= self.timeout).unwrap_or(false)
+        self.nodes.read().get(node_id).is_some_and(|e| self.alive(e))
     }
 
     pub fn all(&self) -> Vec<NodeState> {
         let nodes = self.nodes.read();
         let mut v: Vec<NodeState> = nodes
             .iter()
-            .map(|(id, (url, seen))| NodeState {
+            .map(|(id, e)| NodeState {
                 node_id: id.clone(),
-                url: url.clone(),
-                alive: seen.elapsed() <= self.timeout,
-                last_seen_ms_ago: seen.elapsed().as_millis() as u64,
+                url: e.url.clone(),
+                alive: self.alive(e),
+                last_seen_ms_ago: e.seen.elapsed().as_millis() as u64,
             })
             .collect();
         v.sort_by(|a, b| a.node_id.cmp(&b.node_id));
@@ -93,5 +119,12 @@ mod tests {
         assert!(!m.is_alive("w1"));
         m.announce("w1", "http://127.0.0.1:1");
         assert!(m.is_alive("w1"));
+        // Known gone: lost at once, listed as lost, back when it announces again.
+        m.mark_lost("w2");
+        assert!(!m.is_alive("w2"));
+        assert_eq!(m.live_workers().len(), 1);
+        assert!(m.all().iter().any(|n| n.node_id == "w2" && !n.alive));
+        m.announce("w2", "http://127.0.0.1:2");
+        assert!(m.is_alive("w2"));
     }
 }

@@ -8,6 +8,7 @@ pub mod metadata;
 pub mod planner;
 pub mod planning;
 pub mod query;
+pub mod remote_task;
 pub mod root_stage;
 pub mod statement;
 pub mod ui;

@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::planner::{planning_error, session_context, QueryError, SessionSpec};
 use super::planning::Planned;
+use super::remote_task::HttpRemoteTaskFactory;
 use super::root_stage::SpooledRootStage;
 use super::CoordinatorState;
 use crate::config::{ExecutionPolicy, RetryPolicy, SessionProperties};
@@ -29,7 +30,8 @@ use crate::protocol::SourceUpdate;
 use crate::scheduling::fault_tolerant::{FaultTolerantQueryScheduler, RetryLimits};
 use crate::scheduling::phased::{AllAtOnceExecutionSchedule, ExecutionSchedule, PhasedExecutionSchedule};
 use crate::scheduling::pipelined::{
-    PipelinedQueryScheduler, RootSourceSink, SchedulerError, SchedulerSettings, StageExecution, StageInfo,
+    pick_root_cause, PipelinedQueryScheduler, RootSourceSink, SchedulerError, SchedulerSettings, StageExecution,
+    StageInfo,
 };
 use crate::scheduling::state_machine::{QueryState, StateKind, StateMachine};
 
@@ -438,15 +440,26 @@ async fn execute(
     let settings = SchedulerSettings {
         query_id: q.id.clone(),
         attempt,
-        http: coord.http.clone(),
+        remote_tasks: Arc::new(HttpRemoteTaskFactory {
+            http: coord.http.clone(),
+            max_error_duration: exchange.max_error_duration,
+        }),
         workers,
         node_scheduler: coord.node_scheduler.clone(),
         session: run.session.clone(),
-        max_error_duration: exchange.max_error_duration,
         nodes: Some(coord.nodes.clone()),
     };
     if props.retry_policy == RetryPolicy::Task {
-        return execute_fault_tolerant(coord, q, props, fragmented, settings, exchange, &ctx, analyze).await;
+        let limits = RetryLimits::from_properties(props, coord.config.partitions_per_worker);
+        let root = Arc::new(SpooledRootStage::new(
+            q.clone(),
+            fragmented.root().plan.clone(),
+            ctx.task_ctx(),
+            coord.exchange_http.clone(),
+            exchange,
+            analyze,
+        ));
+        return execute_fault_tolerant(q, limits, fragmented, settings, root, analyze).await;
     }
     let stage_ids = fragmented.worker_stages();
     let schedule: Box<dyn ExecutionSchedule> = match props.execution_policy {
@@ -473,15 +486,14 @@ async fn execute(
             None => Ok(()),
         },
         Err(RunFailure::Scheduler(SchedulerError::TaskFailed(report))) => {
-            let best =
-                scheduler.pick_root_cause(std::iter::once(report).chain(reported).collect()).expect("one report");
+            let best = pick_root_cause(std::iter::once(*report).chain(reported).collect()).expect("one report");
             Err(task_failure_error(&best))
         }
         Err(RunFailure::Scheduler(e @ SchedulerError::RemoteTask(_))) => {
             Err(QueryError::new(ErrorCode::TooManyRequestsFailed, e.to_string()))
         }
         Err(RunFailure::Scheduler(e)) => Err(QueryError::new(ErrorCode::RemoteTaskError, e.to_string())),
-        Err(RunFailure::Root(e)) => match scheduler.pick_root_cause(reported) {
+        Err(RunFailure::Root(e)) => match pick_root_cause(reported) {
             Some(best) if ErrorCode::parse(&best.failure.code) != Some(ErrorCode::RemoteTaskFailed) => {
                 Err(task_failure_error(&best))
             }
@@ -493,29 +505,18 @@ async fn execute(
 /// retry_policy=task: the `FaultTolerantQueryScheduler` runs every stage, the root
 /// included, recomputing what fails.
 async fn execute_fault_tolerant(
-    coord: &Arc<CoordinatorState>,
     q: &Arc<QueryExecution>,
-    props: &SessionProperties,
+    limits: RetryLimits,
     fragmented: Arc<FragmentedPlan>,
     settings: SchedulerSettings,
-    exchange: crate::exchange::client::ExchangeConfig,
-    ctx: &datafusion::prelude::SessionContext,
+    root: Arc<SpooledRootStage>,
     analyze: bool,
 ) -> Result<(), QueryError> {
-    let limits = RetryLimits::from_properties(props, coord.config.partitions_per_worker);
     let mut scheduler = FaultTolerantQueryScheduler::new(settings, limits, fragmented.clone())
         .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
     *q.stages.lock() = scheduler.stages();
     *q.graph.lock() = Some(scheduler.display());
     q.transition(QueryState::Starting);
-    let root = Arc::new(SpooledRootStage::new(
-        q.clone(),
-        fragmented.root().plan.clone(),
-        ctx.task_ctx(),
-        coord.exchange_http.clone(),
-        exchange,
-        analyze,
-    ));
     let outcome = scheduler.run(root.clone()).await;
     let analysis = analyze.then(|| explain_analyze(&fragmented, &scheduler.stages(), q.elapsed()));
     scheduler.remove_all_tasks(outcome.is_err()).await;

@@ -269,7 +269,7 @@ impl Puller {
             )
             .send()
             .await
-            .map_err(|e| crate::cluster::remote_task::describe_request_error(&e))?;
+            .map_err(|e| crate::http::describe_request_error(&e))?;
         let status = response.status();
         let failed = response.headers().contains_key(protocol::HEADER_TASK_FAILED);
         if failed || status.is_client_error() {

@@ -5,7 +5,7 @@
 //! and what is recomputed; this module is the thin I/O around it:
 //!
 //! - a free slot on a live worker gets `pop_next_task`, launched as a spooled
-//!   `HttpRemoteTask` (one task per stage partition, attempt = the graph's attempt);
+//!   `RemoteTask` (one task per stage partition, attempt = the graph's attempt);
 //! - a finished task is reported `Successful` with its task id as the output path; a
 //!   failed one `Failed`, or `FetchFailed` when it could not read an upstream output;
 //! - a worker that stops sending heartbeats is reported to
@@ -16,7 +16,6 @@
 //!
 //! Built and driven by `QueryExecution` when the session says `retry_policy=task`.
 
-use crate::error_code::ErrorCode;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,11 +28,12 @@ use super::execution_graph::{
     ExecutionGraph, ExecutionStage, GraphEvent, PartitionLocation, StageSpec, TaskAttemptStatus, TaskDescription,
     TaskStatusUpdate, TaskUpdateState,
 };
-use super::pipelined::{output_spec, SchedulerError, SchedulerSettings, StageExecution, TaskFailureReport};
+use super::pipelined::{output_spec, SchedulerError, SchedulerSettings};
+use super::remote_task::{RemoteTask, RemoteTaskError};
+use super::stage_execution::{StageExecution, TaskFailureReport};
 use super::state_machine::{StageState, StateKind};
 use crate::cluster::node_manager::WorkerNode;
-use crate::cluster::remote_task::{HttpRemoteTask, RemoteTaskError};
-use crate::error_code::QueryError;
+use crate::error_code::{ErrorCode, QueryError};
 use crate::plan::fragmenter::FragmentedPlan;
 use crate::protocol::{Base64Bytes, SourceUpdate, TaskFailure, TaskId, TaskState, TaskUpdateRequest, UpstreamTask};
 
@@ -103,11 +103,11 @@ pub struct FaultTolerantQueryScheduler {
     stages: BTreeMap<usize, Arc<StageExecution>>,
     fragments: HashMap<usize, Base64Bytes>,
     /// The attempt of each (stage, partition) the graph has running on a worker.
-    running: HashMap<(usize, usize), Arc<HttpRemoteTask>>,
+    running: HashMap<(usize, usize), Arc<dyn RemoteTask>>,
     /// Attempts the graph dropped, kept alive for `SUPERSEDED_GRACE` before they are
     /// aborted: readers rolled back by one fetch failure are usually about to report
     /// the other unreadable outputs, which saves a rollback per broken worker.
-    superseded: Vec<(Arc<HttpRemoteTask>, Instant)>,
+    superseded: Vec<(Arc<dyn RemoteTask>, Instant)>,
     /// Workers that ran something for this query, by node id.
     workers: HashMap<String, WorkerNode>,
     /// Workers already reported lost (and not used since).
@@ -126,6 +126,7 @@ impl FaultTolerantQueryScheduler {
         limits: RetryLimits,
         plan: Arc<FragmentedPlan>,
     ) -> Result<Self, SchedulerError> {
+        let (changed, _) = watch::channel(0);
         let mut specs = Vec::new();
         let mut stages = BTreeMap::new();
         for id in plan.worker_stages() {
@@ -137,7 +138,7 @@ impl FaultTolerantQueryScheduler {
                 inputs: fragment.inputs.clone(),
                 output_links: vec![fragment.consumer.unwrap_or(0)],
             });
-            stages.insert(id, Arc::new(StageExecution::new(fragment, partitions)));
+            stages.insert(id, Arc::new(StageExecution::with_changes(fragment, partitions, changed.clone())));
         }
         specs.push(StageSpec { stage_id: 0, partitions: 1, inputs: plan.root().inputs.clone(), output_links: vec![] });
         let graph = ExecutionGraph::new(&settings.query_id, specs).map_err(|e| SchedulerError::Graph(e.to_string()))?;
@@ -150,7 +151,6 @@ impl FaultTolerantQueryScheduler {
             fragments.insert(id, Base64Bytes(bytes));
         }
         let workers = settings.workers.iter().map(|w| (w.node_id.clone(), w.clone())).collect();
-        let (changed, _) = watch::channel(0);
         let (stop_pollers, _) = watch::channel(false);
         let display = Arc::new(Mutex::new(graph.to_string()));
         Ok(FaultTolerantQueryScheduler {
@@ -270,11 +270,8 @@ impl FaultTolerantQueryScheduler {
         for node in gone {
             tracing::warn!(query = %self.settings.query_id, worker = %node, "worker lost, recomputing its work");
             self.lost.insert(node.clone());
-            for task in self.running.values().filter(|t| t.worker.node_id == node) {
-                task.mark_failed(
-                    ErrorCode::RemoteHostGone,
-                    format!("worker {} ({}) is lost: no heartbeat within {:?}", node, task.worker.url, nodes.timeout()),
-                );
+            for task in self.running.values().filter(|t| t.worker().node_id == node) {
+                task.mark_failed(ErrorCode::RemoteHostGone, nodes.lost_message(task.worker()));
             }
             self.graph.reset_stages_on_lost_executor(&node).map_err(|e| SchedulerError::Graph(e.to_string()))?;
         }
@@ -287,20 +284,14 @@ impl FaultTolerantQueryScheduler {
         let mut done = Vec::new();
         let mut unreadable = Vec::new();
         for (&(stage, partition), task) in &self.running {
-            let status = task.status();
-            let state = match status.state {
-                TaskState::Finished => TaskUpdateState::Successful { path: task.task_id.to_string() },
+            let state = match task.status().state {
+                TaskState::Finished => TaskUpdateState::Successful { path: task.task_id().to_string() },
                 TaskState::Failed => {
-                    let failure = status.failure.unwrap_or_else(|| TaskFailure {
-                        code: ErrorCode::RemoteTaskError.name().into(),
-                        message: "task failed".into(),
-                        upstream: None,
-                        upstream_url: None,
-                    });
+                    let failure = task.failure().expect("a failed task has a failure");
                     let report = TaskFailureReport {
                         stage,
-                        task: task.task_id.clone(),
-                        worker: task.worker.url.clone(),
+                        task: task.task_id().clone(),
+                        worker: task.worker().url.clone(),
                         failure: failure.clone(),
                     };
                     let update = self.classify(stage, &failure);
@@ -315,14 +306,14 @@ impl FaultTolerantQueryScheduler {
                     update
                 }
                 TaskState::Canceled | TaskState::Aborted => TaskUpdateState::Failed {
-                    reason: format!("task {} was aborted on its worker", task.task_id),
+                    reason: format!("task {} was aborted on its worker", task.task_id()),
                     retryable: true,
                 },
                 _ => continue,
             };
             done.push((stage, partition));
-            let update = TaskStatusUpdate { stage_id: stage, partition, task_attempt: task.task_id.attempt, state };
-            by_executor.entry(task.worker.node_id.clone()).or_default().push(update);
+            let update = TaskStatusUpdate { stage_id: stage, partition, task_attempt: task.task_id().attempt, state };
+            by_executor.entry(task.worker().node_id.clone()).or_default().push(update);
         }
         for key in done {
             self.running.remove(&key);
@@ -343,8 +334,7 @@ impl FaultTolerantQueryScheduler {
     /// read; hand them to the graph as such. For a counted one this changes nothing.
     fn report_unreadable_outputs(&mut self, mut reports: Vec<(TaskId, String)>) {
         for (task, _) in &self.superseded {
-            let status = task.status();
-            let Some(failure) = status.failure.filter(|_| status.state == TaskState::Failed) else { continue };
+            let Some(failure) = task.failure() else { continue };
             let Some(upstream) = failure.upstream.clone() else { continue };
             let executor = self.executor_of(&upstream, failure.upstream_url.as_deref());
             reports.push((upstream, executor));
@@ -384,8 +374,8 @@ impl FaultTolerantQueryScheduler {
             None => self
                 .stages
                 .get(&upstream.stage)
-                .and_then(|s| s.tasks().into_iter().find(|t| &t.task_id == upstream))
-                .map(|t| t.worker.node_id.clone())
+                .and_then(|s| s.tasks().into_iter().find(|t| t.task_id() == upstream))
+                .map(|t| t.worker().node_id.clone())
                 .unwrap_or_default(),
         }
     }
@@ -405,7 +395,7 @@ impl FaultTolerantQueryScheduler {
                     },
                 });
                 report.failure.message = message;
-                return Err(SchedulerError::TaskFailed(report));
+                return Err(SchedulerError::TaskFailed(Box::new(report)));
             }
         }
         Ok(())
@@ -474,7 +464,7 @@ impl FaultTolerantQueryScheduler {
         let now = Instant::now();
         let superseded = &mut self.superseded;
         self.running.retain(|&(stage, partition), task| {
-            let keep = current.contains(&(stage, partition, task.task_id.attempt));
+            let keep = current.contains(&(stage, partition, task.task_id().attempt));
             if !keep {
                 superseded.push((task.clone(), now));
             }
@@ -508,7 +498,7 @@ impl FaultTolerantQueryScheduler {
             .map(|w| {
                 self.limits
                     .slots_per_worker
-                    .saturating_sub(self.running.values().filter(|t| t.worker.node_id == w.node_id).count())
+                    .saturating_sub(self.running.values().filter(|t| t.worker().node_id == w.node_id).count())
             })
             .collect();
         let start = self
@@ -550,14 +540,7 @@ impl FaultTolerantQueryScheduler {
         let stage = self.stages[&stage_id].clone();
         let fragment = &stage.fragment;
         let task_id = TaskId::new(&self.settings.query_id, stage_id, partition, desc.task_attempt);
-        let task = Arc::new(HttpRemoteTask::new(
-            task_id,
-            worker,
-            vec![partition],
-            self.settings.http.clone(),
-            self.settings.max_error_duration,
-            self.changed.clone(),
-        ));
+        let task = stage.add_task(self.settings.remote_tasks.as_ref(), task_id, worker, vec![partition]);
         let request = TaskUpdateRequest {
             fragment: Some(self.fragments[&stage_id].clone()),
             partitions: vec![partition],
@@ -567,12 +550,11 @@ impl FaultTolerantQueryScheduler {
             session: self.settings.session.clone(),
             spool: true,
         };
-        stage.add_task(task.clone());
         self.running.insert((stage_id, partition), task.clone());
         task.mark_creating();
         let stop = self.stop_pollers.subscribe();
         tokio::spawn(async move {
-            match task.send_update(&request).await {
+            match task.send_update(request).await {
                 Ok(()) => task.poll_status(stop).await,
                 Err(RemoteTaskError::Rejected { code, message, .. }) => {
                     task.mark_failed(ErrorCode::RemoteTaskRejected, format!("{code}: {message}"))

@@ -9,4 +9,8 @@ pub mod fault_tolerant;
 pub mod node_scheduler;
 pub mod phased;
 pub mod pipelined;
+pub mod remote_task;
+pub mod stage_execution;
 pub mod state_machine;
+#[cfg(test)]
+pub(crate) mod testing;

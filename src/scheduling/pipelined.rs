@@ -1,58 +1,37 @@
 //! `PipelinedQueryScheduler`: runs the worker stages of one query, all streaming at
 //! once (retry policy `none`). Its loop asks the `ExecutionSchedule` which stages are
-//! ready, lets each create its tasks (one `HttpRemoteTask` per worker chosen by the
+//! ready, lets each create its tasks (one `RemoteTask` per worker chosen by the
 //! `NodeScheduler`), wires new task locations into consumers, and then waits with
 //! `select_all` on the stages' change futures. Any task failure ends the loop with
 //! the failure; the query execution aborts everything.
 //!
-//! `StageExecution` is one stage: its tasks and its `StageStateMachine`, whose state
-//! follows from the task states.
+//! It talks to tasks only through `RemoteTask`, so its unit tests drive it with fake
+//! tasks.
 
-use crate::error_code::ErrorCode;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::{select_all, BoxFuture, FutureExt};
 use futures::StreamExt;
-use parking_lot::Mutex;
-use serde::Serialize;
 use tokio::sync::watch;
 
 use super::node_scheduler::{partition_slices, NodeScheduler};
 use super::phased::ExecutionSchedule;
-use super::state_machine::{StageState, StateKind, StateMachine};
+use super::remote_task::{RemoteTask, RemoteTaskError, RemoteTaskFactory};
+pub use super::stage_execution::{StageExecution, StageInfo, TaskFailureReport};
+use super::state_machine::{StageState, StateKind};
 use crate::cluster::node_manager::{NodeManager, WorkerNode};
-use crate::cluster::remote_task::{HttpRemoteTask, RemoteTaskError};
+use crate::error_code::ErrorCode;
 use crate::plan::fragmenter::{Fragment, FragmentOutput, FragmentedPlan};
 use crate::protocol::{
     Base64Bytes, OutputBufferSpec, SourceUpdate, TaskFailure, TaskId, TaskState, TaskStatus, TaskUpdateRequest,
-    UpstreamTask,
 };
-
-/// Where a query's failure happened, for the one-line error the client sees.
-#[derive(Debug, Clone, Serialize)]
-pub struct TaskFailureReport {
-    pub stage: usize,
-    pub task: TaskId,
-    pub worker: String,
-    pub failure: TaskFailure,
-}
-
-impl std::fmt::Display for TaskFailureReport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "stage {} task {} on worker {}: {}: {}",
-            self.stage, self.task, self.worker, self.failure.code, self.failure.message
-        )
-    }
-}
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum SchedulerError {
     #[error("{0}")]
-    TaskFailed(TaskFailureReport),
+    TaskFailed(Box<TaskFailureReport>),
     #[error("{0}")]
     RemoteTask(#[from] RemoteTaskError),
     #[error("no live workers to run stage {0}")]
@@ -66,139 +45,6 @@ pub enum SchedulerError {
     Root(crate::error_code::QueryError),
 }
 
-#[derive(Debug)]
-pub struct StageExecution {
-    pub fragment: Arc<Fragment>,
-    pub task_count: usize,
-    machine: Mutex<StateMachine<StageState>>,
-    tasks: Mutex<Vec<Arc<HttpRemoteTask>>>,
-    changed: watch::Sender<u64>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct StageInfo {
-    pub stage: usize,
-    pub state: StageState,
-    pub partitions: usize,
-    pub task_count: usize,
-    pub tasks: Vec<TaskStatus>,
-    pub inputs: Vec<usize>,
-    pub consumer: Option<usize>,
-}
-
-impl StageExecution {
-    pub fn new(fragment: Arc<Fragment>, task_count: usize) -> Self {
-        let (changed, _) = watch::channel(0);
-        StageExecution {
-            machine: Mutex::new(StateMachine::new(format!("stage {}", fragment.id), StageState::Planned)),
-            fragment,
-            task_count,
-            tasks: Mutex::new(Vec::new()),
-            changed,
-        }
-    }
-
-    pub fn id(&self) -> usize {
-        self.fragment.id
-    }
-
-    pub fn state(&self) -> StageState {
-        self.machine.lock().state()
-    }
-
-    pub fn tasks(&self) -> Vec<Arc<HttpRemoteTask>> {
-        self.tasks.lock().clone()
-    }
-
-    /// Adds a task attempt (fault-tolerant mode creates them one at a time).
-    pub(crate) fn add_task(&self, task: Arc<HttpRemoteTask>) {
-        self.tasks.lock().push(task);
-    }
-
-    pub(crate) fn transition(&self, to: StageState) {
-        if self.machine.lock().try_transition(to) {
-            self.changed.send_modify(|v| *v += 1);
-        }
-    }
-
-    /// Derives the stage state from its tasks' states.
-    pub fn refresh(&self) -> StageState {
-        let tasks = self.tasks();
-        if tasks.len() < self.task_count || self.state() == StageState::Planned {
-            return self.state();
-        }
-        let states: Vec<TaskState> = tasks.iter().map(|t| t.status().state).collect();
-        let target = if states.iter().any(|s| *s == TaskState::Failed) {
-            StageState::Failed
-        } else if states.iter().all(|s| *s == TaskState::Finished) {
-            StageState::Finished
-        } else if states.iter().all(|s| matches!(s, TaskState::Flushing | TaskState::Finished)) {
-            StageState::Flushing
-        } else if states.iter().any(|s| *s != TaskState::Planned) {
-            StageState::Running
-        } else {
-            StageState::Scheduled
-        };
-        self.transition(target);
-        self.state()
-    }
-
-    pub fn has_full_output_buffer(&self) -> bool {
-        self.tasks().iter().any(|t| t.status().output_buffer_overutilized)
-    }
-
-    pub fn upstream_tasks(&self) -> Vec<UpstreamTask> {
-        self.tasks()
-            .iter()
-            .map(|t| UpstreamTask {
-                task_id: t.task_id.clone(),
-                url: t.worker.url.clone(),
-                partitions: t.partitions.clone(),
-            })
-            .collect()
-    }
-
-    fn failed_task(&self) -> Option<(Arc<HttpRemoteTask>, TaskFailure)> {
-        self.tasks().into_iter().find_map(|t| {
-            let s = t.status();
-            match (s.state, s.failure) {
-                (TaskState::Failed, Some(f)) => Some((t, f)),
-                (TaskState::Failed, None) => Some((
-                    t,
-                    TaskFailure {
-                        code: ErrorCode::RemoteTaskError.name().into(),
-                        message: "task failed".into(),
-                        upstream: None,
-                        upstream_url: None,
-                    },
-                )),
-                _ => None,
-            }
-        })
-    }
-
-    fn wait_changed(&self) -> BoxFuture<'static, ()> {
-        let mut rx = self.changed.subscribe();
-        rx.mark_unchanged();
-        async move {
-            let _ = rx.changed().await;
-        }
-        .boxed()
-    }
-
-    pub fn info(&self) -> StageInfo {
-        StageInfo {
-            stage: self.id(),
-            state: self.state(),
-            partitions: self.fragment.partitions,
-            task_count: self.task_count,
-            tasks: self.tasks().iter().map(|t| t.status()).collect(),
-            inputs: self.fragment.inputs.clone(),
-            consumer: self.fragment.consumer,
-        }
-    }
-}
-
 /// Receives upstream locations for the coordinator's own root stage.
 pub trait RootSourceSink: Send + Sync {
     fn add_source(&self, update: SourceUpdate);
@@ -208,14 +54,17 @@ pub struct SchedulerSettings {
     pub query_id: String,
     /// Attempt of the whole query (retry_policy=query), part of every task id.
     pub attempt: usize,
-    pub http: reqwest::Client,
+    /// Makes the query's tasks: `HttpRemoteTask`s, or fakes in tests.
+    pub remote_tasks: Arc<dyn RemoteTaskFactory>,
     pub workers: Vec<WorkerNode>,
     pub node_scheduler: Arc<NodeScheduler>,
     pub session: BTreeMap<String, String>,
-    pub max_error_duration: Duration,
     /// Membership, to fail tasks on workers that stopped sending heartbeats.
     pub nodes: Option<Arc<NodeManager>>,
 }
+
+/// A task and the request that creates it on its worker.
+type TaskCreation = (Arc<dyn RemoteTask>, TaskUpdateRequest);
 
 pub struct PipelinedQueryScheduler {
     settings: SchedulerSettings,
@@ -249,6 +98,18 @@ pub fn output_spec(fragment: &Fragment, stages: &BTreeMap<usize, Arc<StageExecut
             OutputBufferSpec::Broadcast { buffers: consumer_tasks }
         }
     }
+}
+
+/// Among failures, the one closest to the cause: a task's own failure first, then a
+/// broken data link (which is itself the cause), and only then the echo of an
+/// upstream task's failure.
+pub fn pick_root_cause(failures: Vec<TaskFailureReport>) -> Option<TaskFailureReport> {
+    let rank = |f: &TaskFailureReport| match (&f.failure.upstream, ErrorCode::parse(&f.failure.code)) {
+        (None, _) => 0,
+        (Some(_), Some(ErrorCode::RemoteTaskFailed)) => 2,
+        (Some(_), _) => 1,
+    };
+    failures.into_iter().min_by_key(rank)
 }
 
 impl PipelinedQueryScheduler {
@@ -303,16 +164,9 @@ impl PipelinedQueryScheduler {
         let Some(nodes) = &self.settings.nodes else { return };
         for s in self.stages.values() {
             for t in s.tasks() {
-                if !t.status().state.is_done() && !nodes.is_alive(&t.worker.node_id) {
-                    t.mark_failed(
-                        ErrorCode::RemoteHostGone,
-                        format!(
-                            "worker {} ({}) is lost: no heartbeat within {:?}",
-                            t.worker.node_id,
-                            t.worker.url,
-                            nodes.timeout()
-                        ),
-                    );
+                let worker = t.worker();
+                if !t.status().state.is_done() && !nodes.is_alive(&worker.node_id) {
+                    t.mark_failed(ErrorCode::RemoteHostGone, nodes.lost_message(worker));
                 }
             }
         }
@@ -325,28 +179,16 @@ impl PipelinedQueryScheduler {
             if let Some((task, failure)) = s.failed_task() {
                 failures.push(TaskFailureReport {
                     stage: s.id(),
-                    task: task.task_id.clone(),
-                    worker: task.worker.url.clone(),
+                    task: task.task_id().clone(),
+                    worker: task.worker().url.clone(),
                     failure,
                 });
             }
         }
-        match self.pick_root_cause(failures) {
-            Some(r) => Err(SchedulerError::TaskFailed(r)),
+        match pick_root_cause(failures) {
+            Some(r) => Err(SchedulerError::TaskFailed(Box::new(r))),
             None => Ok(()),
         }
-    }
-
-    /// Among failures, the one closest to the cause: a task's own failure first, then
-    /// a broken data link (which is itself the cause), and only then the echo of an
-    /// upstream task's failure.
-    pub fn pick_root_cause(&self, failures: Vec<TaskFailureReport>) -> Option<TaskFailureReport> {
-        let rank = |f: &TaskFailureReport| match (&f.failure.upstream, ErrorCode::parse(&f.failure.code)) {
-            (None, _) => 0,
-            (Some(_), Some(ErrorCode::RemoteTaskFailed)) => 2,
-            (Some(_), _) => 1,
-        };
-        failures.into_iter().min_by_key(rank)
     }
 
     /// Schedules a round of ready stages. First every task of every stage is created,
@@ -363,7 +205,7 @@ impl PipelinedQueryScheduler {
             .iter()
             .map(|(t, req)| {
                 let (t, req) = (t.clone(), req.clone());
-                async move { t.send_update(&req).await }.boxed()
+                async move { t.send_update(req).await }.boxed()
             })
             .collect();
         let results: Vec<Result<(), RemoteTaskError>> =
@@ -400,7 +242,7 @@ impl PipelinedQueryScheduler {
     }
 
     /// Places a stage's tasks and builds their create requests.
-    fn prepare_stage(&mut self, id: usize) -> Result<Vec<(Arc<HttpRemoteTask>, TaskUpdateRequest)>, SchedulerError> {
+    fn prepare_stage(&mut self, id: usize) -> Result<Vec<TaskCreation>, SchedulerError> {
         let stage = self.stages[&id].clone();
         stage.transition(StageState::Scheduling);
         let fragment = &stage.fragment;
@@ -410,7 +252,7 @@ impl PipelinedQueryScheduler {
         }
         let codec = crate::exchange::codec::FlotillaCodec::new();
         let bytes = codec.encode_plan(fragment.plan.clone()).map_err(|e| {
-            SchedulerError::TaskFailed(TaskFailureReport {
+            SchedulerError::TaskFailed(Box::new(TaskFailureReport {
                 stage: id,
                 task: TaskId::new(&self.settings.query_id, id, 0, 0),
                 worker: "coordinator".into(),
@@ -420,7 +262,7 @@ impl PipelinedQueryScheduler {
                     upstream: None,
                     upstream_url: None,
                 },
-            })
+            }))
         })?;
         let output = output_spec(fragment, &self.stages);
         // Only producers whose tasks were all created in an earlier round.
@@ -437,14 +279,8 @@ impl PipelinedQueryScheduler {
         let fragment_bytes = Base64Bytes(bytes);
         let mut created = Vec::new();
         for (t, (worker, partitions)) in workers.into_iter().zip(slices).enumerate() {
-            let task = Arc::new(HttpRemoteTask::new(
-                TaskId::new(&self.settings.query_id, id, t, self.settings.attempt),
-                worker,
-                partitions.clone(),
-                self.settings.http.clone(),
-                self.settings.max_error_duration,
-                stage.changed.clone(),
-            ));
+            let task_id = TaskId::new(&self.settings.query_id, id, t, self.settings.attempt);
+            let task = stage.add_task(self.settings.remote_tasks.as_ref(), task_id, worker, partitions.clone());
             let req = TaskUpdateRequest {
                 fragment: Some(fragment_bytes.clone()),
                 partitions,
@@ -456,9 +292,6 @@ impl PipelinedQueryScheduler {
             };
             created.push((task, req));
         }
-        // The stage owns its tasks before they exist remotely, so an abort reaches
-        // every task even if creation fails half way.
-        *stage.tasks.lock() = created.iter().map(|(t, _)| t.clone()).collect();
         Ok(created)
     }
 
@@ -470,7 +303,7 @@ impl PipelinedQueryScheduler {
         for s in self.stages.values() {
             for t in s.tasks() {
                 let stage = s.id();
-                deletes.push(async move { (stage, t.worker.url.clone(), t.delete(abort).await) });
+                deletes.push(async move { (stage, t.worker().url.clone(), t.delete(abort).await) });
             }
         }
         let mut failures = Vec::new();
@@ -498,3 +331,6 @@ impl PipelinedQueryScheduler {
         &self.plan
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,24 +1,25 @@
-//! `HttpRemoteTask`: the coordinator's handle on one task running on a worker. It
-//! creates the task, sends later updates (upstream locations), long-polls its status
-//! and aborts it. Owned by the stage that created it; status changes wake the query's
-//! scheduler through a `watch` channel.
+//! `HttpRemoteTask`: the coordinator's handle on one task running on a worker, the
+//! schedulers' `RemoteTask` over the task REST API. It creates the task, sends later
+//! updates (upstream locations), long-polls its status and aborts it. Owned by the
+//! stage that created it; status changes wake the query's scheduler through a `watch`
+//! channel. `HttpRemoteTaskFactory` makes them for the schedulers.
 //!
 //! Request errors are retried with backoff until `max_error_duration`; past that the
 //! task counts as failed (the worker is unreachable), which the scheduler turns into a
 //! query failure naming the worker.
 
-use crate::error_code::ErrorCode;
-use crate::http::ErrorBudget;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::future::{BoxFuture, FutureExt};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use super::node_manager::WorkerNode;
-use crate::protocol::{
-    self, ErrorBody, SourceUpdate, TaskFailure, TaskId, TaskState, TaskStats, TaskStatus, TaskUpdateRequest,
-};
+use crate::cluster::node_manager::WorkerNode;
+use crate::error_code::ErrorCode;
+use crate::http::{describe_request_error, ErrorBudget};
+use crate::protocol::{self, ErrorBody, TaskFailure, TaskId, TaskState, TaskStatus, TaskUpdateRequest};
+use crate::scheduling::remote_task::{planned_status, RemoteTask, RemoteTaskError, RemoteTaskFactory};
 
 #[derive(Debug)]
 pub struct HttpRemoteTask {
@@ -44,14 +45,6 @@ impl Drop for CreatingGuard<'_> {
     }
 }
 
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum RemoteTaskError {
-    #[error("worker {url} rejected task {task}: {code}: {message}")]
-    Rejected { task: TaskId, url: String, code: String, message: String },
-    #[error("task management requests for task {task} to worker {url} failed for {elapsed:.1?}: {message}")]
-    RequestsFailed { task: TaskId, url: String, elapsed: Duration, message: String },
-}
-
 impl HttpRemoteTask {
     pub fn new(
         task_id: TaskId,
@@ -61,16 +54,7 @@ impl HttpRemoteTask {
         max_error_duration: Duration,
         changed: watch::Sender<u64>,
     ) -> Self {
-        let status = TaskStatus {
-            task_id: task_id.clone(),
-            state: TaskState::Planned,
-            version: 0,
-            node_id: worker.node_id.clone(),
-            failure: None,
-            output_buffer_overutilized: false,
-            output_buffer_bytes: 0,
-            stats: TaskStats::default(),
-        };
+        let status = planned_status(&task_id, &worker);
         let (creating, _) = watch::channel(false);
         HttpRemoteTask {
             task_id,
@@ -82,10 +66,6 @@ impl HttpRemoteTask {
             changed,
             creating,
         }
-    }
-
-    pub fn status(&self) -> TaskStatus {
-        self.status.lock().clone()
     }
 
     fn task_url(&self) -> String {
@@ -101,8 +81,7 @@ impl HttpRemoteTask {
         self.max_error_duration.clamp(floor, Duration::from_secs(30))
     }
 
-    /// Creates the task, or sends an update to it.
-    pub async fn send_update(&self, req: &TaskUpdateRequest) -> Result<(), RemoteTaskError> {
+    async fn send(&self, req: &TaskUpdateRequest) -> Result<(), RemoteTaskError> {
         let _creating = req.fragment.is_some().then(|| {
             self.creating.send_replace(true);
             CreatingGuard(&self.creating)
@@ -155,16 +134,6 @@ impl HttpRemoteTask {
         }
     }
 
-    /// Marks a create as under way before it is handed to another tokio task, so a
-    /// delete issued in between still waits for it.
-    pub fn mark_creating(&self) {
-        self.creating.send_replace(true);
-    }
-
-    pub async fn add_sources(&self, sources: Vec<SourceUpdate>) -> Result<(), RemoteTaskError> {
-        self.send_update(&TaskUpdateRequest { sources, ..Default::default() }).await
-    }
-
     fn set_status(&self, status: TaskStatus) {
         let changed = {
             let mut cur = self.status.lock();
@@ -181,24 +150,22 @@ impl HttpRemoteTask {
         }
     }
 
-    /// Marks the task failed from the coordinator's side (unreachable worker).
-    pub fn mark_failed(&self, code: ErrorCode, message: String) {
-        let mut s = self.status();
+    fn fail(&self, code: ErrorCode, message: String) {
+        let mut s = self.status.lock().clone();
         s.state = TaskState::Failed;
         s.failure = Some(TaskFailure { code: code.name().to_string(), message, upstream: None, upstream_url: None });
         self.set_status(s);
     }
 
-    /// Long-polls the task's status until `stop` fires (the query's end). A done task
-    /// is still polled: the polls are what tells the worker that the task's
+    /// Long-polls the task's status until `stop` fires. A done task is still polled: the polls are what tells the worker that the task's
     /// coordinator is alive, and a task nobody asks about is abandoned there
     /// (`task.client.timeout`); a finished task may hold output a later stage reads.
-    pub async fn poll_status(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+    async fn poll(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
         let url = format!("{}/status", self.task_url());
         let mut budget = self.error_budget();
         // The version the worker last reported: a done task's cached status no longer
         // follows the worker's, and asking with a stale version would not wait.
-        let mut version = self.status().version;
+        let mut version = self.status.lock().version;
         loop {
             if *stop.borrow() {
                 return;
@@ -226,7 +193,7 @@ impl HttpRemoteTask {
                     Err(e) => self.on_poll_error(&mut budget, request_started, format!("bad status body: {e}")),
                 },
                 Ok(resp) if resp.status() == reqwest::StatusCode::NOT_FOUND => {
-                    self.mark_failed(
+                    self.fail(
                         ErrorCode::TaskLost,
                         format!("task {} is gone from worker {}", self.task_id, self.worker.url),
                     );
@@ -248,7 +215,7 @@ impl HttpRemoteTask {
         match budget.failed(request_started) {
             Ok(pause) => pause,
             Err(elapsed) => {
-                self.mark_failed(
+                self.fail(
                     ErrorCode::TooManyRequestsFailed,
                     format!(
                         "status requests for task {} to worker {} ({}) failed for {elapsed:.1?}: {message}",
@@ -260,9 +227,9 @@ impl HttpRemoteTask {
         }
     }
 
-    /// Deletes the task on its worker (abort or cancel); returns its final status when
-    /// the worker answered, so a failure not yet polled is still learned.
-    pub async fn delete(&self, abort: bool) -> Option<TaskStatus> {
+    /// The worker's answer to a delete carries the task's final status, so a failure
+    /// not yet polled is still learned.
+    async fn remove(&self, abort: bool) -> Option<TaskStatus> {
         // A create ends by itself: its retries stop after max_error_duration, and its
         // last request after the request timeout; this bound is only a safety net.
         let mut creating = self.creating.subscribe();
@@ -287,13 +254,58 @@ impl HttpRemoteTask {
     }
 }
 
-/// reqwest's errors print their source chain poorly; say which kind of failure it was.
-pub fn describe_request_error(e: &reqwest::Error) -> String {
-    if e.is_timeout() {
-        format!("request timed out ({e})")
-    } else if e.is_connect() {
-        format!("connection failed ({e})")
-    } else {
-        e.to_string()
+impl RemoteTask for HttpRemoteTask {
+    fn task_id(&self) -> &TaskId {
+        &self.task_id
+    }
+
+    fn worker(&self) -> &WorkerNode {
+        &self.worker
+    }
+
+    fn partitions(&self) -> &[usize] {
+        &self.partitions
+    }
+
+    fn status(&self) -> TaskStatus {
+        self.status.lock().clone()
+    }
+
+    fn send_update(&self, req: TaskUpdateRequest) -> BoxFuture<'_, Result<(), RemoteTaskError>> {
+        async move { self.send(&req).await }.boxed()
+    }
+
+    fn mark_creating(&self) {
+        self.creating.send_replace(true);
+    }
+
+    fn poll_status(self: Arc<Self>, stop: watch::Receiver<bool>) -> BoxFuture<'static, ()> {
+        self.poll(stop).boxed()
+    }
+
+    fn mark_failed(&self, code: ErrorCode, message: String) {
+        self.fail(code, message)
+    }
+
+    fn delete(&self, abort: bool) -> BoxFuture<'_, Option<TaskStatus>> {
+        self.remove(abort).boxed()
+    }
+}
+
+/// Makes `HttpRemoteTask`s sharing one HTTP client and one error budget length.
+pub struct HttpRemoteTaskFactory {
+    pub http: reqwest::Client,
+    pub max_error_duration: Duration,
+}
+
+impl RemoteTaskFactory for HttpRemoteTaskFactory {
+    fn create(
+        &self,
+        task_id: TaskId,
+        worker: WorkerNode,
+        partitions: Vec<usize>,
+        changed: watch::Sender<u64>,
+    ) -> Arc<dyn RemoteTask> {
+        Arc::new(HttpRemoteTask::new(task_id, worker, partitions, self.http.clone(), self.max_error_duration, changed))
     }
 }

@@ -1,0 +1,196 @@
+//! The pipelined scheduler driven by fake remote tasks: stage states from task
+//! states, wiring of producers into consumers, the root cause among failures, lost
+//! workers, and clean-up.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::task::JoinHandle;
+
+use super::*;
+use crate::cluster::node_manager::NodeManager;
+use crate::scheduling::phased::AllAtOnceExecutionSchedule;
+use crate::scheduling::testing::{eventually, two_stage_plan, workers, FakeCluster};
+
+#[derive(Default)]
+struct RootSink(Mutex<Vec<SourceUpdate>>);
+
+impl RootSourceSink for RootSink {
+    fn add_source(&self, update: SourceUpdate) {
+        self.0.lock().push(update);
+    }
+}
+
+struct Harness {
+    cluster: Arc<FakeCluster>,
+    stages: BTreeMap<usize, Arc<StageExecution>>,
+    root: Arc<RootSink>,
+    run: JoinHandle<(PipelinedQueryScheduler, Result<(), SchedulerError>)>,
+}
+
+fn start(worker_count: usize, nodes: Option<Arc<NodeManager>>) -> Harness {
+    let cluster = Arc::new(FakeCluster::default());
+    let settings = SchedulerSettings {
+        query_id: "q1".into(),
+        attempt: 0,
+        remote_tasks: cluster.clone(),
+        workers: workers(worker_count),
+        node_scheduler: Arc::new(NodeScheduler::new()),
+        session: BTreeMap::new(),
+        nodes,
+    };
+    let plan = two_stage_plan(2);
+    let schedule = Box::new(AllAtOnceExecutionSchedule::new(&plan.worker_stages()));
+    let root = Arc::new(RootSink::default());
+    let mut scheduler = PipelinedQueryScheduler::new(settings, plan, schedule, root.clone());
+    let stages = scheduler.stages().into_iter().map(|s| (s.id(), s)).collect();
+    let run = tokio::spawn(async move {
+        let result = scheduler.run().await;
+        (scheduler, result)
+    });
+    Harness { cluster, stages, root, run }
+}
+
+impl Harness {
+    async fn stage_reaches(&self, stage: usize, state: StageState) {
+        let s = &self.stages[&stage];
+        eventually(&format!("stage {stage} to be {state:?}"), || s.state() == state).await;
+    }
+
+    async fn all_created(&self) {
+        for stage in [1, 2] {
+            for task in 0..2 {
+                self.cluster.created(stage, task, 0).await;
+            }
+        }
+    }
+
+    async fn outcome(self) -> (PipelinedQueryScheduler, Result<(), SchedulerError>) {
+        tokio::time::timeout(Duration::from_secs(10), self.run).await.expect("scheduler ends").expect("no panic")
+    }
+}
+
+#[tokio::test]
+async fn stages_follow_their_tasks_to_the_end() {
+    let h = start(2, None);
+    h.all_created().await;
+    h.stage_reaches(1, StageState::Scheduled).await;
+    h.stage_reaches(2, StageState::Scheduled).await;
+    let producers = h.cluster.stage_tasks(1);
+    let consumers = h.cluster.stage_tasks(2);
+    // One task per worker, each told its partition and output layout.
+    assert_ne!(producers[0].worker(), producers[1].worker());
+    let create = producers[0].requests.lock()[0].clone();
+    assert_eq!(create.output, Some(OutputBufferSpec::Partitioned { partitions: 2 }));
+    assert_eq!(create.partitions, vec![0]);
+    // The consumers learn where both producers run; the coordinator where the consumers do.
+    let expected: Vec<String> = producers.iter().map(|t| t.task_id().to_string()).collect();
+    for c in &consumers {
+        assert_eq!(c.sources_of(1), expected);
+        assert_eq!(c.requests.lock()[0].output, Some(OutputBufferSpec::Broadcast { buffers: 1 }));
+    }
+    let root_sources = h.root.0.lock().clone();
+    assert_eq!(root_sources.len(), 1);
+    assert_eq!((root_sources[0].stage, root_sources[0].tasks.len(), root_sources[0].no_more), (2, 2, true));
+
+    producers[0].set_state(TaskState::Running);
+    h.stage_reaches(1, StageState::Running).await;
+    producers[0].set_state(TaskState::Flushing);
+    producers[1].set_state(TaskState::Running);
+    h.stage_reaches(1, StageState::Running).await;
+    producers[1].set_state(TaskState::Flushing);
+    h.stage_reaches(1, StageState::Flushing).await;
+    producers[0].finish();
+    h.stage_reaches(1, StageState::Flushing).await;
+    producers[1].finish();
+    h.stage_reaches(1, StageState::Finished).await;
+    assert_eq!(h.stages[&2].state(), StageState::Scheduled);
+    for c in &consumers {
+        c.finish();
+    }
+    let stages = h.stages.clone();
+    let (scheduler, result) = h.outcome().await;
+    result.expect("the query's stages finish");
+    assert_eq!(stages[&2].state(), StageState::Finished);
+
+    // Clean-up reaches every task, as a cancel (not an abort) after success.
+    assert!(scheduler.remove_all_tasks(false).await.is_empty());
+    for t in producers.iter().chain(&consumers) {
+        assert_eq!(*t.deleted.lock(), Some(false), "task {} deleted", t.task_id());
+    }
+}
+
+#[tokio::test]
+async fn the_root_cause_wins_over_its_echoes() {
+    let h = start(2, None);
+    h.all_created().await;
+    let producer = h.cluster.task(1, 1, 0).unwrap();
+    let consumer = h.cluster.task(2, 0, 0).unwrap();
+    // The consumer reports the producer's failure it read through the exchange, and
+    // that report arrives first; the producer's own failure is the cause.
+    consumer.fail(ErrorCode::RemoteTaskFailed, Some(&producer));
+    producer.fail(ErrorCode::ExecutionError, None);
+    let (stages, cluster) = (h.stages.clone(), h.cluster.clone());
+    let (scheduler, result) = h.outcome().await;
+    let Err(SchedulerError::TaskFailed(report)) = result else { panic!("the query fails with a task failure") };
+    assert_eq!((report.stage, report.task.to_string()), (1, "q1.1.1.0".to_string()));
+    assert_eq!(report.failure.code, "EXECUTION_ERROR");
+    assert_eq!(stages[&1].state(), StageState::Failed);
+    scheduler.remove_all_tasks(true).await;
+    for t in cluster.tasks() {
+        assert_eq!(*t.deleted.lock(), Some(true), "task {} aborted", t.task_id());
+    }
+}
+
+#[test]
+fn root_cause_ranking() {
+    let report = |stage, code: ErrorCode, upstream: bool| TaskFailureReport {
+        stage,
+        task: TaskId::new("q", stage, 0, 0),
+        worker: "w".into(),
+        failure: TaskFailure {
+            code: code.name().into(),
+            message: String::new(),
+            upstream: upstream.then(|| TaskId::new("q", stage - 1, 0, 0)),
+            upstream_url: None,
+        },
+    };
+    let echo = report(3, ErrorCode::RemoteTaskFailed, true);
+    let broken_link = report(2, ErrorCode::RemoteTaskUnreachable, true);
+    let own = report(1, ErrorCode::ExceededTimeLimit, false);
+    let pick = |v: Vec<TaskFailureReport>| pick_root_cause(v).map(|r| r.stage);
+    assert_eq!(pick(vec![echo.clone(), broken_link.clone(), own]), Some(1));
+    // Without a task's own failure, a broken data link is the cause, not an echo.
+    assert_eq!(pick(vec![echo.clone(), broken_link]), Some(2));
+    assert_eq!(pick(vec![echo]), Some(3));
+    assert_eq!(pick(vec![]), None);
+}
+
+#[tokio::test]
+async fn a_lost_worker_fails_the_query_naming_it() {
+    let nodes = Arc::new(NodeManager::new(Duration::from_secs(60)));
+    for w in workers(2) {
+        nodes.announce(&w.node_id, &w.url);
+    }
+    let h = start(2, Some(nodes.clone()));
+    h.all_created().await;
+    for t in h.cluster.tasks() {
+        t.set_state(TaskState::Running);
+    }
+    h.stage_reaches(2, StageState::Running).await;
+    nodes.mark_lost("w2");
+    let (_, result) = h.outcome().await;
+    let Err(SchedulerError::TaskFailed(report)) = result else { panic!("the query fails with a task failure") };
+    assert_eq!(report.failure.code, "REMOTE_HOST_GONE");
+    assert_eq!(report.worker, "http://127.0.0.1:9002");
+    assert!(report.failure.message.contains("w2"), "{}", report.failure.message);
+}
+
+#[tokio::test]
+async fn no_workers_is_a_clear_error() {
+    let h = start(0, None);
+    let (_, result) = h.outcome().await;
+    assert!(matches!(result, Err(SchedulerError::NoWorkers(_))), "{result:?}");
+}

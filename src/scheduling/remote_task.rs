@@ -1,0 +1,89 @@
+//! `RemoteTask`: what a scheduler needs from one task running on a worker, and
+//! `RemoteTaskFactory`, how it gets one. The coordinator's `HttpRemoteTask` is the
+//! implementation that talks to workers; the schedulers' unit tests use a fake that
+//! the test drives by hand. Keeping the schedulers on this interface is what lets
+//! retry eligibility, root-cause choice and stage states be tested without a network.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::sync::watch;
+
+use crate::cluster::node_manager::WorkerNode;
+use crate::error_code::ErrorCode;
+use crate::protocol::{SourceUpdate, TaskFailure, TaskId, TaskState, TaskStats, TaskStatus, TaskUpdateRequest};
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RemoteTaskError {
+    #[error("worker {url} rejected task {task}: {code}: {message}")]
+    Rejected { task: TaskId, url: String, code: String, message: String },
+    #[error("task management requests for task {task} to worker {url} failed for {elapsed:.1?}: {message}")]
+    RequestsFailed { task: TaskId, url: String, elapsed: Duration, message: String },
+}
+
+/// One task of a stage, placed on a worker. Status changes bump the `watch` sender the
+/// task was created with, which is how a scheduler learns of them.
+pub trait RemoteTask: Send + Sync + fmt::Debug {
+    fn task_id(&self) -> &TaskId;
+    fn worker(&self) -> &WorkerNode;
+    /// The stage partitions this task runs.
+    fn partitions(&self) -> &[usize];
+    /// The last status known; final states stay final.
+    fn status(&self) -> TaskStatus;
+    /// Creates the task (a request with a fragment) or sends it a later update.
+    fn send_update(&self, req: TaskUpdateRequest) -> BoxFuture<'_, Result<(), RemoteTaskError>>;
+    /// Marks a create as under way before it is handed to another tokio task, so a
+    /// delete issued in between still waits for it.
+    fn mark_creating(&self);
+    /// Follows the task's status until `stop` fires (the query's end).
+    fn poll_status(self: Arc<Self>, stop: watch::Receiver<bool>) -> BoxFuture<'static, ()>;
+    /// Fails the task from the coordinator's side (its worker is lost or unreachable).
+    fn mark_failed(&self, code: ErrorCode, message: String);
+    /// Removes the task from its worker (abort or cancel); its final status when the
+    /// worker told it.
+    fn delete(&self, abort: bool) -> BoxFuture<'_, Option<TaskStatus>>;
+
+    fn add_sources(&self, sources: Vec<SourceUpdate>) -> BoxFuture<'_, Result<(), RemoteTaskError>> {
+        self.send_update(TaskUpdateRequest { sources, ..Default::default() })
+    }
+
+    /// The task's failure, with a generic one when it failed without saying why.
+    fn failure(&self) -> Option<TaskFailure> {
+        let s = self.status();
+        (s.state == TaskState::Failed).then(|| {
+            s.failure.unwrap_or_else(|| TaskFailure {
+                code: ErrorCode::RemoteTaskError.name().into(),
+                message: "task failed".into(),
+                upstream: None,
+                upstream_url: None,
+            })
+        })
+    }
+}
+
+/// Makes the remote tasks of a query; `changed` is bumped on every status change.
+pub trait RemoteTaskFactory: Send + Sync {
+    fn create(
+        &self,
+        task_id: TaskId,
+        worker: WorkerNode,
+        partitions: Vec<usize>,
+        changed: watch::Sender<u64>,
+    ) -> Arc<dyn RemoteTask>;
+}
+
+/// The status of a task nobody has heard from yet.
+pub fn planned_status(task_id: &TaskId, worker: &WorkerNode) -> TaskStatus {
+    TaskStatus {
+        task_id: task_id.clone(),
+        state: TaskState::Planned,
+        version: 0,
+        node_id: worker.node_id.clone(),
+        failure: None,
+        output_buffer_overutilized: false,
+        output_buffer_bytes: 0,
+        stats: TaskStats::default(),
+    }
+}

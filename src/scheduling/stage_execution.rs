@@ -1,0 +1,168 @@
+//! `StageExecution`: one stage of a running query, as both schedulers see it: its
+//! fragment, the remote tasks created for it, and its `StageStateMachine`, whose state
+//! follows from the tasks' states. Query info and `EXPLAIN ANALYZE` read it.
+
+use std::sync::Arc;
+
+use futures::future::{BoxFuture, FutureExt};
+use parking_lot::Mutex;
+use serde::Serialize;
+use tokio::sync::watch;
+
+use super::remote_task::{RemoteTask, RemoteTaskFactory};
+use super::state_machine::{StageState, StateMachine};
+use crate::cluster::node_manager::WorkerNode;
+use crate::plan::fragmenter::Fragment;
+use crate::protocol::{TaskFailure, TaskId, TaskState, TaskStatus, UpstreamTask};
+
+/// Where a query's failure happened, for the one-line error the client sees.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskFailureReport {
+    pub stage: usize,
+    pub task: TaskId,
+    pub worker: String,
+    pub failure: TaskFailure,
+}
+
+impl std::fmt::Display for TaskFailureReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "stage {} task {} on worker {}: {}: {}",
+            self.stage, self.task, self.worker, self.failure.code, self.failure.message
+        )
+    }
+}
+
+#[derive(Debug)]
+pub struct StageExecution {
+    pub fragment: Arc<Fragment>,
+    pub task_count: usize,
+    machine: Mutex<StateMachine<StageState>>,
+    tasks: Mutex<Vec<Arc<dyn RemoteTask>>>,
+    changed: watch::Sender<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StageInfo {
+    pub stage: usize,
+    pub state: StageState,
+    pub partitions: usize,
+    pub task_count: usize,
+    pub tasks: Vec<TaskStatus>,
+    pub inputs: Vec<usize>,
+    pub consumer: Option<usize>,
+}
+
+impl StageExecution {
+    pub fn new(fragment: Arc<Fragment>, task_count: usize) -> Self {
+        Self::with_changes(fragment, task_count, watch::channel(0).0)
+    }
+
+    /// A stage whose state changes and task status changes bump `changed`, shared
+    /// with whoever waits on all stages at once.
+    pub fn with_changes(fragment: Arc<Fragment>, task_count: usize, changed: watch::Sender<u64>) -> Self {
+        StageExecution {
+            machine: Mutex::new(StateMachine::new(format!("stage {}", fragment.id), StageState::Planned)),
+            fragment,
+            task_count,
+            tasks: Mutex::new(Vec::new()),
+            changed,
+        }
+    }
+
+    pub fn id(&self) -> usize {
+        self.fragment.id
+    }
+
+    pub fn state(&self) -> StageState {
+        self.machine.lock().state()
+    }
+
+    pub fn tasks(&self) -> Vec<Arc<dyn RemoteTask>> {
+        self.tasks.lock().clone()
+    }
+
+    /// Creates a task of this stage (not yet on its worker) and adds it to the stage,
+    /// whose state then follows it. The stage owns its tasks before they exist
+    /// remotely, so an abort reaches every task even if creation fails half way.
+    pub(crate) fn add_task(
+        &self,
+        factory: &dyn RemoteTaskFactory,
+        task_id: TaskId,
+        worker: WorkerNode,
+        partitions: Vec<usize>,
+    ) -> Arc<dyn RemoteTask> {
+        let task = factory.create(task_id, worker, partitions, self.changed.clone());
+        self.tasks.lock().push(task.clone());
+        task
+    }
+
+    pub(crate) fn transition(&self, to: StageState) {
+        if self.machine.lock().try_transition(to) {
+            self.changed.send_modify(|v| *v += 1);
+        }
+    }
+
+    /// Derives the stage state from its tasks' states.
+    pub fn refresh(&self) -> StageState {
+        let tasks = self.tasks();
+        if tasks.len() < self.task_count || self.state() == StageState::Planned {
+            return self.state();
+        }
+        let states: Vec<TaskState> = tasks.iter().map(|t| t.status().state).collect();
+        let target = if states.contains(&TaskState::Failed) {
+            StageState::Failed
+        } else if states.iter().all(|s| *s == TaskState::Finished) {
+            StageState::Finished
+        } else if states.iter().all(|s| matches!(s, TaskState::Flushing | TaskState::Finished)) {
+            StageState::Flushing
+        } else if states.iter().any(|s| *s != TaskState::Planned) {
+            StageState::Running
+        } else {
+            StageState::Scheduled
+        };
+        self.transition(target);
+        self.state()
+    }
+
+    pub fn has_full_output_buffer(&self) -> bool {
+        self.tasks().iter().any(|t| t.status().output_buffer_overutilized)
+    }
+
+    pub fn upstream_tasks(&self) -> Vec<UpstreamTask> {
+        self.tasks()
+            .iter()
+            .map(|t| UpstreamTask {
+                task_id: t.task_id().clone(),
+                url: t.worker().url.clone(),
+                partitions: t.partitions().to_vec(),
+            })
+            .collect()
+    }
+
+    pub(crate) fn failed_task(&self) -> Option<(Arc<dyn RemoteTask>, TaskFailure)> {
+        self.tasks().into_iter().find_map(|t| t.failure().map(|f| (t, f)))
+    }
+
+    pub(crate) fn wait_changed(&self) -> BoxFuture<'static, ()> {
+        let mut rx = self.changed.subscribe();
+        rx.mark_unchanged();
+        async move {
+            let _ = rx.changed().await;
+        }
+        .boxed()
+    }
+
+    pub fn info(&self) -> StageInfo {
+        StageInfo {
+            stage: self.id(),
+            state: self.state(),
+            partitions: self.fragment.partitions,
+            task_count: self.task_count,
+            tasks: self.tasks().iter().map(|t| t.status()).collect(),
+            inputs: self.fragment.inputs.clone(),
+            consumer: self.fragment.consumer,
+        }
+    }
+}
