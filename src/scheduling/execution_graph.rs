@@ -739,26 +739,6 @@ impl ExecutionGraph {
         Ok((fx.touched, fx.killed))
     }
 
-    /// Unresolved -> Resolved; an error if some input is still incomplete.
-    pub fn resolve_stage(&mut self, stage_id: usize) -> Result<bool, GraphError> {
-        let stage = self.stage_mut(stage_id)?;
-        if !matches!(stage.state, ExecutionStage::Unresolved) {
-            return Ok(false);
-        }
-        let missing: Vec<usize> = stage.inputs.iter().filter(|(_, o)| !o.complete).map(|(i, _)| *i).collect();
-        if !missing.is_empty() {
-            return Err(GraphError::InputsIncomplete { stage: stage_id, missing });
-        }
-        stage.state = ExecutionStage::Resolved;
-        Ok(true)
-    }
-
-    /// Running stage whose partitions all succeeded -> Successful, pushing its outputs
-    /// to consumers (and finishing the job if it is the final stage).
-    pub fn succeed_stage(&mut self, stage_id: usize) -> bool {
-        self.complete_stage(stage_id, &mut Effects::default())
-    }
-
     /// Any stage not yet successful or failed -> Failed.
     pub fn fail_stage(&mut self, stage_id: usize, err_msg: String) -> bool {
         let Some(stage) = self.stages.get_mut(&stage_id) else { return false };
@@ -769,61 +749,8 @@ impl ExecutionGraph {
         true
     }
 
-    /// Running -> Unresolved, counting a stage attempt; returns its running tasks.
-    pub fn rollback_running_stage(
-        &mut self,
-        stage_id: usize,
-        failure_reasons: HashSet<String>,
-    ) -> Result<Vec<RunningTaskInfo>, GraphError> {
-        let stage = self.stage_mut(stage_id)?;
-        if !matches!(stage.state, ExecutionStage::Running { .. }) {
-            return Ok(Vec::new());
-        }
-        stage.failure_reasons = failure_reasons;
-        Ok(self.unresolve(stage_id))
-    }
-
-    /// Resolved -> Unresolved.
-    pub fn rollback_resolved_stage(&mut self, stage_id: usize) -> Result<bool, GraphError> {
-        let stage = self.stage_mut(stage_id)?;
-        if !matches!(stage.state, ExecutionStage::Resolved) {
-            return Ok(false);
-        }
-        stage.state = ExecutionStage::Unresolved;
-        Ok(true)
-    }
-
-    /// Successful -> Running for its lost partitions (all if none are lost). Running
-    /// consumers are rolled back, but their tasks are not reported for killing here;
-    /// their late reports are ignored.
-    pub fn rerun_successful_stage(&mut self, stage_id: usize) -> bool {
-        let mut fx = Effects::default();
-        let rerun = self.rerun(stage_id, &mut fx);
-        if rerun {
-            // Its own producers may hold lost outputs it now needs again.
-            self.repair(&mut fx);
-        }
-        rerun
-    }
-
     pub fn fail_job(&mut self, error: String) {
         self.status = JobStatus::Failed(error);
-    }
-
-    pub fn succeed_job(&mut self) -> Result<(), GraphError> {
-        if !matches!(self.stages[&self.final_stage].state, ExecutionStage::Successful { .. }) {
-            return Err(GraphError::NotSuccessful { job_id: self.job_id.clone(), stage: self.final_stage });
-        }
-        self.status = JobStatus::Successful;
-        Ok(())
-    }
-
-    /// The final stage's outputs, in partition order; empty until it succeeded.
-    pub fn output_locations(&self) -> Vec<PartitionLocation> {
-        match &self.stages[&self.final_stage].state {
-            ExecutionStage::Successful { tasks, .. } => tasks.iter().flat_map(|t| t.locations().to_vec()).collect(),
-            _ => Vec::new(),
-        }
     }
 
     fn stage_mut(&mut self, stage_id: usize) -> Result<&mut Stage, GraphError> {

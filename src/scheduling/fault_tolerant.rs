@@ -616,19 +616,4 @@ impl FaultTolerantQueryScheduler {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retry_limits_follow_the_session() {
-        let defaults = RetryLimits::from_properties(&crate::config::SessionProperties::default(), 2);
-        // Four retries: the fifth failure of a task is final; four stage restarts.
-        assert_eq!((defaults.max_task_failures, defaults.max_stage_failures, defaults.slots_per_worker), (5, 4, 2));
-        let session: BTreeMap<String, String> = [("task_retry_attempts", "0"), ("stage_retry_attempts", "1")]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let strict = RetryLimits::from_properties(&crate::config::SessionProperties::parse(&session).unwrap(), 0);
-        assert_eq!((strict.max_task_failures, strict.max_stage_failures, strict.slots_per_worker), (1, 1, 1));
-    }
-}
+mod tests;

@@ -1,15 +1,13 @@
 //! The state machines of queries, stages and tasks: plain structs driven by
 //! `transition`, with no I/O. Each kind of state says which transitions are legal;
-//! an illegal one is refused (and logged), final states stay final, listeners fire
-//! once per change, and the machine records when it entered each state.
+//! an illegal one is refused (and logged), final states stay final, and every change
+//! bumps a version that long polls wait on.
 //!
 //! Owned by the coordinator's query, stage and remote-task objects and by the worker's
 //! task; they wrap the machine in whatever lock and wake-up they need.
 
-use std::collections::HashMap;
 use std::fmt::Debug;
 use std::hash::Hash;
-use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
@@ -30,15 +28,10 @@ pub struct IllegalTransition {
     pub to: String,
 }
 
-type Listener<S> = Box<dyn Fn(S) + Send + Sync>;
-
 pub struct StateMachine<S: StateKind> {
     name: String,
     state: S,
     version: u64,
-    entered: HashMap<S, (Instant, SystemTime)>,
-    history: Vec<S>,
-    listeners: Vec<Listener<S>>,
 }
 
 impl<S: StateKind> Debug for StateMachine<S> {
@@ -53,16 +46,7 @@ impl<S: StateKind> Debug for StateMachine<S> {
 
 impl<S: StateKind> StateMachine<S> {
     pub fn new(name: impl Into<String>, initial: S) -> Self {
-        let mut entered = HashMap::new();
-        entered.insert(initial, (Instant::now(), SystemTime::now()));
-        StateMachine {
-            name: name.into(),
-            state: initial,
-            version: 0,
-            entered,
-            history: vec![initial],
-            listeners: Vec::new(),
-        }
+        StateMachine { name: name.into(), state: initial, version: 0 }
     }
 
     pub fn state(&self) -> S {
@@ -76,25 +60,6 @@ impl<S: StateKind> StateMachine<S> {
 
     pub fn is_final(&self) -> bool {
         self.state.is_final()
-    }
-
-    /// The states passed through, in order.
-    pub fn history(&self) -> &[S] {
-        &self.history
-    }
-
-    /// When the machine (last) entered `state`.
-    pub fn entered_at(&self, state: S) -> Option<SystemTime> {
-        self.entered.get(&state).map(|(_, t)| *t)
-    }
-
-    /// Time spent since entering `state`.
-    pub fn since(&self, state: S) -> Option<Duration> {
-        self.entered.get(&state).map(|(i, _)| i.elapsed())
-    }
-
-    pub fn add_listener(&mut self, f: impl Fn(S) + Send + Sync + 'static) {
-        self.listeners.push(Box::new(f));
     }
 
     /// Moves to `to`. Ok(false) when already there; an error (logged) when illegal or
@@ -114,11 +79,6 @@ impl<S: StateKind> StateMachine<S> {
         }
         self.state = to;
         self.version += 1;
-        self.entered.insert(to, (Instant::now(), SystemTime::now()));
-        self.history.push(to);
-        for l in &self.listeners {
-            l(to);
-        }
         Ok(true)
     }
 
@@ -239,11 +199,9 @@ impl StateKind for TaskState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
 
     #[test]
-    fn stage_follows_the_legal_path_and_records_times() {
+    fn stage_follows_the_legal_path() {
         let mut m = StateMachine::new("stage 1", StageState::Planned);
         for s in [
             StageState::Scheduling,
@@ -253,11 +211,10 @@ mod tests {
             StageState::Finished,
         ] {
             assert_eq!(m.transition(s), Ok(true), "to {s:?}");
-            assert!(m.entered_at(s).is_some());
+            assert_eq!(m.state(), s);
         }
         assert_eq!(m.version(), 5);
         assert!(m.is_final());
-        assert_eq!(m.history().len(), 6);
     }
 
     #[test]
@@ -288,19 +245,14 @@ mod tests {
     }
 
     #[test]
-    fn listeners_fire_once_per_change() {
-        let count = Arc::new(AtomicUsize::new(0));
+    fn the_version_counts_changes_only() {
         let mut m = StateMachine::new("task", TaskState::Planned);
-        let c = count.clone();
-        m.add_listener(move |_| {
-            c.fetch_add(1, Ordering::SeqCst);
-        });
         m.transition(TaskState::Running).unwrap();
         assert_eq!(m.transition(TaskState::Running), Ok(false));
         let _ = m.transition(TaskState::Planned);
         m.transition(TaskState::Flushing).unwrap();
         m.transition(TaskState::Finished).unwrap();
-        assert_eq!(count.load(Ordering::SeqCst), 3);
+        assert_eq!(m.version(), 3);
     }
 
     #[test]

@@ -174,6 +174,11 @@ impl FakeCluster {
             .find(|t| (t.task_id.stage, t.task_id.task, t.task_id.attempt) == (stage, task, attempt))
     }
 
+    /// The newest attempt of a stage's task (partition, in fault-tolerant mode).
+    pub fn latest(&self, stage: usize, task: usize) -> Option<Arc<FakeRemoteTask>> {
+        self.stage_tasks(stage).into_iter().filter(|t| t.task_id.task == task).max_by_key(|t| t.task_id.attempt)
+    }
+
     /// Waits (a bounded time) for that task to be created on its worker.
     pub async fn created(&self, stage: usize, task: usize, attempt: usize) -> Arc<FakeRemoteTask> {
         let what = format!("task {stage}.{task}.{attempt} to be created");

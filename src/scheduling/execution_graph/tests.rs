@@ -373,3 +373,22 @@ fn new_validates_the_dag() {
     assert!(matches!(cycle, Err(GraphError::Cycle(_))));
     assert!(matches!(ExecutionGraph::new("x", vec![spec(0, 0, &[], &[])]), Err(GraphError::NoPartitions(0))));
 }
+
+/// Reading the end of a job, which only these tests need.
+impl ExecutionGraph {
+    pub fn succeed_job(&mut self) -> Result<(), GraphError> {
+        if !matches!(self.stages[&self.final_stage].state, ExecutionStage::Successful { .. }) {
+            return Err(GraphError::NotSuccessful { job_id: self.job_id.clone(), stage: self.final_stage });
+        }
+        self.status = JobStatus::Successful;
+        Ok(())
+    }
+
+    /// The final stage's outputs, in partition order; empty until it succeeded.
+    pub fn output_locations(&self) -> Vec<PartitionLocation> {
+        match &self.stages[&self.final_stage].state {
+            ExecutionStage::Successful { tasks, .. } => tasks.iter().flat_map(|t| t.locations().to_vec()).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
