@@ -165,6 +165,7 @@ pub async fn run_scheduling(stages: usize, tasks: usize, workers: usize, iterati
                 http: cluster.coordinator.state.http.clone(),
                 max_error_duration: Duration::from_secs(10),
             }),
+            codec: crate::exchange::codec::FlotillaCodec::new(crate::connector::Connectors::builtin()),
             workers: slots.clone(),
             node_scheduler: Arc::new(NodeScheduler::new()),
             session: Default::default(),

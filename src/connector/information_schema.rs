@@ -1,51 +1,101 @@
-//! `information_schema` of the `tpch` catalog in Trino's shape: `schemata`, `tables`,
+//! `information_schema` of every catalog, in Trino's shape: `schemata`, `tables`,
 //! `columns` (with 1-based `ordinal_position`, `comment`, and Trino type names in
 //! `data_type`), `views`. BI tools and Trino's SQLAlchemy dialect reflect tables by
 //! querying these; DataFusion's own information schema has Arrow type names and other
-//! columns. Built on demand as small in-memory tables, read on the coordinator.
+//! columns. `WithInformationSchema` wraps a connector's catalog and adds the schema,
+//! built on demand from that catalog's schemas and tables as small in-memory tables,
+//! read on the coordinator.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::catalog::{MemTable, SchemaProvider, TableProvider};
+use datafusion::catalog::{CatalogProvider, MemTable, SchemaProvider, TableProvider};
 use datafusion::error::Result;
+use datafusion::logical_expr::TableType;
 
-use super::tpch::{TpchTableKind, LISTED_SCHEMAS};
 use crate::format::trino_type;
 
 pub const NAME: &str = "information_schema";
 const TABLES: [&str; 4] = ["columns", "schemata", "tables", "views"];
 
+/// A connector's catalog with Trino's `information_schema` added.
+#[derive(Debug)]
+pub struct WithInformationSchema {
+    name: String,
+    inner: Arc<dyn CatalogProvider>,
+}
+
+impl WithInformationSchema {
+    pub fn new(name: &str, inner: Arc<dyn CatalogProvider>) -> Self {
+        WithInformationSchema { name: name.to_string(), inner }
+    }
+}
+
+impl CatalogProvider for WithInformationSchema {
+    fn schema_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.inner.schema_names().into_iter().filter(|n| n != NAME).collect();
+        names.push(NAME.to_string());
+        names
+    }
+
+    fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        if name == NAME {
+            return Some(Arc::new(TrinoInformationSchema { catalog: self.name.clone(), inner: self.inner.clone() }));
+        }
+        self.inner.schema(name)
+    }
+
+    fn register_schema(&self, name: &str, schema: Arc<dyn SchemaProvider>) -> Result<Option<Arc<dyn SchemaProvider>>> {
+        self.inner.register_schema(name, schema)
+    }
+
+    fn deregister_schema(&self, name: &str, cascade: bool) -> Result<Option<Arc<dyn SchemaProvider>>> {
+        self.inner.deregister_schema(name, cascade)
+    }
+}
+
+/// A listed table: schema, name, columns, and whether it is a view.
+struct Listed {
+    schema: String,
+    table: String,
+    layout: SchemaRef,
+    view: bool,
+}
+
 #[derive(Debug)]
 pub struct TrinoInformationSchema {
     catalog: String,
+    inner: Arc<dyn CatalogProvider>,
 }
 
 impl TrinoInformationSchema {
-    pub fn new(catalog: &str) -> Self {
-        TrinoInformationSchema { catalog: catalog.to_string() }
-    }
-
     fn schemas(&self) -> Vec<String> {
-        let mut v: Vec<String> = LISTED_SCHEMAS.iter().map(|s| s.to_string()).collect();
+        let mut v: Vec<String> = self.inner.schema_names().into_iter().filter(|n| n != NAME).collect();
+        v.sort();
         v.push(NAME.to_string());
         v
     }
 
-    /// Every (schema, table, table schema), this schema's own tables included.
-    fn tables(&self) -> Vec<(String, String, SchemaRef)> {
+    /// Every table of the catalog, this schema's own included.
+    async fn tables(&self) -> Result<Vec<Listed>> {
         let mut out = Vec::new();
-        for s in LISTED_SCHEMAS {
-            for t in TpchTableKind::ALL {
-                out.push((s.to_string(), t.name().to_string(), t.schema()));
+        for s in self.schemas().into_iter().filter(|s| s != NAME) {
+            let Some(provider) = self.inner.schema(&s) else { continue };
+            let mut names = provider.table_names();
+            names.sort();
+            for t in names {
+                if let Some(table) = provider.table(&t).await? {
+                    let view = table.table_type() == TableType::View;
+                    out.push(Listed { schema: s.clone(), table: t, layout: table.schema(), view });
+                }
             }
         }
         for t in TABLES {
-            out.push((NAME.to_string(), t.to_string(), self.layout(t)));
+            out.push(Listed { schema: NAME.to_string(), table: t.to_string(), layout: self.layout(t), view: false });
         }
-        out
+        Ok(out)
     }
 
     fn layout(&self, table: &str) -> SchemaRef {
@@ -69,7 +119,7 @@ impl TrinoInformationSchema {
         Arc::new(Schema::new(fields))
     }
 
-    fn batch(&self, table: &str) -> Result<RecordBatch> {
+    async fn batch(&self, table: &str) -> Result<RecordBatch> {
         let schema = self.layout(table);
         let text = |v: Vec<Option<String>>| Arc::new(StringArray::from(v)) as ArrayRef;
         let cat = |n: usize| text(vec![Some(self.catalog.clone()); n]);
@@ -78,19 +128,19 @@ impl TrinoInformationSchema {
                 let names = self.schemas();
                 vec![cat(names.len()), text(names.into_iter().map(Some).collect())]
             }
-            "tables" => {
-                let t = self.tables();
+            "tables" | "views" => {
+                let t: Vec<Listed> = self.tables().await?.into_iter().filter(|t| table == "tables" || t.view).collect();
+                let kind = |t: &Listed| Some(if t.view { "VIEW" } else { "BASE TABLE" }.to_string());
                 vec![
                     cat(t.len()),
-                    text(t.iter().map(|x| Some(x.0.clone())).collect()),
-                    text(t.iter().map(|x| Some(x.1.clone())).collect()),
-                    text(vec![Some("BASE TABLE".to_string()); t.len()]),
+                    text(t.iter().map(|x| Some(x.schema.clone())).collect()),
+                    text(t.iter().map(|x| Some(x.table.clone())).collect()),
+                    text(t.iter().map(kind).collect()),
                 ]
             }
-            "views" => vec![cat(0), text(vec![]), text(vec![]), text(vec![])],
             _ => {
                 let mut rows: Vec<(String, String, String, i64, bool, String)> = Vec::new();
-                for (schema_name, table_name, layout) in self.tables() {
+                for Listed { schema: schema_name, table: table_name, layout, .. } in self.tables().await? {
                     for (i, f) in layout.fields().iter().enumerate() {
                         rows.push((
                             schema_name.clone(),
@@ -131,7 +181,7 @@ impl SchemaProvider for TrinoInformationSchema {
         if !TABLES.contains(&name) {
             return Ok(None);
         }
-        let batch = self.batch(name)?;
+        let batch = self.batch(name).await?;
         Ok(Some(Arc::new(MemTable::try_new(batch.schema(), vec![vec![batch]])?)))
     }
 
@@ -143,11 +193,15 @@ impl SchemaProvider for TrinoInformationSchema {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::connector::tpch::{TpchCatalog, LISTED_SCHEMAS};
 
-    #[test]
-    fn columns_use_trino_names_and_positions() {
-        let s = TrinoInformationSchema::new("tpch");
-        let b = s.batch("columns").unwrap();
+    fn tpch() -> TrinoInformationSchema {
+        TrinoInformationSchema { catalog: "tpch".into(), inner: Arc::new(TpchCatalog) }
+    }
+
+    #[tokio::test]
+    async fn columns_use_trino_names_and_positions() {
+        let b = tpch().batch("columns").await.unwrap();
         let col = |name: &str| b.column_by_name(name).unwrap().as_any().downcast_ref::<StringArray>().unwrap().clone();
         let (tables, columns, types) = (col("table_name"), col("column_name"), col("data_type"));
         let idx =
@@ -160,10 +214,35 @@ mod tests {
         assert_eq!(types.value(first), "bigint");
     }
 
-    #[test]
-    fn tables_list_every_tpch_table_per_schema() {
-        let s = TrinoInformationSchema::new("tpch");
-        let b = s.batch("tables").unwrap();
+    #[tokio::test]
+    async fn tables_list_every_table_per_schema() {
+        let b = tpch().batch("tables").await.unwrap();
         assert_eq!(b.num_rows(), LISTED_SCHEMAS.len() * 8 + TABLES.len());
+        let schemata = tpch().batch("schemata").await.unwrap();
+        assert_eq!(schemata.num_rows(), LISTED_SCHEMAS.len() + 1);
+    }
+
+    #[tokio::test]
+    async fn a_memory_catalog_lists_its_tables_and_views() {
+        use datafusion::catalog::{MemoryCatalogProvider, MemorySchemaProvider};
+        use datafusion::prelude::SessionContext;
+        let ctx = SessionContext::new();
+        let catalog = Arc::new(MemoryCatalogProvider::new());
+        catalog.register_schema("default", Arc::new(MemorySchemaProvider::new())).unwrap();
+        ctx.register_catalog("files", Arc::new(WithInformationSchema::new("files", catalog)));
+        ctx.sql("CREATE TABLE files.default.t AS VALUES (1)").await.unwrap().collect().await.unwrap();
+        ctx.sql("CREATE VIEW files.default.v AS SELECT * FROM files.default.t").await.unwrap().collect().await.unwrap();
+        let batches = ctx
+            .sql("SELECT table_name, table_type FROM files.information_schema.tables WHERE table_schema = 'default'")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches).unwrap().to_string();
+        assert!(text.contains("| t          | BASE TABLE |"), "{text}");
+        assert!(text.contains("| v          | VIEW       |"), "{text}");
+        let names = ctx.catalog("files").unwrap().schema_names();
+        assert_eq!(names, vec!["default".to_string(), NAME.to_string()]);
     }
 }

@@ -29,6 +29,7 @@ use parking_lot::RwLock;
 use tokio::sync::watch;
 
 use crate::cluster::node_manager::NodeManager;
+use crate::connector::Connectors;
 use crate::exchange::client::ExchangeConfig;
 use crate::http::ApiError;
 use crate::protocol::Announcement;
@@ -127,8 +128,9 @@ pub struct CoordinatorState {
     /// hyper drives a connection on the runtime that opened it, and control requests
     /// (status polls, deletes) must not ride on connections the busy compute threads drive.
     pub exchange_http: reqwest::Client,
-    /// External file tables, shared by every query's planning context.
-    pub files: Arc<dyn datafusion::catalog::CatalogProvider>,
+    /// The catalogs, shared by every query's planning context (so external file
+    /// tables stay), and the plan codec that ships their scans.
+    pub connectors: Connectors,
     queries: RwLock<BTreeMap<String, Arc<QueryExecution>>>,
     history: parking_lot::Mutex<VecDeque<String>>,
     counter: AtomicU64,
@@ -297,7 +299,7 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
         node_scheduler: Arc::new(NodeScheduler::new()),
         http: crate::http::http_client(config.shared_secret.as_deref()),
         exchange_http: crate::http::http_client(config.shared_secret.as_deref()),
-        files: planner::files_catalog(),
+        connectors: Connectors::builtin(),
         queries: RwLock::new(BTreeMap::new()),
         history: parking_lot::Mutex::new(VecDeque::new()),
         counter: AtomicU64::new(0),

@@ -7,11 +7,12 @@ use std::collections::BTreeMap;
 
 use std::sync::Arc;
 
-use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider};
 use datafusion::error::DataFusionError;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 use crate::config::SessionProperties;
+use crate::connector::tpch::{TpchCatalog, TPCH_CATALOG_NAME};
+use crate::connector::Connectors;
 use crate::error_code::ErrorCode;
 
 pub use crate::error_code::QueryError;
@@ -78,12 +79,12 @@ impl Default for SessionSpec {
 }
 
 /// A planning context whose `target_partitions` is the query's partition count, with
-/// the `tpch` catalog and the coordinator's `files` catalog.
+/// the coordinator's catalogs.
 pub fn session_context(
     spec: &SessionSpec,
     props: &SessionProperties,
     partitions: usize,
-    files: Option<Arc<dyn CatalogProvider>>,
+    connectors: &Connectors,
 ) -> SessionContext {
     // The catalog brings Trino's information_schema; DataFusion's would shadow it.
     let mut config = SessionConfig::new()
@@ -109,21 +110,8 @@ pub fn session_context(
     // them breaks; as a join it is just another (broadcast) input.
     opts.optimizer.enable_physical_uncorrelated_scalar_subquery = false;
     let ctx = SessionContext::new_with_config(config);
-    crate::connector::tpch::register_tpch(&ctx);
-    if let Some(files) = files {
-        ctx.register_catalog(FILES_CATALOG, files);
-    }
+    connectors.register(&ctx);
     ctx
-}
-
-/// The catalog of external file tables (`CREATE EXTERNAL TABLE files.default.t ...`).
-pub const FILES_CATALOG: &str = "files";
-
-/// The coordinator's `files` catalog: one `default` schema, kept across queries.
-pub fn files_catalog() -> Arc<dyn CatalogProvider> {
-    let catalog = MemoryCatalogProvider::new();
-    let _ = catalog.register_schema("default", Arc::new(MemorySchemaProvider::new()));
-    Arc::new(catalog)
 }
 
 /// The same context for single-node DataFusion: the oracle of the tests and the
@@ -135,7 +123,7 @@ pub fn single_node_context(schema: &str, partitions: usize) -> SessionContext {
         .with_information_schema(true)
         .with_default_catalog_and_schema(&spec.catalog, &spec.schema);
     let ctx = SessionContext::new_with_config(config);
-    crate::connector::tpch::register_tpch(&ctx);
+    ctx.register_catalog(TPCH_CATALOG_NAME, Arc::new(TpchCatalog));
     ctx
 }
 
@@ -145,7 +133,7 @@ mod tests {
 
     #[tokio::test]
     async fn bad_sql_is_a_syntax_error() {
-        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, None);
+        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
         let e = ctx.sql("SELEC 1").await.unwrap_err();
         let q = planning_error(&e);
         assert_eq!(q.error_name, "SYNTAX_ERROR");
@@ -154,7 +142,7 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_tables_are_named() {
-        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, None);
+        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
         let e = ctx.sql("SELECT * FROM no_such_table").await.unwrap_err();
         let q = planning_error(&e);
         assert_eq!(q.error_name, "TABLE_NOT_FOUND", "{q:?}");

@@ -21,6 +21,7 @@ use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, Visit, Visitor};
 
 use super::planner::{planning_error, QueryError};
+use crate::connector::Connectors;
 use crate::plan::distribute::prepare_for_distribution;
 use crate::plan::fragmenter::{fragment_plan, reads_tables, FragmentedPlan};
 use crate::scheduling::pipelined::task_count;
@@ -54,7 +55,13 @@ fn planning_slots() -> &'static tokio::sync::Semaphore {
 }
 
 /// Plans `sql` on a planning thread; gives up after `max_time`.
-pub async fn plan(ctx: SessionContext, sql: String, workers: usize, max_time: Duration) -> Result<Planned, QueryError> {
+pub async fn plan(
+    ctx: SessionContext,
+    connectors: Connectors,
+    sql: String,
+    workers: usize,
+    max_time: Duration,
+) -> Result<Planned, QueryError> {
     let planning = async move {
         let slot = planning_slots()
             .acquire()
@@ -66,7 +73,7 @@ pub async fn plan(ctx: SessionContext, sql: String, workers: usize, max_time: Du
                 .enable_all()
                 .build()
                 .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
-            rt.block_on(plan_here(&ctx, &sql, workers, abandoned))
+            rt.block_on(plan_here(&ctx, &connectors, &sql, workers, abandoned))
         });
         Ok::<_, QueryError>(thread.await)
     };
@@ -89,6 +96,7 @@ pub async fn plan(ctx: SessionContext, sql: String, workers: usize, max_time: Du
 
 async fn plan_here(
     ctx: &SessionContext,
+    connectors: &Connectors,
     sql: &str,
     workers: usize,
     abandoned: &dyn Fn() -> bool,
@@ -101,8 +109,8 @@ async fn plan_here(
     if let LogicalPlan::Explain(explain) = &logical {
         let physical = state.create_physical_plan(&explain.plan).await.map_err(|e| planning_error(&e))?;
         let graphviz = matches!(explain.explain_format, datafusion::common::format::ExplainFormat::Graphviz);
-        let text = if reads_tables(&physical) {
-            let fragmented = cut(physical, ctx)?;
+        let text = if reads_tables(&physical, connectors) {
+            let fragmented = cut(physical, ctx, connectors)?;
             if graphviz {
                 fragmented.to_dot()
             } else {
@@ -127,17 +135,21 @@ async fn plan_here(
     }
     let df = ctx.execute_logical_plan(logical).await.map_err(|e| planning_error(&e))?;
     let physical = df.create_physical_plan().await.map_err(|e| planning_error(&e))?;
-    let fragments = match reads_tables(&physical) {
-        true => Some(Arc::new(cut(physical.clone(), ctx)?)),
+    let fragments = match reads_tables(&physical, connectors) {
+        true => Some(Arc::new(cut(physical.clone(), ctx, connectors)?)),
         false => None,
     };
     Ok(Planned::Query { physical, fragments, analyze })
 }
 
-fn cut(physical: Arc<dyn ExecutionPlan>, ctx: &SessionContext) -> Result<FragmentedPlan, QueryError> {
+fn cut(
+    physical: Arc<dyn ExecutionPlan>,
+    ctx: &SessionContext,
+    connectors: &Connectors,
+) -> Result<FragmentedPlan, QueryError> {
     let physical =
         prepare_for_distribution(physical, ctx.state().config().options()).map_err(|e| planning_error(&e))?;
-    fragment_plan(physical).map_err(|e| planning_error(&e))
+    fragment_plan(physical, connectors).map_err(|e| planning_error(&e))
 }
 
 /// Refuses statements whose expressions nest deeper than `MAX_EXPRESSION_DEPTH`.
@@ -202,24 +214,25 @@ mod tests {
 
     #[tokio::test]
     async fn shallow_statements_plan() {
-        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, None);
-        let planned = plan(ctx, chain(100), 1, Duration::from_secs(60)).await;
+        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
+        let planned = plan(ctx, Connectors::builtin(), chain(100), 1, Duration::from_secs(60)).await;
         assert!(matches!(planned, Ok(Planned::Query { fragments: None, .. })));
     }
 
     #[tokio::test]
     async fn deep_statements_are_refused_not_crashed() {
-        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, None);
-        let e = plan(ctx, chain(10_000), 1, Duration::from_secs(60)).await.err().expect("refused");
+        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
+        let e =
+            plan(ctx, Connectors::builtin(), chain(10_000), 1, Duration::from_secs(60)).await.err().expect("refused");
         assert_eq!(e.error_name, "SYNTAX_ERROR", "{e:?}");
         assert!(e.message.contains("limit of 500"), "{}", e.message);
     }
 
     #[tokio::test]
     async fn nested_parentheses_are_a_syntax_error() {
-        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, None);
+        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
         let sql = format!("SELECT {}1{}", "(".repeat(5000), ")".repeat(5000));
-        let e = plan(ctx, sql, 1, Duration::from_secs(60)).await.err().expect("refused");
+        let e = plan(ctx, Connectors::builtin(), sql, 1, Duration::from_secs(60)).await.err().expect("refused");
         assert_eq!(e.error_name, "SYNTAX_ERROR", "{e:?}");
     }
 }

@@ -24,6 +24,7 @@ use super::root_stage::SpooledRootStage;
 use super::CoordinatorState;
 use crate::config::{ExecutionPolicy, RetryPolicy, SessionProperties};
 use crate::exchange::client::{ExchangeClient, ExchangeStats};
+use crate::exchange::codec::FlotillaCodec;
 use crate::exchange::remote_source::{attach_resolver, SourceLocations, SourceResolver};
 use crate::plan::fragmenter::FragmentedPlan;
 use crate::protocol::SourceUpdate;
@@ -379,7 +380,7 @@ async fn execute(
     let props = &run.props;
     let workers = coord.nodes.live_workers();
     let partitions = props.hash_partition_count.unwrap_or(workers.len().max(1) * coord.config.partitions_per_worker);
-    let ctx = session_context(&q.session, props, partitions, Some(coord.files.clone()));
+    let ctx = session_context(&q.session, props, partitions, &coord.connectors);
     let sql = match super::execute_immediate::rewrite(&q.sql) {
         Some(Ok(sql)) => sql,
         Some(Err(m)) => return Err(QueryError::new(ErrorCode::SyntaxError, m)),
@@ -405,11 +406,18 @@ async fn execute(
         q.emit(batch).await;
         return Ok(());
     }
-    let (physical, fragments, analyze) =
-        match super::planning::plan(ctx.clone(), sql, workers.len(), props.query_max_planning_time).await? {
-            Planned::Explain(text) => return emit_text(q, "Query Plan", text).await,
-            Planned::Query { physical, fragments, analyze } => (physical, fragments, analyze),
-        };
+    let (physical, fragments, analyze) = match super::planning::plan(
+        ctx.clone(),
+        coord.connectors.clone(),
+        sql,
+        workers.len(),
+        props.query_max_planning_time,
+    )
+    .await?
+    {
+        Planned::Explain(text) => return emit_text(q, "Query Plan", text).await,
+        Planned::Query { physical, fragments, analyze } => (physical, fragments, analyze),
+    };
     if !analyze {
         *q.schema.lock() = Some(physical.schema());
     }
@@ -444,6 +452,7 @@ async fn execute(
             http: coord.http.clone(),
             max_error_duration: exchange.max_error_duration,
         }),
+        codec: FlotillaCodec::new(coord.connectors.clone()),
         workers,
         node_scheduler: coord.node_scheduler.clone(),
         session: run.session.clone(),

@@ -1,7 +1,9 @@
 //! `FlotillaCodec`: the datafusion-proto extension codec for the plan nodes that are
-//! ours (`TpchScanExec`, `RemoteSourceExec`), so fragments travel as proto bytes. The
-//! coordinator encodes fragments with it; a worker decodes with a codec that carries
-//! the task's `SourceResolver`, which it plants into every remote source it decodes.
+//! ours (connectors' scans, `RemoteSourceExec`), so fragments travel as proto bytes.
+//! A connector's scan travels as its catalog's name and the bytes the connector made
+//! of it. The coordinator encodes fragments with it; a worker decodes with a codec
+//! that carries the task's `SourceResolver`, which it plants into every remote source
+//! it decodes.
 
 use std::io::Cursor;
 use std::sync::Arc;
@@ -17,13 +19,15 @@ use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConve
 use serde::{Deserialize, Serialize};
 
 use super::remote_source::{ExchangeMode, RemoteSourceExec, SourceResolver};
-use crate::connector::tpch::TpchScanExec;
+use crate::connector::Connectors;
 
-const TAG_TPCH_SCAN: u8 = 1;
+/// `[1][catalog name length][catalog name][the connector's bytes]`
+const TAG_CONNECTOR_SCAN: u8 = 1;
 const TAG_REMOTE_SOURCE: u8 = 2;
 
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct FlotillaCodec {
+    connectors: Connectors,
     resolver: Option<Arc<dyn SourceResolver>>,
 }
 
@@ -37,12 +41,13 @@ struct RemoteSourceProto {
 }
 
 impl FlotillaCodec {
-    pub fn new() -> Self {
-        FlotillaCodec { resolver: None }
+    pub fn new(connectors: Connectors) -> Self {
+        FlotillaCodec { connectors, resolver: None }
     }
 
-    pub fn with_resolver(resolver: Arc<dyn SourceResolver>) -> Self {
-        FlotillaCodec { resolver: Some(resolver) }
+    /// The same codec, planting `resolver` into the remote sources it decodes.
+    pub fn with_resolver(&self, resolver: Arc<dyn SourceResolver>) -> Self {
+        FlotillaCodec { connectors: self.connectors.clone(), resolver: Some(resolver) }
     }
 
     /// Serializes a fragment plan to proto bytes.
@@ -80,7 +85,17 @@ impl PhysicalExtensionCodec for FlotillaCodec {
         }
         let (tag, body) = buf.split_first().ok_or_else(|| DataFusionError::Internal("empty extension node".into()))?;
         match *tag {
-            TAG_TPCH_SCAN => Ok(Arc::new(TpchScanExec::from_bytes(body)?)),
+            TAG_CONNECTOR_SCAN => {
+                let (&len, rest) =
+                    body.split_first().ok_or_else(|| DataFusionError::Internal("empty connector scan".into()))?;
+                if rest.len() < len as usize {
+                    return Err(DataFusionError::Internal("truncated connector scan".into()));
+                }
+                let (name, scan) = rest.split_at(len as usize);
+                let catalog = std::str::from_utf8(name)
+                    .map_err(|_| DataFusionError::Internal("connector scan with a non-UTF-8 catalog name".into()))?;
+                self.connectors.decode_scan(catalog, scan)
+            }
             TAG_REMOTE_SOURCE => {
                 let p: RemoteSourceProto = serde_json::from_slice(body)
                     .map_err(|e| DataFusionError::Internal(format!("bad RemoteSourceExec: {e}")))?;
@@ -104,9 +119,13 @@ impl PhysicalExtensionCodec for FlotillaCodec {
         _proto_converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<()> {
         let any = node.as_ref() as &dyn std::any::Any;
-        if let Some(scan) = any.downcast_ref::<TpchScanExec>() {
-            buf.push(TAG_TPCH_SCAN);
-            buf.extend_from_slice(&scan.to_bytes());
+        if let Some((catalog, bytes)) = self.connectors.encode_scan(node.as_ref()) {
+            let len = u8::try_from(catalog.len())
+                .map_err(|_| DataFusionError::Plan(format!("catalog name '{catalog}' is too long")))?;
+            buf.push(TAG_CONNECTOR_SCAN);
+            buf.push(len);
+            buf.extend_from_slice(catalog.as_bytes());
+            buf.extend_from_slice(&bytes);
             Ok(())
         } else if let Some(rs) = any.downcast_ref::<RemoteSourceExec>() {
             let proto = RemoteSourceProto {

@@ -14,8 +14,6 @@ use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::sync::Arc;
 
-use datafusion::datasource::physical_plan::FileScanConfig;
-use datafusion::datasource::source::DataSourceExec;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::joins::{CrossJoinExec, HashJoinExec, NestedLoopJoinExec, PartitionMode};
@@ -25,7 +23,7 @@ use datafusion::physical_plan::{displayable, ExecutionPlan, ExecutionPlanPropert
 use petgraph::graph::DiGraph;
 
 use super::DependencyKind;
-use crate::connector::tpch::TpchScanExec;
+use crate::connector::Connectors;
 use crate::exchange::remote_source::{ExchangeMode, RemoteSourceExec};
 
 /// How a fragment's output leaves it.
@@ -152,12 +150,10 @@ impl FragmentedPlan {
     }
 }
 
-/// True when the plan runs anything that must execute on workers: generated TPC-H
-/// splits or file scans (in-memory tables, like information_schema, stay local).
-pub fn reads_tables(plan: &Arc<dyn ExecutionPlan>) -> bool {
-    let file_scan = as_::<DataSourceExec>(plan)
-        .is_some_and(|d| (d.data_source().as_ref() as &dyn std::any::Any).is::<FileScanConfig>());
-    file_scan || is::<TpchScanExec>(plan) || plan.children().iter().any(|c| reads_tables(c))
+/// True when the plan runs anything that must execute on workers: a connector's table
+/// scan (in-memory tables, like information_schema's, stay on the coordinator).
+pub fn reads_tables(plan: &Arc<dyn ExecutionPlan>, connectors: &Connectors) -> bool {
+    connectors.is_scan(plan.as_ref()) || plan.children().iter().any(|c| reads_tables(c, connectors))
 }
 
 fn is<T: 'static>(plan: &Arc<dyn ExecutionPlan>) -> bool {
@@ -207,21 +203,22 @@ fn collect_join_dependencies(
     }
 }
 
-struct Fragmenter {
+struct Fragmenter<'a> {
     fragments: Vec<Option<Fragment>>,
+    connectors: &'a Connectors,
 }
 
 /// Cuts `plan` into fragments. The root fragment is always a single partition that
 /// reads only remote sources, so the coordinator never scans.
-pub fn fragment_plan(plan: Arc<dyn ExecutionPlan>) -> Result<FragmentedPlan> {
+pub fn fragment_plan(plan: Arc<dyn ExecutionPlan>, connectors: &Connectors) -> Result<FragmentedPlan> {
     let plan = if plan.output_partitioning().partition_count() > 1 {
         Arc::new(CoalescePartitionsExec::new(plan)) as Arc<dyn ExecutionPlan>
     } else {
         plan
     };
-    let mut f = Fragmenter { fragments: vec![None] };
+    let mut f = Fragmenter { fragments: vec![None], connectors };
     let mut root = f.visit(plan)?;
-    if reads_tables(&root) {
+    if reads_tables(&root, connectors) {
         // Nothing was cut above the scans: run the whole plan on one worker task.
         let partitions = root.output_partitioning().partition_count();
         let id = f.add(root.clone(), FragmentOutput::Passthrough, partitions);
@@ -249,7 +246,7 @@ pub fn fragment_plan(plan: Arc<dyn ExecutionPlan>) -> Result<FragmentedPlan> {
         let mut inputs = BTreeSet::new();
         remote_sources(&fragments[i].plan, &mut inputs);
         fragments[i].inputs = inputs.iter().copied().collect();
-        fragments[i].has_scan = reads_tables(&fragments[i].plan);
+        fragments[i].has_scan = reads_tables(&fragments[i].plan, connectors);
         for &input in &inputs {
             fragments[input].consumer = Some(i);
         }
@@ -262,7 +259,7 @@ pub fn fragment_plan(plan: Arc<dyn ExecutionPlan>) -> Result<FragmentedPlan> {
     Ok(FragmentedPlan { fragments, graph })
 }
 
-impl Fragmenter {
+impl Fragmenter<'_> {
     fn add(&mut self, plan: Arc<dyn ExecutionPlan>, output: FragmentOutput, partitions: usize) -> usize {
         let id = self.fragments.len();
         self.fragments.push(Some(Fragment {
@@ -302,7 +299,7 @@ impl Fragmenter {
         }
         if let Some(c) = as_::<CoalescePartitionsExec>(&plan) {
             let input = self.visit(c.input().clone())?;
-            if input.output_partitioning().partition_count() <= 1 && !reads_tables(&input) {
+            if input.output_partitioning().partition_count() <= 1 && !reads_tables(&input, self.connectors) {
                 return replace_children(&plan, vec![input]);
             }
             let rs = self.broadcast(input);
@@ -311,7 +308,7 @@ impl Fragmenter {
         if let Some(spm) = as_::<SortPreservingMergeExec>(&plan) {
             let input = self.visit(spm.input().clone())?;
             let partitions = input.output_partitioning().partition_count();
-            if partitions <= 1 && !reads_tables(&input) {
+            if partitions <= 1 && !reads_tables(&input, self.connectors) {
                 return replace_children(&plan, vec![input]);
             }
             let schema = input.schema();

@@ -142,10 +142,10 @@ impl FaultTolerantQueryScheduler {
         }
         specs.push(StageSpec { stage_id: 0, partitions: 1, inputs: plan.root().inputs.clone(), output_links: vec![] });
         let graph = ExecutionGraph::new(&settings.query_id, specs).map_err(|e| SchedulerError::Graph(e.to_string()))?;
-        let codec = crate::exchange::codec::FlotillaCodec::new();
         let mut fragments = HashMap::new();
         for &id in stages.keys() {
-            let bytes = codec
+            let bytes = settings
+                .codec
                 .encode_plan(plan.fragments[id].plan.clone())
                 .map_err(|e| SchedulerError::Graph(format!("stage {id} does not serialize: {e}")))?;
             fragments.insert(id, Base64Bytes(bytes));

@@ -23,6 +23,7 @@ pub use super::stage_execution::{StageExecution, StageInfo, TaskFailureReport};
 use super::state_machine::{StageState, StateKind};
 use crate::cluster::node_manager::{NodeManager, WorkerNode};
 use crate::error_code::ErrorCode;
+use crate::exchange::codec::FlotillaCodec;
 use crate::plan::fragmenter::{Fragment, FragmentOutput, FragmentedPlan};
 use crate::protocol::{
     Base64Bytes, OutputBufferSpec, SourceUpdate, TaskFailure, TaskId, TaskState, TaskStatus, TaskUpdateRequest,
@@ -56,6 +57,8 @@ pub struct SchedulerSettings {
     pub attempt: usize,
     /// Makes the query's tasks: `HttpRemoteTask`s, or fakes in tests.
     pub remote_tasks: Arc<dyn RemoteTaskFactory>,
+    /// Encodes the fragments sent to workers.
+    pub codec: FlotillaCodec,
     pub workers: Vec<WorkerNode>,
     pub node_scheduler: Arc<NodeScheduler>,
     pub session: BTreeMap<String, String>,
@@ -250,8 +253,7 @@ impl PipelinedQueryScheduler {
         if workers.is_empty() {
             return Err(SchedulerError::NoWorkers(id));
         }
-        let codec = crate::exchange::codec::FlotillaCodec::new();
-        let bytes = codec.encode_plan(fragment.plan.clone()).map_err(|e| {
+        let bytes = self.settings.codec.encode_plan(fragment.plan.clone()).map_err(|e| {
             SchedulerError::TaskFailed(Box::new(TaskFailureReport {
                 stage: id,
                 task: TaskId::new(&self.settings.query_id, id, 0, 0),

@@ -102,6 +102,8 @@ pub struct TaskStart {
     pub task_ctx: Arc<TaskContext>,
     /// Spool the output here (retry policy `task`); the caller created it.
     pub spool: Option<Arc<SpoolWriter>>,
+    /// Decodes the fragment: the worker's connectors.
+    pub codec: FlotillaCodec,
 }
 
 impl SqlTask {
@@ -109,7 +111,7 @@ impl SqlTask {
     /// an error here, before any state exists, so a bad request changes nothing.
     pub fn start(start: TaskStart) -> Result<Arc<SqlTask>, DataFusionError> {
         let sources = Arc::new(SourceLocations::new(start.task_index, start.client));
-        let codec = FlotillaCodec::with_resolver(sources.clone());
+        let codec = start.codec.with_resolver(sources.clone());
         let plan = codec.decode_plan(&start.fragment, &start.task_ctx)?;
         let (exec_plan, partitioner) = split_partitioner(&plan, &start.spec)?;
         let input_partitions = exec_plan.output_partitioning().partition_count();

@@ -13,7 +13,9 @@ use parking_lot::RwLock;
 use super::failure_injector::{FailureInjector, InjectedFailureKind};
 use super::task::{SqlTask, TaskSettings, TaskStart};
 use super::WorkerError;
+use crate::connector::Connectors;
 use crate::exchange::client::{ExchangeClient, ExchangeConfig, ExchangeStats};
+use crate::exchange::codec::FlotillaCodec;
 use crate::exchange::spool::SpoolWriter;
 use crate::protocol::{NodeInfo, TaskId, TaskInfo, TaskStatus, TaskUpdateRequest};
 
@@ -31,6 +33,8 @@ pub struct SqlTaskManager {
     /// Task contexts by batch size; tasks share them as partitions of one session do.
     contexts: parking_lot::Mutex<HashMap<usize, Arc<TaskContext>>>,
     pub injector: Option<Arc<FailureInjector>>,
+    /// Decodes fragments, scans of the worker's catalogs included.
+    codec: FlotillaCodec,
     /// Ids of tasks being created (outside the task map's lock).
     creating: parking_lot::Mutex<std::collections::HashSet<TaskId>>,
     /// Ids deleted while being created: their create aborts the task instead of
@@ -60,6 +64,7 @@ impl SqlTaskManager {
             exchange,
             started: Instant::now(),
             base,
+            codec: FlotillaCodec::new(Connectors::builtin()),
             contexts: Default::default(),
             injector,
             creating: Default::default(),
@@ -159,6 +164,7 @@ impl SqlTaskManager {
             input_stats,
             task_ctx,
             spool: spool.clone(),
+            codec: self.codec.clone(),
         });
         let task = match started {
             Ok(task) => task,

@@ -32,6 +32,29 @@ async fn tpch_over_generated_parquet_matches_the_tpch_catalog() {
     }
     let files =
         flotilla::client::StatementClient::new(&cluster.coordinator.url).with_catalog("files").with_schema("default");
+    // The catalog lists its tables, as SHOW TABLES and as its information_schema.
+    let names = |rows: &[Vec<serde_json::Value>]| {
+        let mut v: Vec<String> = rows.iter().map(|r| r[0].as_str().unwrap().to_string()).collect();
+        v.sort();
+        v
+    };
+    let mut want: Vec<String> = TABLES.iter().map(|t| t.to_string()).collect();
+    want.sort();
+    let shown = client.execute("SHOW TABLES FROM files.default").await.expect("show tables");
+    assert_eq!(names(&shown.rows), want);
+    let listed = client
+        .execute("SELECT table_name, table_type FROM files.information_schema.tables WHERE table_schema = 'default'")
+        .await
+        .expect("information_schema.tables");
+    assert_eq!(names(&listed.rows), want);
+    assert!(listed.rows.iter().all(|r| r[1] == "BASE TABLE"), "{:?}", listed.rows);
+    let columns = files
+        .execute("SELECT data_type FROM information_schema.columns WHERE table_name = 'lineitem' AND column_name = 'l_quantity'")
+        .await
+        .expect("information_schema.columns");
+    assert_eq!(columns.rows, vec![vec![serde_json::json!("decimal(15,2)")]]);
+    let schemas = names(&client.execute("SHOW SCHEMAS FROM files").await.expect("show schemas").rows);
+    assert_eq!(schemas, ["default", "information_schema"]);
     // The scans really are split over tasks: the lineitem leaf stage has several.
     let sql = "SELECT l_returnflag, count(*) FROM lineitem GROUP BY 1 ORDER BY 1";
     let out = files.execute(sql).await.expect("count");

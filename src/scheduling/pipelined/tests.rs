@@ -36,6 +36,7 @@ fn start(worker_count: usize, nodes: Option<Arc<NodeManager>>) -> Harness {
         query_id: "q1".into(),
         attempt: 0,
         remote_tasks: cluster.clone(),
+        codec: FlotillaCodec::new(crate::connector::Connectors::builtin()),
         workers: workers(worker_count),
         node_scheduler: Arc::new(NodeScheduler::new()),
         session: BTreeMap::new(),

@@ -1,0 +1,252 @@
+//! The built-in `tpch` catalog: TPC-H tables generated on the fly.
+//!
+//! Every schema of the catalog is a scale factor (`tiny` = 0.01, `sf1`,
+//! `sf0_1` = 0.1, any `sfN` with `_` as the decimal point), and every schema
+//! holds the eight TPC-H tables. Rows are produced by `tpchgen` /
+//! `tpchgen-arrow` while the query runs and are never written to disk, so a
+//! benchmark needs no data loading and every process can produce any slice of
+//! any table by itself.
+//!
+//! [`TpchScanExec`] (in `scan`) is the leaf plan node. `TpchConnector` is the catalog's `Connector`: session setup registers its catalog,
+//! and the plan codec ships its scans with `scan::TpchScanExec::to_bytes`.
+
+mod scan;
+
+pub use scan::TpchScanExec;
+
+use super::Connector;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::{CatalogProvider, SchemaProvider, Session, TableProvider};
+use datafusion::error::Result;
+use datafusion::logical_expr::{Expr, TableType};
+use datafusion::physical_plan::ExecutionPlan;
+use tpchgen::generators::{CustomerGenerator, OrderGenerator, PartGenerator, PartSuppGenerator, SupplierGenerator};
+use tpchgen_arrow::{
+    CustomerArrow, LineItemArrow, NationArrow, OrderArrow, PartArrow, PartSuppArrow, RegionArrow, SupplierArrow,
+};
+
+/// The catalog's name.
+pub const TPCH_CATALOG_NAME: &str = "tpch";
+
+/// Schemas the catalog lists. Any other valid `sfN` name still resolves;
+/// listing them all is impossible.
+pub const LISTED_SCHEMAS: [&str; 4] = ["tiny", "sf0_1", "sf1", "sf10"];
+
+/// The eight TPC-H tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TpchTableKind {
+    Nation,
+    Region,
+    Part,
+    Supplier,
+    PartSupp,
+    Customer,
+    Orders,
+    LineItem,
+}
+
+impl TpchTableKind {
+    /// All tables, in the order `table_names` reports them.
+    pub const ALL: [Self; 8] = [
+        Self::Nation,
+        Self::Region,
+        Self::Part,
+        Self::Supplier,
+        Self::PartSupp,
+        Self::Customer,
+        Self::Orders,
+        Self::LineItem,
+    ];
+
+    /// SQL table name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Nation => "nation",
+            Self::Region => "region",
+            Self::Part => "part",
+            Self::Supplier => "supplier",
+            Self::PartSupp => "partsupp",
+            Self::Customer => "customer",
+            Self::Orders => "orders",
+            Self::LineItem => "lineitem",
+        }
+    }
+
+    /// Inverse of [`TpchTableKind::name`].
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+
+    /// Full (unprojected) Arrow schema, exactly as the generator emits it.
+    pub fn schema(self) -> SchemaRef {
+        match self {
+            Self::Nation => NationArrow::schema_ref(),
+            Self::Region => RegionArrow::schema_ref(),
+            Self::Part => PartArrow::schema_ref(),
+            Self::Supplier => SupplierArrow::schema_ref(),
+            Self::PartSupp => PartSuppArrow::schema_ref(),
+            Self::Customer => CustomerArrow::schema_ref(),
+            Self::Orders => OrderArrow::schema_ref(),
+            Self::LineItem => LineItemArrow::schema_ref(),
+        }
+    }
+
+    /// Total row count at `scale_factor`. Exact for every table except
+    /// lineitem, whose lines per order are random; there it is an estimate.
+    pub fn row_count(self, scale_factor: f64) -> u64 {
+        self.part_row_count(scale_factor, 1, 1)
+    }
+
+    /// Whether the generator honours its part arguments. The nation and
+    /// region generators ignore them and always emit the whole table, so
+    /// splitting those would duplicate rows.
+    pub fn is_splittable(self) -> bool {
+        !matches!(self, Self::Nation | Self::Region)
+    }
+
+    /// Row count of generator part `part` (1-based) of `parts`.
+    fn part_row_count(self, sf: f64, part: i32, parts: i32) -> u64 {
+        let rows = match self {
+            Self::Nation => 25,
+            Self::Region => 5,
+            Self::Part => PartGenerator::calculate_row_count(sf, part, parts),
+            Self::Supplier => SupplierGenerator::calculate_row_count(sf, part, parts),
+            // calculate_row_count counts parts; each has four partsupp rows.
+            Self::PartSupp => PartSuppGenerator::calculate_row_count(sf, part, parts).saturating_mul(4),
+            Self::Customer => CustomerGenerator::calculate_row_count(sf, part, parts),
+            Self::Orders => OrderGenerator::calculate_row_count(sf, part, parts),
+            // Lineitem is split by order; 1..=7 lines per order, 4 on average.
+            Self::LineItem => OrderGenerator::calculate_row_count(sf, part, parts).saturating_mul(4),
+        };
+        u64::try_from(rows).unwrap_or(0)
+    }
+}
+
+/// Scale factor named by a schema: `tiny` = 0.01, otherwise `sf` followed by
+/// a positive decimal number that uses `_` as the decimal point (SQL
+/// identifiers cannot contain `.`), e.g. `sf1`, `sf0_1`, `sf0_01`, `sf100`.
+pub fn parse_schema_name(name: &str) -> Option<f64> {
+    if name == "tiny" {
+        return Some(0.01);
+    }
+    let number = name.strip_prefix("sf")?;
+    let (whole, fraction) = match number.split_once('_') {
+        Some((whole, fraction)) => (whole, Some(fraction)),
+        None => (number, None),
+    };
+    // Digits only: f64::from_str would also take "inf", "1e3", "-1", ...
+    let is_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !is_digits(whole) || !fraction.is_none_or(is_digits) {
+        return None;
+    }
+    let text = match fraction {
+        Some(fraction) => format!("{whole}.{fraction}"),
+        None => whole.to_string(),
+    };
+    let scale_factor: f64 = text.parse().ok()?;
+    (scale_factor.is_finite() && scale_factor > 0.0).then_some(scale_factor)
+}
+
+/// The `tpch` catalog as a connector; its scans travel as `TpchScanExec::to_bytes`.
+#[derive(Debug, Clone, Copy)]
+pub struct TpchConnector;
+
+impl Connector for TpchConnector {
+    fn catalog_name(&self) -> &str {
+        TPCH_CATALOG_NAME
+    }
+
+    fn catalog(&self) -> Arc<dyn CatalogProvider> {
+        Arc::new(TpchCatalog)
+    }
+
+    fn is_scan(&self, plan: &dyn ExecutionPlan) -> bool {
+        (plan as &dyn std::any::Any).is::<TpchScanExec>()
+    }
+
+    fn encode_scan(&self, plan: &dyn ExecutionPlan) -> Option<Vec<u8>> {
+        (plan as &dyn std::any::Any).downcast_ref::<TpchScanExec>().map(TpchScanExec::to_bytes)
+    }
+
+    fn decode_scan(&self, bytes: &[u8]) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(Arc::new(TpchScanExec::from_bytes(bytes)?))
+    }
+}
+
+/// The `tpch` catalog. Stateless: schemas are created on lookup.
+#[derive(Debug, Clone, Copy)]
+pub struct TpchCatalog;
+
+impl CatalogProvider for TpchCatalog {
+    fn schema_names(&self) -> Vec<String> {
+        LISTED_SCHEMAS.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        let scale_factor = parse_schema_name(name)?;
+        Some(Arc::new(TpchSchema { scale_factor }) as Arc<dyn SchemaProvider>)
+    }
+}
+
+/// One scale factor of the `tpch` catalog.
+#[derive(Debug, Clone, Copy)]
+pub struct TpchSchema {
+    pub scale_factor: f64,
+}
+
+#[async_trait]
+impl SchemaProvider for TpchSchema {
+    fn table_names(&self) -> Vec<String> {
+        TpchTableKind::ALL.iter().map(|k| k.name().to_string()).collect()
+    }
+
+    async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        let scale_factor = self.scale_factor;
+        let table = TpchTableKind::from_name(name).map(|kind| TpchTable { kind, scale_factor });
+        Ok(table.map(|table| Arc::new(table) as Arc<dyn TableProvider>))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        TpchTableKind::from_name(name).is_some()
+    }
+}
+
+/// One TPC-H table at one scale factor.
+#[derive(Debug, Clone, Copy)]
+pub struct TpchTable {
+    pub kind: TpchTableKind,
+    pub scale_factor: f64,
+}
+
+#[async_trait]
+impl TableProvider for TpchTable {
+    fn schema(&self) -> SchemaRef {
+        self.kind.schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        // No filters arrive: the default `supports_filters_pushdown` says
+        // Unsupported, as the generator must produce every row anyway. The
+        // limit is ignored because DataFusion keeps its own above the scan.
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let partitions = state.config().target_partitions();
+        let exec = TpchScanExec::try_new(self.kind, self.scale_factor, partitions, projection.cloned())?;
+        Ok(Arc::new(exec))
+    }
+}
+
+#[cfg(test)]
+mod tests;
