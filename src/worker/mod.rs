@@ -6,6 +6,7 @@ pub mod api;
 pub mod failure_injector;
 pub mod task;
 pub mod task_manager;
+pub mod task_output;
 
 use std::sync::Arc;
 use std::time::Duration;

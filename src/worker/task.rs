@@ -21,13 +21,13 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+use super::task_output::{Finished, TaskOutput};
 use super::WorkerError;
 use crate::exchange::client::{ExchangeClient, ExchangeStats};
 use crate::exchange::codec::FlotillaCodec;
 use crate::exchange::output_buffer::{BufferError, BufferResult, OutputBuffer};
-use crate::exchange::page::Page;
 use crate::exchange::remote_source::SourceLocations;
-use crate::exchange::spool::{read_spooled, SpoolError, SpoolWriter};
+use crate::exchange::spool::SpoolWriter;
 use crate::protocol::{
     OutputBufferSpec, SourceUpdate, TaskFailure, TaskId, TaskInfo, TaskState, TaskStats, TaskStatus,
 };
@@ -67,9 +67,7 @@ pub struct SqlTask {
     inner: Mutex<Inner>,
     /// Woken on every status change, for long polls.
     status_changed: Arc<Notify>,
-    output: Arc<OutputBuffer>,
-    /// Fault-tolerant mode: the output goes to disk here instead of to `output`.
-    spool: Option<Arc<SpoolWriter>>,
+    output: TaskOutput,
     sources: Arc<SourceLocations>,
     input: Arc<ExchangeStats>,
     output_rows: AtomicU64,
@@ -130,17 +128,25 @@ impl SqlTask {
                 "an output of {buffer_count} buffers is out of range (1 to {MAX_OUTPUT_BUFFERS})"
             )));
         }
-        let spool = start.spool;
         let status_changed = Arc::new(Notify::new());
-        let output =
-            Arc::new(OutputBuffer::new(buffer_count, start.settings.output_buffer_bytes, status_changed.clone()));
-        if start.spec == OutputBufferSpec::Passthrough {
-            // Buffer ids are fragment partitions; those of other tasks stay empty and
-            // nobody asks for them, so they count as done from the start.
-            for b in (0..buffer_count).filter(|b| !start.partitions.contains(b)) {
-                output.destroy(b).map_err(|e| DataFusionError::Internal(e.to_string()))?;
+        let output = match start.spool {
+            Some(spool) => TaskOutput::spool(spool),
+            None => {
+                let buffer = Arc::new(OutputBuffer::new(
+                    buffer_count,
+                    start.settings.output_buffer_bytes,
+                    status_changed.clone(),
+                ));
+                if start.spec == OutputBufferSpec::Passthrough {
+                    // Buffer ids are fragment partitions; those of other tasks stay empty
+                    // and nobody asks for them, so they count as done from the start.
+                    for b in (0..buffer_count).filter(|b| !start.partitions.contains(b)) {
+                        buffer.destroy(b).map_err(|e| DataFusionError::Internal(e.to_string()))?;
+                    }
+                }
+                TaskOutput::buffer(buffer, matches!(start.spec, OutputBufferSpec::Broadcast { .. }))
             }
-        }
+        };
         let task = Arc::new(SqlTask {
             id: start.id.clone(),
             node_id: start.node_id,
@@ -153,7 +159,6 @@ impl SqlTask {
             }),
             status_changed,
             output,
-            spool,
             sources,
             input: start.input_stats,
             output_rows: AtomicU64::new(0),
@@ -210,13 +215,12 @@ impl SqlTask {
         self.inner.lock().machine.state()
     }
 
-    pub fn output(&self) -> &Arc<OutputBuffer> {
-        &self.output
+    /// Bytes of output held in memory.
+    pub fn buffered_bytes(&self) -> u64 {
+        self.output.buffered_bytes()
     }
 
-    /// Pages of `buffer` from `token`, long-polling up to `max_wait`: from the
-    /// in-memory buffer, or, for a spooled task, from its files once it has finished
-    /// (consumers normally only start then); the files stay for re-reads.
+    /// Pages of `buffer` from `token`, long-polling up to `max_wait`.
     pub async fn results(
         &self,
         buffer: usize,
@@ -224,63 +228,35 @@ impl SqlTask {
         max_bytes: u64,
         max_wait: Duration,
     ) -> Result<BufferResult, WorkerError> {
-        let Some(spool) = self.spool.clone() else {
-            return Ok(self.output.get(buffer, token, max_bytes, max_wait).await?);
-        };
-        if !self.state().is_done() {
-            self.wait_status(self.status().version, max_wait).await;
-        }
-        if self.state() != TaskState::Finished {
-            // Not yet, or failed or aborted, which `reader_failure` reports.
-            return Ok(BufferResult { pages: Vec::new(), next_token: token, complete: false });
-        }
-        let read = tokio::task::spawn_blocking(move || {
-            read_spooled(spool.dir(), buffer, spool.is_broadcast(), token, max_bytes)
-        })
-        .await
-        .map_err(|e| WorkerError::Spool(e.to_string()))?;
-        read.map_err(|e| match e {
-            SpoolError::TokenAhead { .. } => WorkerError::BadRequest(e.to_string()),
-            other => WorkerError::Spool(other.to_string()),
-        })
+        self.output.get(buffer, token, max_bytes, max_wait).await
     }
 
     /// What a reader of the output is told instead of pages (code, message): the
-    /// task's own failure, or that a spooled task was aborted and its files are gone.
+    /// task's own failure, or that its spooled output is gone.
     pub fn reader_failure(&self) -> Option<(String, String)> {
         match self.failure() {
             Some(f) => Some((f.code, f.message)),
-            None if self.spool.is_some() && matches!(self.state(), TaskState::Canceled | TaskState::Aborted) => Some((
+            None if self.output.is_gone() => Some((
                 ErrorCode::TaskAborted.name().to_string(),
-                "the task was aborted; its spooled output is gone".to_string(),
+                format!("the spooled output of task {} is gone: the task was aborted or deleted", self.id),
             )),
             None => None,
         }
     }
 
-    /// A reader holds the pages before `token`. Spooled pages stay until the task
-    /// goes: another consumer attempt may need them.
+    /// A reader holds the pages before `token`.
     pub fn acknowledge(&self, buffer: usize, token: u64) -> Result<(), BufferError> {
-        match self.spool {
-            Some(_) => Ok(()),
-            None => self.output.acknowledge(buffer, token),
-        }
+        self.output.acknowledge(buffer, token)
     }
 
-    /// A reader is done with `buffer`; a spool keeps it, as above.
+    /// A reader is done with `buffer`.
     pub fn destroy_buffer(&self, buffer: usize) -> Result<(), BufferError> {
-        match self.spool {
-            Some(_) => Ok(()),
-            None => self.output.destroy(buffer),
-        }
+        self.output.destroy_buffer(buffer)
     }
 
     /// Frees what a finished task still holds: buffered pages and spool files.
     pub fn release(&self) {
-        self.output.destroy_all();
-        if let Some(spool) = &self.spool {
-            spool.remove();
-        }
+        self.output.release();
     }
 
     pub fn failure(&self) -> Option<TaskFailure> {
@@ -345,7 +321,7 @@ impl SqlTask {
             node_id: self.node_id.clone(),
             failure: inner.failure.clone(),
             output_buffer_overutilized: self.output.is_full(),
-            output_buffer_bytes: self.output.total_bytes(),
+            output_buffer_bytes: self.output.buffered_bytes(),
             stats: TaskStats {
                 input_rows: self.input.rows.load(Ordering::Relaxed),
                 input_bytes: self.input.bytes.load(Ordering::Relaxed),
@@ -406,26 +382,20 @@ impl SqlTask {
                 runs.abort_all();
             }
         }
-        if first_error.is_none() {
-            if let Some(spool) = &self.spool {
-                // A spooled task is done once its files are complete: nobody has to
-                // read them for it to finish.
-                match spool.finish() {
-                    Ok(bytes) => {
-                        self.output_bytes.store(bytes, Ordering::Relaxed);
-                        self.output.destroy_all();
-                        self.transition(TaskState::Flushing);
-                        self.transition(TaskState::Finished);
-                        return;
-                    }
-                    Err(e) => first_error = Some(DataFusionError::External(Box::new(e))),
-                }
+        let finished = match first_error {
+            Some(e) => Err(e),
+            None => self.output.finish(),
+        };
+        match finished {
+            Err(e) => self.fail(crate::exchange::failure_from_error(&e)),
+            // A spooled task is done once its files are complete: nobody has to read
+            // them for it to finish.
+            Ok(Finished::Spooled(bytes)) => {
+                self.output_bytes.store(bytes, Ordering::Relaxed);
+                self.transition(TaskState::Flushing);
+                self.transition(TaskState::Finished);
             }
-        }
-        match first_error {
-            Some(e) => self.fail(crate::exchange::failure_from_error(&e)),
-            None => {
-                self.output.set_no_more_pages();
+            Ok(Finished::Draining) => {
                 self.transition(TaskState::Flushing);
                 loop {
                     let notified = self.status_changed.notified();
@@ -496,17 +466,9 @@ impl SqlTask {
     async fn emit(&self, buffer: usize, batch: RecordBatch) -> Result<(), DataFusionError> {
         self.output_rows.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
         crate::metrics::PAGES_PRODUCED.fetch_add(1, Ordering::Relaxed);
-        if let Some(spool) = &self.spool {
-            // Bytes are counted on disk when the spool is finished.
-            return spool.write(buffer, &batch).map_err(|e| DataFusionError::External(Box::new(e)));
-        }
-        let page = Page::encode(&batch)?;
-        self.output_bytes.fetch_add(page.len() as u64, Ordering::Relaxed);
-        let result = match self.spec {
-            OutputBufferSpec::Broadcast { .. } => self.output.enqueue_all(page).await,
-            _ => self.output.enqueue(buffer, page).await,
-        };
-        result.map_err(|e| DataFusionError::Internal(e.to_string()))
+        let bytes = self.output.write(buffer, &batch).await?;
+        self.output_bytes.fetch_add(bytes, Ordering::Relaxed);
+        Ok(())
     }
 }
 

@@ -252,7 +252,7 @@ impl SqlTaskManager {
             version: env!("CARGO_PKG_VERSION").to_string(),
             tasks: tasks.len(),
             running_tasks: tasks.values().filter(|t| !t.state().is_done()).count(),
-            buffered_bytes: tasks.values().map(|t| t.output().total_bytes()).sum(),
+            buffered_bytes: tasks.values().map(|t| t.buffered_bytes()).sum(),
             uptime_ms: self.started.elapsed().as_millis() as u64,
         }
     }
