@@ -4,6 +4,7 @@
 //! `flotilla coordinator` and by `flotilla local`.
 
 pub mod execute_immediate;
+pub mod execution;
 pub mod metadata;
 pub mod planner;
 pub mod planning;
@@ -145,13 +146,13 @@ impl CoordinatorState {
         crate::metrics::QUERIES_SUBMITTED.fetch_add(1, Ordering::Relaxed);
         // Supervised: a panic in the runner fails the query and removes its tasks,
         // instead of leaving it running forever in the list.
-        let runner = tokio::spawn(query::run_query(self.clone(), q.clone()));
+        let runner = tokio::spawn(execution::run_query(self.clone(), q.clone()));
         let supervised = q.clone();
         tokio::spawn(async move {
             if let Err(e) = runner.await {
                 let what = if e.is_panic() { "panicked" } else { "was cancelled" };
                 tracing::error!(query = %supervised.id, "the query runner {what}: {e}");
-                query::fail_after_runner_died(&supervised, format!("the query runner {what}")).await;
+                execution::fail_after_runner_died(&supervised, format!("the query runner {what}")).await;
             }
         });
         q

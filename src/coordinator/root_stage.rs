@@ -17,7 +17,8 @@ use futures::future::{BoxFuture, FutureExt};
 use futures::StreamExt;
 use parking_lot::Mutex;
 
-use super::query::{root_error, QueryExecution};
+use super::execution::root_error;
+use super::query::QueryExecution;
 use crate::exchange::client::{ExchangeClient, ExchangeConfig};
 use crate::exchange::remote_source::{attach_resolver, SourceLocations, SourceResolver};
 use crate::protocol::SourceUpdate;

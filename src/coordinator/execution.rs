@@ -1,0 +1,472 @@
+//! Running one query to a final state: plan the SQL, cut the plan into fragments,
+//! drive the `PipelinedQueryScheduler` (or, under `retry_policy=task`, the
+//! `FaultTolerantQueryScheduler`) for the worker stages and run the root stage here,
+//! streaming its batches into the query's results channel; retry the whole query
+//! under `retry_policy=query`. Whatever way the query ends, every task of it is
+//! deleted from every worker before the query reaches a final state. Spawned, and
+//! supervised, by the coordinator for each submitted query.
+
+use crate::error_code::ErrorCode;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::physical_plan::ExecutionPlan;
+use futures::StreamExt;
+
+use super::planner::{planning_error, session_context, QueryError};
+use super::planning::Planned;
+use super::remote_task::HttpRemoteTaskFactory;
+use super::root_stage::SpooledRootStage;
+use super::CoordinatorState;
+use crate::config::{ExecutionPolicy, RetryPolicy, SessionProperties};
+use crate::exchange::client::ExchangeClient;
+use crate::exchange::codec::FlotillaCodec;
+use crate::exchange::remote_source::{attach_resolver, SourceLocations, SourceResolver};
+use crate::plan::fragmenter::FragmentedPlan;
+use crate::protocol::SourceUpdate;
+use crate::scheduling::fault_tolerant::{FaultTolerantQueryScheduler, RetryLimits};
+use crate::scheduling::phased::{AllAtOnceExecutionSchedule, ExecutionSchedule, PhasedExecutionSchedule};
+use crate::scheduling::pipelined::{
+    pick_root_cause, PipelinedQueryScheduler, RootSourceSink, SchedulerError, SchedulerSettings, StageExecution,
+};
+use crate::scheduling::state_machine::QueryState;
+
+use super::query::QueryExecution;
+
+impl RootSourceSink for SourceLocations {
+    fn add_source(&self, update: SourceUpdate) {
+        self.add(vec![update]);
+    }
+}
+
+/// Runs the query to a final state.
+pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
+    let outcome = match prepare_run(&coord, &q) {
+        Ok(run) => run_attempts(&coord, &q, &run).await,
+        Err(e) => Err(e),
+    };
+    match outcome {
+        Ok(()) => {
+            q.transition(QueryState::Finishing);
+            q.transition(QueryState::Finished);
+        }
+        Err(e) => q.fail(e),
+    }
+    crate::metrics::QUERY_LATENCY.observe(q.elapsed().as_secs_f64());
+}
+
+/// Session properties are parsed and checked once, here; a bad one fails the query.
+fn prepare_run(coord: &CoordinatorState, q: &QueryExecution) -> Result<Run, QueryError> {
+    let mut properties = q.session.properties.clone();
+    let inject_panic = properties.remove(INJECT_RUNNER_PANIC).is_some() && coord.config.enable_failure_injection;
+    let props =
+        SessionProperties::parse(&properties).map_err(|m| QueryError::new(ErrorCode::InvalidSessionProperty, m))?;
+    Ok(Run { props, session: properties, inject_panic })
+}
+
+/// Runs the query, again under retry_policy=query, until an attempt's outcome is final.
+async fn run_attempts(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, run: &Run) -> Result<(), QueryError> {
+    // retry_policy=query: a retryable failure before any row reached the client runs
+    // the whole query again, a bounded number of times.
+    let attempts = match run.props.retry_policy {
+        RetryPolicy::Query => run.props.query_retry_attempts.saturating_add(1),
+        _ => 1,
+    };
+    let mut attempt = 0;
+    loop {
+        let outcome = tokio::select! {
+            r = execute(coord, q, run, attempt) => r,
+            _ = q.cancelled() => Err(q.cancel_reason.lock().clone().unwrap_or_else(|| QueryError::new(ErrorCode::UserCanceled, "Query was canceled"))),
+        };
+        // Tasks are deleted inside `execute` on every path it finishes; a cancel that
+        // dropped it mid-way leaves the stages' tasks, which are removed here.
+        if outcome.is_err() {
+            remove_stage_tasks(q).await;
+        }
+        match outcome {
+            Err(e) if attempt + 1 < attempts && e.is_retryable() && q.output_rows() == 0 && !*q.cancel.borrow() => {
+                tracing::warn!(query = %q.id, attempt, "query attempt failed, retrying: {e}");
+                attempt += 1;
+                q.retries.fetch_add(1, Ordering::Relaxed);
+                // Give the node manager time to notice a lost worker before replanning.
+                tokio::time::sleep(Duration::from_millis(500 * attempt as u64)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The runner of `q` panicked: the query fails and its tasks go.
+pub(crate) async fn fail_after_runner_died(q: &Arc<QueryExecution>, why: String) {
+    q.fail(QueryError::new(ErrorCode::GenericInternalError, why));
+    remove_stage_tasks(q).await;
+}
+
+/// Session property that makes the runner panic once rows flow, on a coordinator
+/// started with `--enable-failure-injection` (tests only).
+pub const INJECT_RUNNER_PANIC: &str = "test_inject_runner_panic";
+
+async fn remove_stage_tasks(q: &QueryExecution) {
+    let deletes = q.stages().into_iter().flat_map(|s| s.tasks()).map(|t| async move { t.delete(true).await });
+    futures::future::join_all(deletes).await;
+}
+
+/// What every attempt of a query shares.
+struct Run {
+    props: SessionProperties,
+    /// The properties as the client set them, forwarded to workers (test hooks removed).
+    session: std::collections::BTreeMap<String, String>,
+    /// Test hook: panic once rows flow (`INJECT_RUNNER_PANIC`).
+    inject_panic: bool,
+}
+
+async fn execute(
+    coord: &Arc<CoordinatorState>,
+    q: &Arc<QueryExecution>,
+    run: &Run,
+    attempt: usize,
+) -> Result<(), QueryError> {
+    q.transition(QueryState::Planning);
+    let props = &run.props;
+    let workers = coord.nodes.live_workers();
+    let partitions = props.hash_partition_count.unwrap_or(workers.len().max(1) * coord.config.partitions_per_worker);
+    let ctx = session_context(&q.session, props, partitions, &coord.connectors);
+    let sql = match super::execute_immediate::rewrite(&q.sql) {
+        Some(Ok(sql)) => sql,
+        Some(Err(m)) => return Err(QueryError::new(ErrorCode::SyntaxError, m)),
+        None => q.sql.clone(),
+    };
+    if matches!(
+        super::execute_immediate::parse_prepared(&sql),
+        Some(
+            super::execute_immediate::PreparedStatement::Prepare { .. }
+                | super::execute_immediate::PreparedStatement::Deallocate { .. }
+        )
+    ) {
+        // The client keeps prepared statements; the answer is in the response headers.
+        q.transition(QueryState::Starting);
+        q.transition(QueryState::Running);
+        return Ok(());
+    }
+    if let Some(stmt) = super::metadata::parse(&sql) {
+        let batch = super::metadata::run(&ctx, &q.session, &stmt).await?;
+        *q.schema.lock() = Some(batch.schema());
+        q.transition(QueryState::Starting);
+        q.transition(QueryState::Running);
+        q.emit(batch).await;
+        return Ok(());
+    }
+    let (physical, fragments, analyze) = match super::planning::plan(
+        ctx.clone(),
+        coord.connectors.clone(),
+        sql,
+        workers.len(),
+        props.query_max_planning_time,
+    )
+    .await?
+    {
+        Planned::Explain(text) => return emit_text(q, "Query Plan", text).await,
+        Planned::Query { physical, fragments, analyze } => (physical, fragments, analyze),
+    };
+    if !analyze {
+        *q.schema.lock() = Some(physical.schema());
+    }
+    let Some(fragmented) = fragments else {
+        // Metadata and constant queries need no workers.
+        q.transition(QueryState::Starting);
+        q.transition(QueryState::Running);
+        // On the compute runtime, like every other execution: a constant query can be
+        // big (`range(1e11)`), and must not starve the control plane.
+        let mut stream = crate::runtime::execute_on_compute(physical, ctx.task_ctx());
+        while let Some(b) = stream.next().await {
+            let b = b.map_err(|e| QueryError::new(ErrorCode::ExecutionError, e.to_string()))?;
+            if !q.emit(b).await {
+                break;
+            }
+        }
+        return Ok(());
+    };
+    if workers.is_empty() {
+        return Err(QueryError::new(
+            ErrorCode::NoNodesAvailable,
+            "no live workers: start one with `flotilla worker --coordinator <coordinator url>`",
+        ));
+    }
+    q.nodes.store(workers.len() as u64, Ordering::Relaxed);
+    *q.fragments.lock() = Some(fragmented.clone());
+    let exchange = coord.exchange_config(props);
+    let settings = SchedulerSettings {
+        query_id: q.id.clone(),
+        attempt,
+        remote_tasks: Arc::new(HttpRemoteTaskFactory {
+            http: coord.http.clone(),
+            max_error_duration: exchange.max_error_duration,
+        }),
+        codec: FlotillaCodec::new(coord.connectors.clone()),
+        workers,
+        node_scheduler: coord.node_scheduler.clone(),
+        session: run.session.clone(),
+        nodes: Some(coord.nodes.clone()),
+    };
+    if props.retry_policy == RetryPolicy::Task {
+        let limits = RetryLimits::from_properties(props, coord.config.partitions_per_worker);
+        let root = Arc::new(SpooledRootStage::new(
+            q.clone(),
+            fragmented.root().plan.clone(),
+            ctx.task_ctx(),
+            coord.exchange_http.clone(),
+            exchange,
+            analyze,
+        ));
+        return execute_fault_tolerant(q, limits, fragmented, settings, root, analyze).await;
+    }
+    let stage_ids = fragmented.worker_stages();
+    let schedule: Box<dyn ExecutionSchedule> = match props.execution_policy {
+        ExecutionPolicy::AllAtOnce => Box::new(AllAtOnceExecutionSchedule::new(&stage_ids)),
+        ExecutionPolicy::Phased => Box::new(
+            PhasedExecutionSchedule::new(&stage_ids, &fragmented.dependencies())
+                .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?,
+        ),
+    };
+    let client = ExchangeClient::new(coord.exchange_http.clone(), exchange, q.root_input.clone());
+    let sources = Arc::new(SourceLocations::new(0, client));
+    let mut scheduler = PipelinedQueryScheduler::new(settings, fragmented.clone(), schedule, sources.clone());
+    *q.stages.lock() = scheduler.stages();
+    q.transition(QueryState::Starting);
+    let resolver: Arc<dyn SourceResolver> = sources;
+    let root = attach_resolver(fragmented.root().plan.clone(), &resolver).map_err(|e| planning_error(&e))?;
+    let outcome = run_stages(q, &mut scheduler, root, &ctx, analyze, run.inject_panic).await;
+    let analysis = analyze.then(|| explain_analyze(&fragmented, &scheduler.stages(), q.elapsed()));
+    let aborting = outcome.is_err();
+    let reported = scheduler.remove_all_tasks(aborting).await;
+    match outcome {
+        Ok(rows) => match analysis {
+            Some(text) => emit_text(q, "Query Plan", format!("Output: {rows} rows\n\n{text}")).await,
+            None => Ok(()),
+        },
+        Err(RunFailure::Scheduler(SchedulerError::TaskFailed(report))) => {
+            let best = pick_root_cause(std::iter::once(*report).chain(reported).collect()).expect("one report");
+            Err(task_failure_error(&best))
+        }
+        Err(RunFailure::Scheduler(e @ SchedulerError::RemoteTask(_))) => {
+            Err(QueryError::new(ErrorCode::TooManyRequestsFailed, e.to_string()))
+        }
+        Err(RunFailure::Scheduler(e)) => Err(QueryError::new(ErrorCode::RemoteTaskError, e.to_string())),
+        Err(RunFailure::Root(e)) => match pick_root_cause(reported) {
+            Some(best) if ErrorCode::parse(&best.failure.code) != Some(ErrorCode::RemoteTaskFailed) => {
+                Err(task_failure_error(&best))
+            }
+            _ => Err(e),
+        },
+    }
+}
+
+/// retry_policy=task: the `FaultTolerantQueryScheduler` runs every stage, the root
+/// included, recomputing what fails.
+async fn execute_fault_tolerant(
+    q: &Arc<QueryExecution>,
+    limits: RetryLimits,
+    fragmented: Arc<FragmentedPlan>,
+    settings: SchedulerSettings,
+    root: Arc<SpooledRootStage>,
+    analyze: bool,
+) -> Result<(), QueryError> {
+    let mut scheduler = FaultTolerantQueryScheduler::new(settings, limits, fragmented.clone())
+        .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
+    *q.stages.lock() = scheduler.stages();
+    *q.graph.lock() = Some(scheduler.display());
+    q.transition(QueryState::Starting);
+    let outcome = scheduler.run(root.clone()).await;
+    let analysis = analyze.then(|| explain_analyze(&fragmented, &scheduler.stages(), q.elapsed()));
+    scheduler.remove_all_tasks(outcome.is_err()).await;
+    match outcome {
+        Ok(()) => match analysis {
+            Some(text) => emit_text(q, "Query Plan", format!("Output: {} rows\n\n{text}", root.rows())).await,
+            None => Ok(()),
+        },
+        Err(SchedulerError::TaskFailed(report)) => Err(task_failure_error(&report)),
+        Err(SchedulerError::Root(e)) => Err(e),
+        Err(e @ SchedulerError::NoWorkers(_)) => Err(QueryError::new(ErrorCode::NoNodesAvailable, e.to_string())),
+        Err(e) => Err(QueryError::new(ErrorCode::GenericInternalError, e.to_string())),
+    }
+}
+
+enum RunFailure {
+    Scheduler(SchedulerError),
+    Root(QueryError),
+}
+
+/// Runs the worker stages and the root stage together until the root has all rows;
+/// returns the number of rows. With `analyze` the rows are counted, not kept, and
+/// the stages are given a moment to finish so their statistics are final.
+async fn run_stages(
+    q: &Arc<QueryExecution>,
+    scheduler: &mut PipelinedQueryScheduler,
+    root: Arc<dyn ExecutionPlan>,
+    ctx: &datafusion::prelude::SessionContext,
+    analyze: bool,
+    inject_panic: bool,
+) -> Result<u64, RunFailure> {
+    let task_ctx = ctx.task_ctx();
+    let pump = async {
+        let mut stream = crate::runtime::execute_on_compute(root, task_ctx);
+        q.transition(QueryState::Running);
+        let mut rows = 0u64;
+        while let Some(batch) = stream.next().await {
+            let batch = batch.map_err(|e| RunFailure::Root(root_error(&e)))?;
+            assert!(!inject_panic, "injected panic in the runner of query {}", q.id);
+            rows += batch.num_rows() as u64;
+            if !analyze && !q.emit(batch).await {
+                break;
+            }
+        }
+        Ok::<u64, RunFailure>(rows)
+    };
+    let scheduling = scheduler.run();
+    tokio::pin!(pump, scheduling);
+    let mut scheduled = false;
+    let rows = loop {
+        tokio::select! {
+            r = &mut scheduling, if !scheduled => match r {
+                Ok(()) => scheduled = true,
+                Err(e) => return Err(RunFailure::Scheduler(e)),
+            },
+            r = &mut pump => break r?,
+        }
+    };
+    // The root has every row. When every stage is done producing, they finish as
+    // their last pages are acknowledged, in milliseconds: waiting for that lets query
+    // info show them FINISHED rather than cancelled mid-flush. A stage still producing
+    // (the root stopped early, at a LIMIT) would run on, so it is not waited for,
+    // except by EXPLAIN ANALYZE, which waits a little for final statistics.
+    let all_flushing = q.stages().iter().all(|s| s.refresh().is_done_producing());
+    if !scheduled && (all_flushing || analyze) {
+        if let Ok(Err(e)) = tokio::time::timeout(Duration::from_secs(5), &mut scheduling).await {
+            return Err(RunFailure::Scheduler(e));
+        }
+    }
+    Ok(rows)
+}
+
+/// EXPLAIN ANALYZE's report: each stage with its tasks' rows, bytes and times.
+fn explain_analyze(plan: &FragmentedPlan, stages: &[Arc<StageExecution>], elapsed: Duration) -> String {
+    use std::fmt::Write;
+    let mut out = format!("Query elapsed: {:.3}s\n", elapsed.as_secs_f64());
+    let _ = writeln!(
+        out,
+        "Fragment 0 [coordinator] reads {}",
+        plan.root().inputs.iter().map(|i| format!("stage {i}")).collect::<Vec<_>>().join(", ")
+    );
+    for s in stages.iter().rev() {
+        let info = s.info();
+        let (rows_in, bytes_in, rows_out, bytes_out) = info.tasks.iter().fold((0, 0, 0, 0), |a, t| {
+            (a.0 + t.stats.input_rows, a.1 + t.stats.input_bytes, a.2 + t.stats.output_rows, a.3 + t.stats.output_bytes)
+        });
+        let _ = writeln!(
+            out,
+            "Fragment {} [{}] {} tasks, {} partitions: input {rows_in} rows / {bytes_in} B, output {rows_out} rows / {bytes_out} B",
+            info.stage,
+            format!("{:?}", info.state).to_uppercase(),
+            info.task_count,
+            info.partitions
+        );
+        for t in &info.tasks {
+            let _ = writeln!(
+                out,
+                "    task {} on {} {}: input {} rows / {} B, output {} rows / {} B, {} ms",
+                t.task_id,
+                t.node_id,
+                format!("{:?}", t.state).to_uppercase(),
+                t.stats.input_rows,
+                t.stats.input_bytes,
+                t.stats.output_rows,
+                t.stats.output_bytes,
+                t.stats.elapsed_ms
+            );
+        }
+    }
+    out
+}
+
+pub(crate) fn root_error(e: &datafusion::error::DataFusionError) -> QueryError {
+    let failure = crate::exchange::failure_from_error(e);
+    if failure.upstream.is_some() {
+        let code = match ErrorCode::parse(&failure.code) {
+            Some(ErrorCode::RemoteTaskUnreachable) => ErrorCode::PageTransportError,
+            _ => ErrorCode::RemoteTaskError,
+        };
+        return QueryError::new(
+            code,
+            format!(
+                "stage 0 (coordinator) could not read from task {} on worker {}: {}",
+                failure.upstream.map(|t| t.to_string()).unwrap_or_default(),
+                failure.upstream_url.unwrap_or_default(),
+                failure.message
+            ),
+        );
+    }
+    QueryError::new(ErrorCode::ExecutionError, failure.message)
+}
+
+/// The query's error for a failed task: the task's own code where it says what went
+/// wrong to a user, Trino's transport and host codes for the cluster's failures, and
+/// a code this coordinator does not know kept as the worker sent it.
+fn task_failure_error(r: &crate::scheduling::pipelined::TaskFailureReport) -> QueryError {
+    let message = format!("stage {} task {} on worker {} failed: {}", r.stage, r.task, r.worker, r.failure.message);
+    let code = match ErrorCode::parse(&r.failure.code) {
+        None => return QueryError::from_name(&r.failure.code, message),
+        Some(ErrorCode::RemoteHostGone | ErrorCode::TaskLost) => ErrorCode::RemoteHostGone,
+        Some(ErrorCode::RemoteTaskUnreachable) => ErrorCode::PageTransportError,
+        Some(ErrorCode::TooManyRequestsFailed) => ErrorCode::TooManyRequestsFailed,
+        Some(c) if c.error_type() == crate::error_code::ErrorType::UserError => c,
+        Some(_) => ErrorCode::RemoteTaskError,
+    };
+    QueryError::new(code, message)
+}
+
+async fn emit_text(q: &QueryExecution, column: &str, text: String) -> Result<(), QueryError> {
+    use datafusion::arrow::array::StringArray;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    let schema = Arc::new(Schema::new(vec![Field::new(column, DataType::Utf8, false)]));
+    *q.schema.lock() = Some(schema.clone());
+    let batch = RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec![text]))])
+        .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
+    q.transition(QueryState::Starting);
+    q.transition(QueryState::Running);
+    q.emit(batch).await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{TaskFailure, TaskId};
+    use crate::scheduling::pipelined::TaskFailureReport;
+
+    fn report(code: &str) -> TaskFailureReport {
+        TaskFailureReport {
+            stage: 1,
+            task: TaskId::new("q", 1, 0, 0),
+            worker: "http://w".into(),
+            failure: TaskFailure { code: code.into(), message: "boom".into(), upstream: None, upstream_url: None },
+        }
+    }
+
+    #[test]
+    fn task_failures_become_trino_codes_and_unknown_names_are_kept() {
+        let e = task_failure_error(&report("EXECUTION_ERROR"));
+        assert_eq!((e.error_name.as_str(), e.error_type.as_str()), ("EXECUTION_ERROR", "USER_ERROR"));
+        assert!(!e.is_retryable());
+        assert_eq!(task_failure_error(&report("TASK_LOST")).error_name, "REMOTE_HOST_GONE");
+        assert_eq!(task_failure_error(&report("REMOTE_TASK_UNREACHABLE")).error_name, "PAGE_TRANSPORT_ERROR");
+        assert_eq!(task_failure_error(&report("SPOOL_ERROR")).error_name, "REMOTE_TASK_ERROR");
+        let unknown = task_failure_error(&report("DISK_ON_FIRE"));
+        assert_eq!((unknown.error_name.as_str(), unknown.error_code), ("DISK_ON_FIRE", 65536));
+        // Unknown names are a newer peer's internal failures, retried; our own catch-all
+        // GENERIC_INTERNAL_ERROR is a bug and is not.
+        assert!(unknown.is_retryable());
+        assert!(unknown.message.contains("stage 1") && unknown.message.contains("boom"));
+    }
+}
