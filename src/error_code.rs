@@ -84,6 +84,7 @@ error_codes! {
     /// The client stopped asking for results (`query.client.timeout`).
     AbandonedQuery = ("ABANDONED_QUERY", 2, UserError, Never),
     UserCanceled = ("USER_CANCELED", 3, UserError, Never),
+    PermissionDenied = ("PERMISSION_DENIED", 4, UserError, Never),
     NotSupported = ("NOT_SUPPORTED", 13, UserError, Never),
     InvalidSessionProperty = ("INVALID_SESSION_PROPERTY", 14, UserError, Never),
     QueryTextTooLarge = ("QUERY_TEXT_TOO_LARGE", 35, UserError, Never),

@@ -174,6 +174,18 @@ impl ErrorBudget {
     }
 }
 
+/// A server on a non-loopback address without a shared secret lets anyone on the
+/// network register a fake worker or drive tasks; it starts only when told to.
+pub fn check_internal_exposure(addr: std::net::SocketAddr, has_secret: bool, insecure: bool) -> std::io::Result<()> {
+    if addr.ip().is_loopback() || has_secret || insecure {
+        return Ok(());
+    }
+    Err(std::io::Error::other(format!(
+        "{addr} is reachable from other hosts but no shared secret is set: set \
+         internal-communication.shared-secret (or FLOTILLA_SHARED_SECRET), or pass --insecure-internal"
+    )))
+}
+
 /// reqwest's errors print their source chain poorly; say which kind of failure it was.
 pub fn describe_request_error(e: &reqwest::Error) -> String {
     if e.is_timeout() {

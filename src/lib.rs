@@ -10,6 +10,7 @@ pub mod config;
 pub mod connector;
 pub mod coordinator;
 pub mod error_code;
+pub mod etc;
 pub mod exchange;
 pub mod format;
 pub mod generate;

@@ -2,6 +2,7 @@
 //! loopback. Used by `flotilla local` and `flotilla bench`. Also the TPC-H query set
 //! shipped with the binary.
 
+use crate::connector::Connectors;
 use std::time::Duration;
 
 use crate::coordinator::{start_coordinator, CoordinatorConfig, CoordinatorHandle};
@@ -24,6 +25,8 @@ impl LocalCluster {
         let secret = crate::util::random_suffix(32);
         let mut config = CoordinatorConfig::new("127.0.0.1:0");
         config.shared_secret = Some(secret.clone());
+        // One user on their own machine: file tables may live anywhere they can read.
+        config.connectors = Connectors::builtin_with_files(&[std::path::PathBuf::from("/")]);
         let coordinator = start_coordinator(config).await.map_err(|e| format!("cannot start the coordinator: {e}"))?;
         let mut handles = Vec::new();
         for _ in 0..workers {

@@ -28,48 +28,58 @@ enum Command {
     },
     /// Run a coordinator.
     Coordinator {
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        bind: String,
-        /// Seconds without a heartbeat after which a worker is lost.
-        #[arg(long, default_value_t = 5)]
-        worker_timeout: u64,
-        /// Secret every internal request must carry (or FLOTILLA_SHARED_SECRET).
+        #[command(flatten)]
+        node: NodeArgs,
+        /// Address to listen on (default 127.0.0.1:8080, or 0.0.0.0:http-server.http.port).
         #[arg(long)]
-        shared_secret: Option<String>,
+        bind: Option<String>,
+        /// Seconds without a heartbeat after which a worker is lost (default 5).
+        #[arg(long)]
+        worker_timeout: Option<u64>,
         /// A query whose client stops asking for results this long is abandoned
         /// (Trino's query.client.timeout), e.g. 5m or 30s.
-        #[arg(long, default_value = "5m", value_parser = flotilla::config::parse_duration)]
-        query_client_timeout: Duration,
+        #[arg(long, value_parser = flotilla::config::parse_duration)]
+        query_client_timeout: Option<Duration>,
         /// Build client URIs from X-Forwarded-Proto/-Host (behind a trusted proxy).
         #[arg(long)]
         process_forwarded: bool,
+        /// Directories under which `files` tables may live, comma separated
+        /// (files.allowed-locations of the built-in `files` catalog; default none).
+        #[arg(long)]
+        files_allowed_locations: Option<String>,
         /// Accept test-only failure hooks (for tests).
         #[arg(long)]
         enable_failure_injection: bool,
     },
     /// Run a worker that joins a coordinator.
     Worker {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// The coordinator's URL (discovery.uri).
         #[arg(long)]
-        coordinator: String,
-        #[arg(long, default_value = "127.0.0.1:0")]
-        bind: String,
+        coordinator: Option<String>,
+        /// Address to listen on (default 127.0.0.1:0, or 0.0.0.0:http-server.http.port).
+        #[arg(long)]
+        bind: Option<String>,
+        /// What to announce to the coordinator: a URL, or a host name or address that
+        /// takes the bound port (node.internal-address). Default: the bound address,
+        /// a wildcard replaced by this host's address.
+        #[arg(long)]
+        advertise: Option<String>,
         /// Bytes a task's output buffer holds before its producer waits (e.g. 32MB).
         #[arg(long)]
         output_buffer_max_bytes: Option<String>,
         /// Accept injected failures through POST /v1/failure-injection (for tests).
         #[arg(long)]
         enable_failure_injection: bool,
-        /// Secret every internal request must carry (or FLOTILLA_SHARED_SECRET).
-        #[arg(long)]
-        shared_secret: Option<String>,
         /// Directory for spooled task output (retry_policy=task); the worker uses a
         /// subdirectory named after itself. Default: the system temp directory.
         #[arg(long, env = "FLOTILLA_SPOOL_DIR")]
         spool_dir: Option<String>,
         /// A task no client asked about for this long is abandoned (Trino's
-        /// task.client.timeout), e.g. 2m or 30s.
-        #[arg(long, default_value = "2m", value_parser = flotilla::config::parse_duration)]
-        task_client_timeout: Duration,
+        /// task.client.timeout), e.g. 2m or 30s (default 2m).
+        #[arg(long, value_parser = flotilla::config::parse_duration)]
+        task_client_timeout: Option<Duration>,
     },
     /// Run SQL against a coordinator.
     Sql {
@@ -128,6 +138,31 @@ enum BenchSuite {
         #[arg(long, default_value_t = 200)]
         iterations: usize,
     },
+}
+
+/// What coordinators and workers share: configuration directory, identity, secret.
+#[derive(Args, Clone)]
+struct NodeArgs {
+    /// Configuration directory like Trino's etc/: config.properties, node.properties,
+    /// catalog/*.properties. Flags override it.
+    #[arg(long)]
+    etc: Option<std::path::PathBuf>,
+    /// node.environment: a coordinator takes only workers of its own (default production).
+    #[arg(long)]
+    environment: Option<String>,
+    /// Secret every internal request must carry; prefer FLOTILLA_SHARED_SECRET or
+    /// internal-communication.shared-secret, which `ps` does not show.
+    #[arg(long)]
+    shared_secret: Option<String>,
+    /// Serve internal endpoints without a shared secret on a non-loopback address.
+    #[arg(long)]
+    insecure_internal: bool,
+}
+
+impl NodeArgs {
+    fn etc(&self) -> Result<Option<flotilla::etc::Etc>, String> {
+        self.etc.as_deref().map(flotilla::etc::Etc::load).transpose().map_err(|e| e.to_string())
+    }
 }
 
 #[derive(Args, Clone)]
@@ -201,49 +236,103 @@ async fn run(cli: Cli) -> Result<(), String> {
             result
         }
         Command::Coordinator {
+            node,
             bind,
             worker_timeout,
-            shared_secret,
             query_client_timeout,
             process_forwarded,
+            files_allowed_locations,
             enable_failure_injection,
         } => {
-            let mut config = flotilla::coordinator::CoordinatorConfig::new(&bind);
-            config.query_client_timeout = query_client_timeout.max(Duration::from_secs(1));
-            config.process_forwarded = process_forwarded;
+            use flotilla::coordinator::CoordinatorConfig;
+            let etc = node.etc()?;
+            let mut config = match &etc {
+                Some(etc) => CoordinatorConfig::from_etc(etc)?,
+                None => CoordinatorConfig::new("127.0.0.1:8080"),
+            };
+            if let Some(b) = bind {
+                config.bind = b;
+            }
+            if let Some(t) = query_client_timeout {
+                config.query_client_timeout = t.max(Duration::from_secs(1));
+            }
+            if let Some(t) = worker_timeout {
+                config.worker_timeout = Duration::from_secs(t.max(1));
+            }
+            config.process_forwarded |= process_forwarded;
             config.enable_failure_injection = enable_failure_injection;
-            config.shared_secret = flotilla::http::shared_secret(shared_secret);
-            config.worker_timeout = Duration::from_secs(worker_timeout.max(1));
+            config.shared_secret = flotilla::http::shared_secret(node.shared_secret.clone()).or(config.shared_secret);
+            config.insecure_internal = node.insecure_internal;
+            if let Some(env) = &node.environment {
+                config.environment = env.clone();
+            }
+            if let Some(dirs) = files_allowed_locations {
+                if etc.as_ref().is_some_and(|e| !e.catalogs.is_empty()) {
+                    return Err("--files-allowed-locations is for the built-in catalogs; with catalog files, set \
+                                files.allowed-locations in the files catalog's file"
+                        .into());
+                }
+                let allowed = flotilla::connector::files::FilesConnector::parse_allowed(&dirs)
+                    .map_err(|e| format!("--files-allowed-locations: {e}"))?;
+                config.connectors = flotilla::connector::Connectors::builtin_with_files(&allowed);
+            }
+            let bind = config.bind.clone();
             let handle = flotilla::coordinator::start_coordinator(config)
                 .await
-                .map_err(|e| format!("cannot bind {bind}: {e}"))?;
+                .map_err(|e| format!("cannot start the coordinator on {bind}: {e}"))?;
             println!("flotilla coordinator listening on {}", handle.url);
             wait_for_ctrl_c().await;
             let _ = tokio::time::timeout(SHUTDOWN_GRACE, handle.shutdown()).await;
             Ok(())
         }
         Command::Worker {
+            node,
             coordinator,
             bind,
+            advertise,
             output_buffer_max_bytes,
             enable_failure_injection,
-            shared_secret,
             spool_dir,
             task_client_timeout,
         } => {
-            let mut config = flotilla::worker::WorkerConfig::new(&bind, &coordinator);
+            use flotilla::worker::WorkerConfig;
+            let mut config = match node.etc()? {
+                Some(etc) => WorkerConfig::from_etc(&etc)?,
+                None => WorkerConfig::new("127.0.0.1:0", ""),
+            };
+            if let Some(c) = coordinator {
+                config.coordinator = c.trim_end_matches('/').to_string();
+            }
+            if config.coordinator.is_empty() {
+                return Err("a worker needs its coordinator: --coordinator URL, or discovery.uri in --etc".into());
+            }
+            if let Some(b) = bind {
+                config.bind = b;
+            }
+            if advertise.is_some() {
+                config.advertise = advertise;
+            }
             // Clients long-poll for up to a second between contacts.
-            config.task_client_timeout = task_client_timeout.max(Duration::from_secs(2));
+            if let Some(t) = task_client_timeout {
+                config.task_client_timeout = t;
+            }
+            config.task_client_timeout = config.task_client_timeout.max(Duration::from_secs(2));
             if let Some(dir) = spool_dir {
                 config.spool_root = dir.into();
             }
-            config.shared_secret = flotilla::http::shared_secret(shared_secret);
+            config.shared_secret = flotilla::http::shared_secret(node.shared_secret.clone()).or(config.shared_secret);
+            config.insecure_internal = node.insecure_internal;
+            if let Some(env) = &node.environment {
+                config.environment = env.clone();
+            }
             config.enable_failure_injection = enable_failure_injection;
             if let Some(b) = output_buffer_max_bytes {
                 config.settings.output_buffer_bytes = flotilla::config::parse_bytes(&b)?;
             }
-            let handle =
-                flotilla::worker::start_worker(config).await.map_err(|e| format!("cannot bind {bind}: {e}"))?;
+            let bind = config.bind.clone();
+            let handle = flotilla::worker::start_worker(config)
+                .await
+                .map_err(|e| format!("cannot start the worker on {bind}: {e}"))?;
             println!("flotilla worker {} listening on {}", handle.node_id, handle.url);
             wait_for_ctrl_c().await;
             // Tasks are aborted at once; the bound only caps waiting for open requests.

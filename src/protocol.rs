@@ -252,6 +252,9 @@ pub struct NodeInfo {
 pub struct Announcement {
     pub node_id: String,
     pub url: String,
+    /// `node.environment`: a coordinator takes only workers of its own.
+    #[serde(default)]
+    pub environment: Option<String>,
 }
 
 /// Every HTTP error body: `{"error": {"code": "...", "message": "..."}}`.

@@ -23,3 +23,97 @@ pub fn random_suffix(len: usize) -> String {
     let mut rng = rand::rng();
     (0..len).map(|_| CHARS[rng.random_range(0..CHARS.len())] as char).collect()
 }
+
+/// The address other hosts most likely reach this one at, for a server bound to a
+/// wildcard address: the interface of the default route, else the first non-loopback
+/// IPv4 interface that is up, else what the host name resolves to. None when every
+/// candidate is a loopback address.
+pub fn host_address() -> Option<std::net::IpAddr> {
+    default_route_address().or_else(first_interface_address).or_else(hostname_address)
+}
+
+/// A UDP "connection" sends nothing; it only asks the kernel which source address
+/// the route to a public address would use.
+fn default_route_address() -> Option<std::net::IpAddr> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    socket.connect("192.0.2.1:9").ok()?;
+    let ip = socket.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+#[cfg(unix)]
+fn first_interface_address() -> Option<std::net::IpAddr> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list we walk read-only and free once.
+    unsafe {
+        if libc::getifaddrs(&mut head) != 0 {
+            return None;
+        }
+        let mut found = None;
+        let mut cur = head;
+        while !cur.is_null() {
+            let ifa = &*cur;
+            let up = ifa.ifa_flags & (libc::IFF_UP as u32) != 0;
+            let loopback = ifa.ifa_flags & (libc::IFF_LOOPBACK as u32) != 0;
+            if up && !loopback && !ifa.ifa_addr.is_null() && (*ifa.ifa_addr).sa_family as i32 == libc::AF_INET {
+                let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+                found = Some(std::net::IpAddr::V4(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr))));
+                break;
+            }
+            cur = ifa.ifa_next;
+        }
+        libc::freeifaddrs(head);
+        found
+    }
+}
+
+#[cfg(not(unix))]
+fn first_interface_address() -> Option<std::net::IpAddr> {
+    None
+}
+
+fn hostname_address() -> Option<std::net::IpAddr> {
+    use std::net::ToSocketAddrs;
+    let name = std::fs::read_to_string("/etc/hostname").ok()?;
+    (name.trim(), 0).to_socket_addrs().ok()?.map(|a| a.ip()).find(|ip| !ip.is_loopback())
+}
+
+/// The URL a server bound at `addr` announces: `advertise` if given (a URL, or a host
+/// name or address taking the bound port), else `addr`, with a wildcard address
+/// replaced by the host's address (never 0.0.0.0).
+pub fn announced_url(addr: std::net::SocketAddr, advertise: Option<&str>) -> String {
+    match advertise {
+        Some(url) if url.contains("://") => return url.trim_end_matches('/').to_string(),
+        Some(host) if host.contains(':') && !host.starts_with('[') => {
+            return format!("http://[{host}]:{}", addr.port())
+        }
+        Some(host) => return format!("http://{host}:{}", addr.port()),
+        None => {}
+    }
+    let ip = if addr.ip().is_unspecified() {
+        host_address().unwrap_or(if addr.is_ipv4() {
+            std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)
+        } else {
+            std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST)
+        })
+    } else {
+        addr.ip()
+    };
+    format!("http://{}", std::net::SocketAddr::new(ip, addr.port()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wildcard_bind_never_announces_the_wildcard() {
+        let wildcard: std::net::SocketAddr = "0.0.0.0:8081".parse().unwrap();
+        let url = announced_url(wildcard, None);
+        assert!(!url.contains("0.0.0.0") && url.ends_with(":8081"), "{url}");
+        assert_eq!(announced_url("127.0.0.1:5".parse().unwrap(), None), "http://127.0.0.1:5");
+        assert_eq!(announced_url(wildcard, Some("http://w1.example:8081/")), "http://w1.example:8081");
+        assert_eq!(announced_url(wildcard, Some("10.1.2.3")), "http://10.1.2.3:8081");
+        assert_eq!(announced_url(wildcard, Some("fd00::3")), "http://[fd00::3]:8081");
+    }
+}

@@ -14,6 +14,7 @@ pub mod information_schema;
 pub mod tpch;
 
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use datafusion::catalog::CatalogProvider;
@@ -22,6 +23,7 @@ use datafusion::error::Result;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
 
+use crate::etc::{CatalogFile, EtcError};
 use information_schema::WithInformationSchema;
 
 pub trait Connector: Send + Sync + fmt::Debug {
@@ -42,6 +44,12 @@ pub trait Connector: Send + Sync + fmt::Debug {
         None
     }
 
+    /// Whether a table of this catalog may live at `location` (and `COPY TO` write
+    /// there). Only catalogs of files say yes, and only inside their allowed places.
+    fn allows_location(&self, _location: &str) -> bool {
+        false
+    }
+
     /// The scan that `encode_scan` made these bytes of.
     fn decode_scan(&self, _bytes: &[u8]) -> Result<Arc<dyn ExecutionPlan>> {
         Err(plan_datafusion_err!("catalog '{}' ships no scans of its own", self.catalog_name()))
@@ -59,9 +67,53 @@ impl Connectors {
         Connectors { list }
     }
 
-    /// The built-in catalogs: `tpch`, and an empty `files` catalog.
+    /// The built-in catalogs: `tpch`, and a `files` catalog that allows no location.
     pub fn builtin() -> Self {
-        Connectors::new(vec![Arc::new(tpch::TpchConnector), Arc::new(files::FilesConnector::new())])
+        Self::builtin_with_files(&[])
+    }
+
+    /// The built-in catalogs, `files` allowing tables under `allowed`.
+    pub fn builtin_with_files(allowed: &[PathBuf]) -> Self {
+        Connectors::new(vec![
+            Arc::new(tpch::TpchConnector::new(tpch::TPCH_CATALOG_NAME)),
+            Arc::new(files::FilesConnector::new(files::FILES_CATALOG, allowed)),
+        ])
+    }
+
+    /// The catalogs of a configuration directory, one per `catalog/*.properties`.
+    pub fn from_catalogs(catalogs: &[CatalogFile]) -> Result<Self, EtcError> {
+        let mut list: Vec<Arc<dyn Connector>> = Vec::new();
+        for c in catalogs {
+            let connector: Arc<dyn Connector> = match c.connector.as_str() {
+                "tpch" => {
+                    c.properties.check_keys(&["connector.name"], &|_| false)?;
+                    Arc::new(tpch::TpchConnector::new(&c.name))
+                }
+                "files" => {
+                    c.properties.check_keys(&["connector.name", "files.allowed-locations"], &|_| false)?;
+                    let allowed =
+                        c.properties.parsed("files.allowed-locations", files::FilesConnector::parse_allowed)?;
+                    Arc::new(files::FilesConnector::new(&c.name, &allowed.unwrap_or_default()))
+                }
+                other => {
+                    return Err(EtcError::Invalid {
+                        path: c.properties.path.display().to_string(),
+                        message: format!("unknown connector.name '{other}' (known: tpch, files)"),
+                    })
+                }
+            };
+            list.push(connector);
+        }
+        Ok(Connectors::new(list))
+    }
+
+    pub fn get(&self, catalog: &str) -> Option<&Arc<dyn Connector>> {
+        self.list.iter().find(|c| c.catalog_name() == catalog)
+    }
+
+    /// Whether some catalog allows files at `location` (a `COPY TO` target).
+    pub fn any_allows_location(&self, location: &str) -> bool {
+        self.list.iter().any(|c| c.allows_location(location))
     }
 
     /// Registers every catalog, each with its `information_schema`.

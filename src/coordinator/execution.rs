@@ -60,6 +60,9 @@ pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
 /// Session properties are parsed and checked once, here; a bad one fails the query.
 fn prepare_run(coord: &CoordinatorState, q: &QueryExecution) -> Result<Run, QueryError> {
     let mut properties = q.session.properties.clone();
+    for (k, v) in &coord.config.session_defaults {
+        properties.entry(k.clone()).or_insert_with(|| v.clone());
+    }
     let inject_panic = properties.remove(INJECT_RUNNER_PANIC).is_some() && coord.config.enable_failure_injection;
     let props =
         SessionProperties::parse(&properties).map_err(|m| QueryError::new(ErrorCode::InvalidSessionProperty, m))?;

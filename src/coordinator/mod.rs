@@ -50,6 +50,9 @@ pub enum CoordinatorError {
     Gone(String),
     #[error("{0}")]
     Internal(String),
+    /// A worker of another `node.environment` announced itself.
+    #[error("{0}")]
+    WrongEnvironment(String),
 }
 
 impl ApiError for CoordinatorError {
@@ -59,6 +62,7 @@ impl ApiError for CoordinatorError {
             CoordinatorError::BadRequest(_) => StatusCode::BAD_REQUEST,
             CoordinatorError::Gone(_) => StatusCode::GONE,
             CoordinatorError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            CoordinatorError::WrongEnvironment(_) => StatusCode::CONFLICT,
         }
     }
 
@@ -68,6 +72,7 @@ impl ApiError for CoordinatorError {
             CoordinatorError::BadRequest(_) => "BAD_REQUEST",
             CoordinatorError::Gone(_) => "INVALID_TOKEN",
             CoordinatorError::Internal(_) => "INTERNAL_ERROR",
+            CoordinatorError::WrongEnvironment(_) => "WRONG_ENVIRONMENT",
         }
     }
 }
@@ -98,6 +103,14 @@ pub struct CoordinatorConfig {
     pub process_forwarded: bool,
     /// Accept test-only failure hooks (a panic in a query runner).
     pub enable_failure_injection: bool,
+    /// `node.environment`: workers of another environment are refused.
+    pub environment: String,
+    /// The catalogs.
+    pub connectors: Connectors,
+    /// Session property defaults from the configuration (a client's values win).
+    pub session_defaults: BTreeMap<String, String>,
+    /// Serve without a shared secret on a non-loopback address (explicitly insecure).
+    pub insecure_internal: bool,
 }
 
 impl CoordinatorConfig {
@@ -113,7 +126,39 @@ impl CoordinatorConfig {
             query_client_timeout: Duration::from_secs(300),
             process_forwarded: false,
             enable_failure_injection: false,
+            environment: crate::etc::DEFAULT_ENVIRONMENT.to_string(),
+            connectors: Connectors::builtin(),
+            session_defaults: BTreeMap::new(),
+            insecure_internal: false,
         }
+    }
+}
+
+impl CoordinatorConfig {
+    /// The coordinator a configuration directory describes (flags may override it).
+    pub fn from_etc(etc: &crate::etc::Etc) -> Result<Self, String> {
+        if etc.server.coordinator == Some(false) {
+            return Err(format!(
+                "{}/config.properties says coordinator=false: start this node with `flotilla worker`",
+                etc.dir.display()
+            ));
+        }
+        let port = etc.server.http_port.unwrap_or(8080);
+        let mut c = CoordinatorConfig::new(&format!("0.0.0.0:{port}"));
+        if let Some(t) = etc.server.worker_timeout {
+            c.worker_timeout = t;
+        }
+        if let Some(t) = etc.server.query_client_timeout {
+            c.query_client_timeout = t;
+        }
+        c.process_forwarded = etc.server.process_forwarded.unwrap_or(false);
+        c.shared_secret = etc.server.shared_secret.clone();
+        c.environment = etc.node.environment.clone();
+        c.session_defaults = etc.server.session_defaults.clone();
+        if !etc.catalogs.is_empty() {
+            c.connectors = Connectors::from_catalogs(&etc.catalogs).map_err(|e| e.to_string())?;
+        }
+        Ok(c)
     }
 }
 
@@ -132,6 +177,8 @@ pub struct CoordinatorState {
     /// The catalogs, shared by every query's planning context (so external file
     /// tables stay), and the plan codec that ships their scans.
     pub connectors: Connectors,
+    /// Workers refused for their environment, so each is logged once.
+    refused: parking_lot::Mutex<std::collections::HashSet<String>>,
     queries: RwLock<BTreeMap<String, Arc<QueryExecution>>>,
     history: parking_lot::Mutex<VecDeque<String>>,
     counter: AtomicU64,
@@ -294,13 +341,15 @@ impl CoordinatorHandle {
 pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<CoordinatorHandle> {
     let listener = crate::http::bind(&config.bind).await?;
     let addr = listener.local_addr()?;
+    crate::http::check_internal_exposure(addr, config.shared_secret.is_some(), config.insecure_internal)?;
     let url = format!("http://{addr}");
     let state = Arc::new(CoordinatorState {
         nodes: Arc::new(NodeManager::new(config.worker_timeout)),
         node_scheduler: Arc::new(NodeScheduler::new()),
         http: crate::http::http_client(config.shared_secret.as_deref()),
         exchange_http: crate::http::http_client(config.shared_secret.as_deref()),
-        connectors: Connectors::builtin(),
+        connectors: config.connectors.clone(),
+        refused: parking_lot::Mutex::new(std::collections::HashSet::new()),
         queries: RwLock::new(BTreeMap::new()),
         history: parking_lot::Mutex::new(VecDeque::new()),
         counter: AtomicU64::new(0),
@@ -362,6 +411,20 @@ async fn announce(State(s): St, body: Bytes) -> Result<Response, CoordinatorErro
         .map_err(|e| CoordinatorError::BadRequest(format!("malformed announcement: {e}")))?;
     if !a.url.starts_with("http://") && !a.url.starts_with("https://") {
         return Err(CoordinatorError::BadRequest(format!("worker url '{}' is not http(s)", a.url)));
+    }
+    if let Some(env) = a.environment.as_deref().filter(|e| *e != s.config.environment) {
+        if s.refused.lock().insert(a.node_id.clone()) {
+            tracing::warn!(
+                "refusing worker {} ({}): its node.environment is '{env}', this coordinator's is '{}'",
+                a.node_id,
+                a.url,
+                s.config.environment
+            );
+        }
+        return Err(CoordinatorError::WrongEnvironment(format!(
+            "this coordinator's node.environment is '{}', the worker's is '{env}'",
+            s.config.environment
+        )));
     }
     s.nodes.announce(&a.node_id, &a.url);
     Ok(StatusCode::NO_CONTENT.into_response())

@@ -14,7 +14,7 @@ use crate::error_code::ErrorCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::logical_expr::{DdlStatement, LogicalPlan};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DFStatement;
@@ -106,6 +106,7 @@ async fn plan_here(
     let statement = state.sql_to_statement(sql, &dialect).map_err(|e| planning_error(&e))?;
     check_depth(&statement)?;
     let logical = state.statement_to_plan(statement).await.map_err(|e| planning_error(&e))?;
+    check_file_locations(&logical, connectors, &state.config().options().catalog.default_catalog)?;
     if let LogicalPlan::Explain(explain) = &logical {
         let physical = state.create_physical_plan(&explain.plan).await.map_err(|e| planning_error(&e))?;
         let graphviz = matches!(explain.explain_format, datafusion::common::format::ExplainFormat::Graphviz);
@@ -140,6 +141,37 @@ async fn plan_here(
         false => None,
     };
     Ok(Planned::Query { physical, fragments, analyze })
+}
+
+/// A table location or `COPY TO` target must be one its catalog allows: a file
+/// catalog's allowed locations (`files.allowed-locations`), and no other catalog's.
+fn check_file_locations(
+    logical: &LogicalPlan,
+    connectors: &Connectors,
+    default_catalog: &str,
+) -> Result<(), QueryError> {
+    let denied = |what: String| QueryError::new(ErrorCode::PermissionDenied, format!("Access Denied: {what}"));
+    match logical {
+        LogicalPlan::Ddl(DdlStatement::CreateExternalTable(c)) => {
+            let catalog = c.name.catalog().unwrap_or(default_catalog);
+            let connector = connectors.get(catalog);
+            match (connector, c.locations.iter().find(|l| !connector.is_some_and(|k| k.allows_location(l)))) {
+                (Some(_), None) => Ok(()),
+                (Some(_), Some(location)) => Err(denied(format!(
+                    "Cannot create table {} at '{location}': the location is outside the allowed locations of catalog '{catalog}' (files.allowed-locations)",
+                    c.name
+                ))),
+                (None, _) => Err(QueryError::new(ErrorCode::CatalogNotFound, format!("Catalog '{catalog}' does not exist"))),
+            }
+        }
+        LogicalPlan::Copy(copy) if !connectors.any_allows_location(&copy.output_url) => Err(denied(format!(
+            "Cannot write to '{}': the location is outside every catalog's allowed locations (files.allowed-locations)",
+            copy.output_url
+        ))),
+        LogicalPlan::Explain(e) => check_file_locations(&e.plan, connectors, default_catalog),
+        LogicalPlan::Analyze(a) => check_file_locations(&a.input, connectors, default_catalog),
+        _ => Ok(()),
+    }
 }
 
 fn cut(

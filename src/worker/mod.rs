@@ -14,6 +14,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use tokio::sync::watch;
 
+use crate::connector::Connectors;
 use crate::exchange::client::ExchangeConfig;
 use crate::http::ApiError;
 use crate::protocol::{Announcement, TaskId};
@@ -91,6 +92,17 @@ pub struct WorkerConfig {
     pub spool_root: std::path::PathBuf,
     /// A task no client asked about for this long is abandoned (`task.client.timeout`).
     pub task_client_timeout: Duration,
+    /// `node.id`; generated per start when not configured.
+    pub node_id: Option<String>,
+    /// `node.environment`, announced: the coordinator takes only its own.
+    pub environment: String,
+    /// The URL announced to the coordinator (`node.internal-address`); by default the
+    /// bound address, a wildcard replaced by the host's address.
+    pub advertise: Option<String>,
+    /// The catalogs, to decode their scans.
+    pub connectors: Connectors,
+    /// Serve without a shared secret on a non-loopback address (explicitly insecure).
+    pub insecure_internal: bool,
 }
 
 impl WorkerConfig {
@@ -105,7 +117,44 @@ impl WorkerConfig {
             shared_secret: None,
             spool_root: std::env::temp_dir().join("flotilla-spool"),
             task_client_timeout: Duration::from_secs(120),
+            node_id: None,
+            environment: crate::etc::DEFAULT_ENVIRONMENT.to_string(),
+            advertise: None,
+            connectors: Connectors::builtin(),
+            insecure_internal: false,
         }
+    }
+}
+
+impl WorkerConfig {
+    /// The worker a configuration directory describes (flags may override it).
+    pub fn from_etc(etc: &crate::etc::Etc) -> Result<Self, String> {
+        if etc.server.coordinator == Some(true) {
+            return Err(format!(
+                "{}/config.properties says coordinator=true: start this node with `flotilla coordinator`",
+                etc.dir.display()
+            ));
+        }
+        let coordinator = etc.server.discovery_uri.clone().unwrap_or_default();
+        let port = etc.server.http_port.unwrap_or(8081);
+        let mut c = WorkerConfig::new(&format!("0.0.0.0:{port}"), &coordinator);
+        if let Some(t) = etc.server.task_client_timeout {
+            c.task_client_timeout = t;
+        }
+        if let Some(b) = etc.server.output_buffer_max_bytes {
+            c.settings.output_buffer_bytes = b;
+        }
+        if let Some(dir) = &etc.server.spool_dir {
+            c.spool_root = dir.clone();
+        }
+        c.shared_secret = etc.server.shared_secret.clone();
+        c.node_id = Some(etc.node.id.clone());
+        c.environment = etc.node.environment.clone();
+        c.advertise = etc.node.internal_address.clone();
+        if !etc.catalogs.is_empty() {
+            c.connectors = Connectors::from_catalogs(&etc.catalogs).map_err(|e| e.to_string())?;
+        }
+        Ok(c)
     }
 }
 
@@ -131,21 +180,16 @@ impl WorkerHandle {
 pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle> {
     let listener = crate::http::bind(&config.bind).await?;
     let addr = listener.local_addr()?;
-    let url = format!("http://{addr}");
-    let node_id = format!("worker-{}-{}", addr.port(), crate::util::random_suffix(4));
+    crate::http::check_internal_exposure(addr, config.shared_secret.is_some(), config.insecure_internal)?;
+    let url = crate::util::announced_url(addr, config.advertise.as_deref());
+    let node_id =
+        config.node_id.clone().unwrap_or_else(|| format!("worker-{}-{}", addr.port(), crate::util::random_suffix(4)));
     let http = crate::http::http_client(config.shared_secret.as_deref());
     let injector = config.enable_failure_injection.then(|| Arc::new(failure_injector::FailureInjector::default()));
     let spool_dir = config.spool_root.join(&node_id);
     crate::exchange::spool::prepare_spool_root(&spool_dir)?;
-    let manager = Arc::new(SqlTaskManager::new(
-        node_id.clone(),
-        url.clone(),
-        http.clone(),
-        config.settings.clone(),
-        config.exchange.clone(),
-        injector,
-        spool_dir,
-    ));
+    let manager =
+        Arc::new(SqlTaskManager::new(node_id.clone(), url.clone(), http.clone(), &config, injector, spool_dir));
     let auth = crate::http::InternalAuth(config.shared_secret.as_deref().map(Arc::from));
     // Scrapers do not carry the cluster secret; /metrics stays outside it.
     let app = api::router(manager.clone())
@@ -168,7 +212,8 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
     let client_timeout = config.task_client_timeout;
     let period = (client_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
     crate::util::every(period, stop.subscribe(), move || reaper.expire_abandoned(client_timeout));
-    let announcement = Announcement { node_id: node_id.clone(), url: url.clone() };
+    let announcement =
+        Announcement { node_id: node_id.clone(), url: url.clone(), environment: Some(config.environment.clone()) };
     let target = format!("{}/v1/announcement", config.coordinator);
     let period = config.heartbeat;
     tokio::spawn(async move {

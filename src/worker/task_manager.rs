@@ -13,7 +13,6 @@ use parking_lot::RwLock;
 use super::failure_injector::{FailureInjector, InjectedFailureKind};
 use super::task::{SqlTask, TaskSettings, TaskStart};
 use super::WorkerError;
-use crate::connector::Connectors;
 use crate::exchange::client::{ExchangeClient, ExchangeConfig, ExchangeStats};
 use crate::exchange::codec::FlotillaCodec;
 use crate::exchange::spool::SpoolWriter;
@@ -49,11 +48,11 @@ impl SqlTaskManager {
         node_id: String,
         url: String,
         http: reqwest::Client,
-        defaults: TaskSettings,
-        exchange: ExchangeConfig,
+        config: &super::WorkerConfig,
         injector: Option<Arc<FailureInjector>>,
         spool_root: std::path::PathBuf,
     ) -> Self {
+        let (defaults, exchange) = (config.settings.clone(), config.exchange.clone());
         let base = SessionContext::new().task_ctx();
         SqlTaskManager {
             node_id,
@@ -64,7 +63,7 @@ impl SqlTaskManager {
             exchange,
             started: Instant::now(),
             base,
-            codec: FlotillaCodec::new(Connectors::builtin()),
+            codec: FlotillaCodec::new(config.connectors.clone()),
             contexts: Default::default(),
             injector,
             creating: Default::default(),

@@ -22,7 +22,8 @@ fn generate(dir: &std::path::Path, format: &str) {
 async fn tpch_over_generated_parquet_matches_the_tpch_catalog() {
     let dir = std::env::temp_dir().join(format!("flotilla-files-{}", flotilla::util::random_suffix(8)));
     generate(&dir, "parquet");
-    let cluster = Cluster::start(3, &[]).await;
+    let allowed = dir.display().to_string();
+    let cluster = Cluster::start_with(&["--files-allowed-locations", &allowed], 3, &[]).await;
     let client = cluster.client("tiny");
     for t in TABLES {
         let location = dir.join(t);
@@ -83,8 +84,25 @@ async fn tpch_over_generated_parquet_matches_the_tpch_catalog() {
 async fn csv_tables_work_too() {
     let dir = std::env::temp_dir().join(format!("flotilla-csv-{}", flotilla::util::random_suffix(8)));
     generate(&dir, "csv");
-    let cluster = Cluster::start(2, &[]).await;
+    let allowed = dir.display().to_string();
+    let cluster = Cluster::start_with(&["--files-allowed-locations", &allowed], 2, &[]).await;
     let client = cluster.client("tiny");
+    // Outside the allowed locations nothing is read or written, whatever the path.
+    let escapes = [
+        "CREATE EXTERNAL TABLE files.default.pw STORED AS CSV LOCATION '/etc/passwd'".to_string(),
+        format!("CREATE EXTERNAL TABLE files.default.up STORED AS CSV LOCATION '{}/../'", dir.display()),
+        "COPY (SELECT 1) TO '/tmp/flotilla-copy-escape.csv' STORED AS CSV".to_string(),
+    ];
+    for sql in &escapes {
+        match client.execute(sql).await {
+            Err(flotilla::client::ClientError::Query { error_name, message, .. }) => {
+                assert_eq!(error_name, "PERMISSION_DENIED", "{sql}: {message}");
+                assert!(message.contains("allowed locations"), "{message}");
+            }
+            other => panic!("{sql} was not refused: {other:?}"),
+        }
+    }
+    assert!(!std::path::Path::new("/tmp/flotilla-copy-escape.csv").exists());
     let ddl = format!(
         "CREATE EXTERNAL TABLE files.default.orders STORED AS CSV LOCATION '{}/' OPTIONS ('format.has_header' 'true')",
         dir.join("orders").display()

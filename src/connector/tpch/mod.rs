@@ -29,7 +29,7 @@ use tpchgen_arrow::{
     CustomerArrow, LineItemArrow, NationArrow, OrderArrow, PartArrow, PartSuppArrow, RegionArrow, SupplierArrow,
 };
 
-/// The catalog's name.
+/// The built-in catalog's name.
 pub const TPCH_CATALOG_NAME: &str = "tpch";
 
 /// Schemas the catalog lists. Any other valid `sfN` name still resolves;
@@ -151,13 +151,22 @@ pub fn parse_schema_name(name: &str) -> Option<f64> {
     (scale_factor.is_finite() && scale_factor > 0.0).then_some(scale_factor)
 }
 
-/// The `tpch` catalog as a connector; its scans travel as `TpchScanExec::to_bytes`.
-#[derive(Debug, Clone, Copy)]
-pub struct TpchConnector;
+/// A `tpch` catalog as a connector (named `tpch` unless configured otherwise); its
+/// scans travel as `TpchScanExec::to_bytes`.
+#[derive(Debug, Clone)]
+pub struct TpchConnector {
+    name: String,
+}
+
+impl TpchConnector {
+    pub fn new(name: &str) -> Self {
+        TpchConnector { name: name.to_string() }
+    }
+}
 
 impl Connector for TpchConnector {
     fn catalog_name(&self) -> &str {
-        TPCH_CATALOG_NAME
+        &self.name
     }
 
     fn catalog(&self) -> Arc<dyn CatalogProvider> {
