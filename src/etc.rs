@@ -145,6 +145,7 @@ const SERVER_KEYS: &[&str] = &[
     "failure-detector.timeout",
     "sink.max-buffer-size",
     "exchange.base-directories",
+    "shutdown.grace-period",
     "node.id",
     "node.environment",
     "node.internal-address",
@@ -170,6 +171,7 @@ pub struct ServerConfig {
     pub worker_timeout: Option<Duration>,
     pub output_buffer_max_bytes: Option<u64>,
     pub spool_dir: Option<PathBuf>,
+    pub shutdown_grace_period: Option<Duration>,
     /// Session property defaults, by session property name.
     pub session_defaults: BTreeMap<String, String>,
 }
@@ -249,6 +251,7 @@ fn merge_server(server: &mut ServerConfig, f: &PropertiesFile) -> Result<(), Etc
     server.worker_timeout = or(server.worker_timeout, f.parsed("failure-detector.timeout", parse_duration)?);
     server.output_buffer_max_bytes = or(server.output_buffer_max_bytes, f.parsed("sink.max-buffer-size", parse_bytes)?);
     server.spool_dir = or(server.spool_dir.take(), f.get("exchange.base-directories").map(PathBuf::from));
+    server.shutdown_grace_period = or(server.shutdown_grace_period, f.parsed("shutdown.grace-period", parse_duration)?);
     for p in SESSION_PROPERTIES {
         let key = session_default_key(p.name);
         if let Some(v) = f.get(&key) {

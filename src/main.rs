@@ -80,6 +80,10 @@ enum Command {
         /// task.client.timeout), e.g. 2m or 30s (default 2m).
         #[arg(long, value_parser = flotilla::config::parse_duration)]
         task_client_timeout: Option<Duration>,
+        /// How long a graceful shutdown (SIGTERM, Ctrl-C, PUT /v1/info/state) waits for
+        /// the worker's queries before aborting their tasks (shutdown.grace-period; 2m).
+        #[arg(long, value_parser = flotilla::config::parse_duration)]
+        shutdown_grace_period: Option<Duration>,
     },
     /// Run SQL against a coordinator.
     Sql {
@@ -294,6 +298,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             enable_failure_injection,
             spool_dir,
             task_client_timeout,
+            shutdown_grace_period,
         } => {
             use flotilla::worker::WorkerConfig;
             let mut config = match node.etc()? {
@@ -326,6 +331,9 @@ async fn run(cli: Cli) -> Result<(), String> {
                 config.environment = env.clone();
             }
             config.enable_failure_injection = enable_failure_injection;
+            if let Some(g) = shutdown_grace_period {
+                config.shutdown_grace_period = g;
+            }
             if let Some(b) = output_buffer_max_bytes {
                 config.settings.output_buffer_bytes = flotilla::config::parse_bytes(&b)?;
             }
@@ -334,8 +342,21 @@ async fn run(cli: Cli) -> Result<(), String> {
                 .await
                 .map_err(|e| format!("cannot start the worker on {bind}: {e}"))?;
             println!("flotilla worker {} listening on {}", handle.node_id, handle.url);
-            wait_for_ctrl_c().await;
-            // Tasks are aborted at once; the bound only caps waiting for open requests.
+            // A signal or PUT /v1/info/state starts a graceful shutdown: no new queries,
+            // the running ones finish (within the grace period); a second signal stops
+            // at once.
+            tokio::select! {
+                _ = wait_for_ctrl_c() => {
+                    handle.begin_shutdown();
+                    eprintln!("flotilla worker {}: shutting down once its queries end (signal again to stop now)", handle.node_id);
+                    tokio::select! {
+                        _ = handle.drained() => {}
+                        _ = wait_for_ctrl_c() => {}
+                    }
+                }
+                _ = handle.drained() => {}
+            }
+            // Tasks left are aborted at once; the bound only caps waiting for open requests.
             let _ = tokio::time::timeout(SHUTDOWN_GRACE, handle.shutdown()).await;
             Ok(())
         }

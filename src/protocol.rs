@@ -255,6 +255,9 @@ pub struct Announcement {
     /// `node.environment`: a coordinator takes only workers of its own.
     #[serde(default)]
     pub environment: Option<String>,
+    /// A worker shutting down gracefully gets no new queries.
+    #[serde(default)]
+    pub shutting_down: bool,
 }
 
 /// Every HTTP error body: `{"error": {"code": "...", "message": "..."}}`.

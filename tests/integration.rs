@@ -4,11 +4,13 @@
 
 mod integration {
     pub mod common;
+    pub mod deployment;
     pub mod failure_matrix;
     pub mod failures;
     pub mod fault_tolerant;
     pub mod files;
     pub mod lifecycle;
+    pub mod netns;
     pub mod protocol;
     pub mod python_client;
     pub mod robustness;

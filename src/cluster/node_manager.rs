@@ -20,6 +20,7 @@ pub struct NodeState {
     pub node_id: String,
     pub url: String,
     pub alive: bool,
+    pub shutting_down: bool,
     pub last_seen_ms_ago: u64,
 }
 
@@ -29,6 +30,8 @@ struct Entry {
     seen: Instant,
     /// Known gone before its heartbeats ran out.
     lost: bool,
+    /// Shutting down gracefully: alive, finishing its tasks, given no new query.
+    draining: bool,
 }
 
 #[derive(Debug)]
@@ -44,7 +47,12 @@ impl NodeManager {
 
     /// Records a heartbeat; a worker that restarts on a new address replaces the old.
     pub fn announce(&self, node_id: &str, url: &str) {
-        let entry = Entry { url: url.trim_end_matches('/').to_string(), seen: Instant::now(), lost: false };
+        self.heartbeat(node_id, url, false);
+    }
+
+    /// A heartbeat saying whether the worker is shutting down.
+    pub fn heartbeat(&self, node_id: &str, url: &str, draining: bool) {
+        let entry = Entry { url: url.trim_end_matches('/').to_string(), seen: Instant::now(), lost: false, draining };
         self.nodes.write().insert(node_id.to_string(), entry);
     }
 
@@ -52,7 +60,7 @@ impl NodeManager {
         let nodes = self.nodes.read();
         let mut v: Vec<WorkerNode> = nodes
             .iter()
-            .filter(|(_, e)| self.alive(e))
+            .filter(|(_, e)| self.alive(e) && !e.draining)
             .map(|(id, e)| WorkerNode { node_id: id.clone(), url: e.url.clone() })
             .collect();
         v.sort_by(|a, b| a.node_id.cmp(&b.node_id));
@@ -92,6 +100,7 @@ impl NodeManager {
                 node_id: id.clone(),
                 url: e.url.clone(),
                 alive: self.alive(e),
+                shutting_down: e.draining,
                 last_seen_ms_ago: e.seen.elapsed().as_millis() as u64,
             })
             .collect();
@@ -126,5 +135,10 @@ mod tests {
         assert!(m.all().iter().any(|n| n.node_id == "w2" && !n.alive));
         m.announce("w2", "http://127.0.0.1:2");
         assert!(m.is_alive("w2"));
+        // Draining: alive (its tasks go on) but given no new work.
+        m.heartbeat("w2", "http://127.0.0.1:2", true);
+        assert!(m.is_alive("w2"));
+        assert!(m.live_workers().iter().all(|w| w.node_id != "w2"));
+        assert!(m.all().iter().any(|n| n.node_id == "w2" && n.shutting_down));
     }
 }

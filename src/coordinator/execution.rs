@@ -20,6 +20,7 @@ use super::planning::Planned;
 use super::remote_task::HttpRemoteTaskFactory;
 use super::root_stage::SpooledRootStage;
 use super::CoordinatorState;
+use crate::cluster::node_manager::NodeManager;
 use crate::config::{ExecutionPolicy, RetryPolicy, SessionProperties};
 use crate::exchange::client::ExchangeClient;
 use crate::exchange::codec::FlotillaCodec;
@@ -29,7 +30,8 @@ use crate::protocol::SourceUpdate;
 use crate::scheduling::fault_tolerant::{FaultTolerantQueryScheduler, RetryLimits};
 use crate::scheduling::phased::{AllAtOnceExecutionSchedule, ExecutionSchedule, PhasedExecutionSchedule};
 use crate::scheduling::pipelined::{
-    pick_root_cause, PipelinedQueryScheduler, RootSourceSink, SchedulerError, SchedulerSettings, StageExecution,
+    delete_in_background, pick_root_cause, PipelinedQueryScheduler, RootSourceSink, SchedulerError, SchedulerSettings,
+    StageExecution,
 };
 use crate::scheduling::state_machine::QueryState;
 
@@ -86,7 +88,7 @@ async fn run_attempts(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, ru
         // Tasks are deleted inside `execute` on every path it finishes; a cancel that
         // dropped it mid-way leaves the stages' tasks, which are removed here.
         if outcome.is_err() {
-            remove_stage_tasks(q).await;
+            remove_stage_tasks(&coord.nodes, q).await;
         }
         match outcome {
             Err(e) if attempt + 1 < attempts && e.is_retryable() && q.output_rows() == 0 && !*q.cancel.borrow() => {
@@ -102,18 +104,23 @@ async fn run_attempts(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, ru
 }
 
 /// The runner of `q` panicked: the query fails and its tasks go.
-pub(crate) async fn fail_after_runner_died(q: &Arc<QueryExecution>, why: String) {
+pub(crate) async fn fail_after_runner_died(nodes: &NodeManager, q: &Arc<QueryExecution>, why: String) {
     q.fail(QueryError::new(ErrorCode::GenericInternalError, why));
-    remove_stage_tasks(q).await;
+    remove_stage_tasks(nodes, q).await;
 }
 
 /// Session property that makes the runner panic once rows flow, on a coordinator
 /// started with `--enable-failure-injection` (tests only).
 pub const INJECT_RUNNER_PANIC: &str = "test_inject_runner_panic";
 
-async fn remove_stage_tasks(q: &QueryExecution) {
-    let deletes = q.stages().into_iter().flat_map(|s| s.tasks()).map(|t| async move { t.delete(true).await });
-    futures::future::join_all(deletes).await;
+/// Deletes every task of the query, not waiting on workers that are lost.
+async fn remove_stage_tasks(nodes: &NodeManager, q: &QueryExecution) {
+    let (lost, reachable): (Vec<_>, Vec<_>) =
+        q.stages().into_iter().flat_map(|s| s.tasks()).partition(|t| !nodes.is_alive(&t.worker().node_id));
+    for t in lost {
+        delete_in_background(t, true);
+    }
+    futures::future::join_all(reachable.iter().map(|t| t.delete(true))).await;
 }
 
 /// What every attempt of a query shares.

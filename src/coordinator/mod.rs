@@ -195,11 +195,12 @@ impl CoordinatorState {
         // instead of leaving it running forever in the list.
         let runner = tokio::spawn(execution::run_query(self.clone(), q.clone()));
         let supervised = q.clone();
+        let nodes = self.nodes.clone();
         tokio::spawn(async move {
             if let Err(e) = runner.await {
                 let what = if e.is_panic() { "panicked" } else { "was cancelled" };
                 tracing::error!(query = %supervised.id, "the query runner {what}: {e}");
-                execution::fail_after_runner_died(&supervised, format!("the query runner {what}")).await;
+                execution::fail_after_runner_died(&nodes, &supervised, format!("the query runner {what}")).await;
             }
         });
         q
@@ -426,7 +427,7 @@ async fn announce(State(s): St, body: Bytes) -> Result<Response, CoordinatorErro
             s.config.environment
         )));
     }
-    s.nodes.announce(&a.node_id, &a.url);
+    s.nodes.heartbeat(&a.node_id, &a.url, a.shutting_down);
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

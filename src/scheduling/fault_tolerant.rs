@@ -28,7 +28,7 @@ use super::execution_graph::{
     ExecutionGraph, ExecutionStage, GraphEvent, PartitionLocation, StageSpec, TaskAttemptStatus, TaskDescription,
     TaskStatusUpdate, TaskUpdateState,
 };
-use super::pipelined::{output_spec, SchedulerError, SchedulerSettings};
+use super::pipelined::{delete_in_background, output_spec, SchedulerError, SchedulerSettings};
 use super::remote_task::{RemoteTask, RemoteTaskError};
 use super::stage_execution::{StageExecution, TaskFailureReport};
 use super::state_machine::{StageState, StateKind};
@@ -605,8 +605,12 @@ impl FaultTolerantQueryScheduler {
     /// files) and stops status polling.
     pub async fn remove_all_tasks(&self, abort: bool) {
         let _ = self.stop_pollers.send(true);
-        let deletes = self.stages.values().flat_map(|s| s.tasks()).map(|t| async move { t.delete(abort).await });
-        futures::future::join_all(deletes).await;
+        let (lost, reachable): (Vec<_>, Vec<_>) =
+            self.stages.values().flat_map(|s| s.tasks()).partition(|t| self.settings.is_lost(t.worker()));
+        for t in lost {
+            delete_in_background(t, abort);
+        }
+        futures::future::join_all(reachable.iter().map(|t| t.delete(abort))).await;
         for s in self.stages.values() {
             if !s.state().is_final() {
                 s.transition(if abort { StageState::Aborted } else { StageState::Canceled });

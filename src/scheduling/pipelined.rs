@@ -69,6 +69,22 @@ pub struct SchedulerSettings {
 /// A task and the request that creates it on its worker.
 type TaskCreation = (Arc<dyn RemoteTask>, TaskUpdateRequest);
 
+impl SchedulerSettings {
+    /// The worker stopped sending heartbeats (or is known gone).
+    pub fn is_lost(&self, worker: &WorkerNode) -> bool {
+        self.nodes.as_ref().is_some_and(|n| !n.is_alive(&worker.node_id))
+    }
+}
+
+/// Deletes a task on a lost worker without making the query wait: its requests would
+/// only time out. Should the worker come back, the delete still reaches it; if not,
+/// the worker drops the task itself after `task.client.timeout`.
+pub fn delete_in_background(task: Arc<dyn RemoteTask>, abort: bool) {
+    tokio::spawn(async move {
+        task.delete(abort).await;
+    });
+}
+
 pub struct PipelinedQueryScheduler {
     settings: SchedulerSettings,
     plan: Arc<FragmentedPlan>,
@@ -304,6 +320,10 @@ impl PipelinedQueryScheduler {
         let mut deletes = Vec::new();
         for s in self.stages.values() {
             for t in s.tasks() {
+                if self.settings.is_lost(t.worker()) {
+                    delete_in_background(t, abort);
+                    continue;
+                }
                 let stage = s.id();
                 deletes.push(async move { (stage, t.worker().url.clone(), t.delete(abort).await) });
             }

@@ -36,9 +36,30 @@ pub fn router(manager: Arc<SqlTaskManager>) -> Router {
         .route("/v1/task/{task_id}/results/{buffer_id}/{token}/acknowledge", get(acknowledge))
         .route("/v1/task/{task_id}/results/{buffer_id}", delete(destroy_buffer))
         .route("/v1/info", get(info))
+        .route("/v1/info/state", get(node_state).put(set_node_state))
         .route("/v1/status", get(info))
         .fallback(not_found)
         .with_state(manager)
+}
+
+/// Trino's node state: `"ACTIVE"` or `"SHUTTING_DOWN"`.
+async fn node_state(State(m): Mgr) -> Response {
+    Json(if m.is_shutting_down() { "SHUTTING_DOWN" } else { "ACTIVE" }).into_response()
+}
+
+/// `PUT /v1/info/state` with `"SHUTTING_DOWN"` drains the worker and then stops it;
+/// there is no way back, as in Trino.
+async fn set_node_state(State(m): Mgr, body: Bytes) -> Result<Response, WorkerError> {
+    let state: String = serde_json::from_slice(&body)
+        .map_err(|e| WorkerError::BadRequest(format!("expected a JSON string such as \"SHUTTING_DOWN\": {e}")))?;
+    match state.as_str() {
+        "SHUTTING_DOWN" => {
+            m.begin_shutdown();
+            Ok(axum::http::StatusCode::OK.into_response())
+        }
+        "ACTIVE" if !m.is_shutting_down() => Ok(axum::http::StatusCode::OK.into_response()),
+        other => Err(WorkerError::BadRequest(format!("cannot change a worker's state to '{other}'"))),
+    }
 }
 
 async fn not_found() -> Response {

@@ -40,6 +40,9 @@ pub enum WorkerError {
     /// Try again shortly (a create of the same task is under way).
     #[error("{0}")]
     Busy(String),
+    /// Shutting down gracefully: no task of a new query.
+    #[error("{0}")]
+    ShuttingDown(String),
 }
 
 impl ApiError for WorkerError {
@@ -50,7 +53,7 @@ impl ApiError for WorkerError {
             WorkerError::TaskFailed { .. } | WorkerError::Injected(_) | WorkerError::Spool(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
-            WorkerError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
+            WorkerError::Busy(_) | WorkerError::ShuttingDown(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -64,6 +67,7 @@ impl ApiError for WorkerError {
             WorkerError::Injected(_) => "INJECTED_FAILURE",
             WorkerError::Spool(_) => "SPOOL_ERROR",
             WorkerError::Busy(_) => "TASK_BEING_CREATED",
+            WorkerError::ShuttingDown(_) => "SERVER_SHUTTING_DOWN",
         }
     }
 }
@@ -103,6 +107,9 @@ pub struct WorkerConfig {
     pub connectors: Connectors,
     /// Serve without a shared secret on a non-loopback address (explicitly insecure).
     pub insecure_internal: bool,
+    /// How long a graceful shutdown waits for the worker's tasks before it aborts
+    /// them (Trino's `shutdown.grace-period`).
+    pub shutdown_grace_period: Duration,
 }
 
 impl WorkerConfig {
@@ -122,6 +129,7 @@ impl WorkerConfig {
             advertise: None,
             connectors: Connectors::builtin(),
             insecure_internal: false,
+            shutdown_grace_period: Duration::from_secs(120),
         }
     }
 }
@@ -147,6 +155,9 @@ impl WorkerConfig {
         if let Some(dir) = &etc.server.spool_dir {
             c.spool_root = dir.clone();
         }
+        if let Some(g) = etc.server.shutdown_grace_period {
+            c.shutdown_grace_period = g;
+        }
         c.shared_secret = etc.server.shared_secret.clone();
         c.node_id = Some(etc.node.id.clone());
         c.environment = etc.node.environment.clone();
@@ -163,11 +174,27 @@ pub struct WorkerHandle {
     pub url: String,
     pub node_id: String,
     pub manager: Arc<SqlTaskManager>,
+    grace: Duration,
     stop: watch::Sender<bool>,
     server: tokio::task::JoinHandle<()>,
 }
 
 impl WorkerHandle {
+    /// Starts a graceful shutdown (as `PUT /v1/info/state "SHUTTING_DOWN"` does).
+    pub fn begin_shutdown(&self) {
+        self.manager.begin_shutdown();
+    }
+
+    /// Resolves once a graceful shutdown has begun and the worker holds no task any
+    /// more (every query that used it has ended), or the grace period has passed.
+    pub async fn drained(&self) {
+        self.manager.shutdown_requested().await;
+        let deadline = tokio::time::Instant::now() + self.grace;
+        while tokio::time::Instant::now() < deadline && !self.manager.list().is_empty() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     pub async fn shutdown(self) {
         self.manager.abort_all();
         self.manager.remove_spool_root();
@@ -212,12 +239,18 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
     let client_timeout = config.task_client_timeout;
     let period = (client_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
     crate::util::every(period, stop.subscribe(), move || reaper.expire_abandoned(client_timeout));
-    let announcement =
-        Announcement { node_id: node_id.clone(), url: url.clone(), environment: Some(config.environment.clone()) };
+    let mut announcement = Announcement {
+        node_id: node_id.clone(),
+        url: url.clone(),
+        environment: Some(config.environment.clone()),
+        shutting_down: false,
+    };
     let target = format!("{}/v1/announcement", config.coordinator);
     let period = config.heartbeat;
+    let draining = manager.clone();
     tokio::spawn(async move {
         loop {
+            announcement.shutting_down = draining.is_shutting_down();
             let sent = http.post(&target).json(&announcement).timeout(Duration::from_secs(2)).send().await;
             if let Err(e) = sent {
                 tracing::debug!("heartbeat to {target} failed: {e}");
@@ -228,5 +261,5 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
             }
         }
     });
-    Ok(WorkerHandle { url, node_id, manager, stop, server })
+    Ok(WorkerHandle { url, node_id, manager, grace: config.shutdown_grace_period, stop, server })
 }

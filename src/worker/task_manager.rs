@@ -32,6 +32,8 @@ pub struct SqlTaskManager {
     /// Task contexts by batch size; tasks share them as partitions of one session do.
     contexts: parking_lot::Mutex<HashMap<usize, Arc<TaskContext>>>,
     pub injector: Option<Arc<FailureInjector>>,
+    /// Set by a graceful shutdown.
+    shutting_down: tokio::sync::watch::Sender<bool>,
     /// Decodes fragments, scans of the worker's catalogs included.
     codec: FlotillaCodec,
     /// Ids of tasks being created (outside the task map's lock).
@@ -64,12 +66,28 @@ impl SqlTaskManager {
             started: Instant::now(),
             base,
             codec: FlotillaCodec::new(config.connectors.clone()),
+            shutting_down: tokio::sync::watch::channel(false).0,
             contexts: Default::default(),
             injector,
             creating: Default::default(),
             deleted_while_creating: Default::default(),
             spool_root,
         }
+    }
+
+    /// Starts a graceful shutdown: no task of a new query from now on.
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.send_replace(true);
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        *self.shutting_down.borrow()
+    }
+
+    /// Resolves once a graceful shutdown has begun.
+    pub async fn shutdown_requested(&self) {
+        let mut rx = self.shutting_down.subscribe();
+        let _ = rx.wait_for(|s| *s).await;
     }
 
     /// Deletes the spool directory (worker shutdown, after every task is aborted).
@@ -111,6 +129,14 @@ impl SqlTaskManager {
             task.touch();
             task.add_sources(req.sources);
             return Ok(task.info());
+        }
+        // Draining: the queries already here may still add tasks (a later phase), a
+        // new query goes elsewhere.
+        if self.is_shutting_down() && !self.tasks.read().keys().any(|t| t.query_id == id.query_id) {
+            return Err(WorkerError::ShuttingDown(format!(
+                "worker {} is shutting down and takes no task of a new query",
+                self.node_id
+            )));
         }
         // One create per id at a time: a second one (a retry racing the first) would
         // make the same spool directory. It is told to come back.
