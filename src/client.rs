@@ -135,6 +135,8 @@ pub struct StatementClient {
     session: Vec<(String, String)>,
     timeout: Duration,
     current: Arc<Mutex<Option<String>>>,
+    /// Sent as HTTP basic authentication with `user` (PASSWORD authentication).
+    password: Option<String>,
 }
 
 impl StatementClient {
@@ -156,7 +158,30 @@ impl StatementClient {
             session: Vec::new(),
             timeout: REQUEST_TIMEOUT,
             current: Arc::new(Mutex::new(None)),
+            password: None,
         }
+    }
+
+    /// HTTPS settings: trust the CA certificates in `ca` (PEM) besides the system's,
+    /// or, `insecure`, any certificate at all (tests, first steps).
+    pub fn with_tls(mut self, insecure: bool, ca: Option<&std::path::Path>) -> Result<Self, String> {
+        let mut builder = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT);
+        if let Some(path) = ca {
+            for root in crate::tls::read_ca(path).map_err(|e| e.to_string())? {
+                builder = builder.add_root_certificate(root);
+            }
+        }
+        if insecure {
+            builder = builder.danger_accept_invalid_certs(true);
+        }
+        self.http = builder.build().map_err(|e| format!("cannot set up HTTPS: {e}"))?;
+        Ok(self)
+    }
+
+    /// Logs in with the user's password (over HTTPS; the coordinator refuses it otherwise).
+    pub fn with_password(mut self, password: impl Into<String>) -> Self {
+        self.password = Some(password.into());
+        self
     }
 
     pub fn with_user(mut self, user: impl Into<String>) -> Self {
@@ -312,7 +337,11 @@ impl StatementClient {
     }
 
     fn request(&self, method: Method, url: String) -> RequestBuilder {
-        self.http.request(method, url).timeout(self.timeout).header("X-Trino-User", &self.user)
+        let request = self.http.request(method, url).timeout(self.timeout).header("X-Trino-User", &self.user);
+        match &self.password {
+            Some(p) => request.basic_auth(&self.user, Some(p)),
+            None => request,
+        }
     }
 
     /// The coordinator sends absolute URIs, but relative ones are accepted as well.

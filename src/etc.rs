@@ -138,6 +138,13 @@ const SERVER_KEYS: &[&str] = &[
     "coordinator",
     "http-server.http.port",
     "http-server.process-forwarded",
+    "http-server.https.enabled",
+    "http-server.https.port",
+    "http-server.https.keystore.path",
+    "http-server.https.keystore.key",
+    "internal-communication.https.required",
+    "internal-communication.https.truststore.path",
+    "http-server.authentication.type",
     "discovery.uri",
     "internal-communication.shared-secret",
     "query.client.timeout",
@@ -172,6 +179,13 @@ pub struct ServerConfig {
     pub output_buffer_max_bytes: Option<u64>,
     pub spool_dir: Option<PathBuf>,
     pub shutdown_grace_period: Option<Duration>,
+    pub https_port: Option<u16>,
+    /// Set when `http-server.https.enabled=true`.
+    pub tls: Option<crate::tls::TlsConfig>,
+    pub truststore: Option<PathBuf>,
+    pub https_required: Option<bool>,
+    /// `http-server.authentication.type` (PASSWORD is the one there is).
+    pub authentication: Option<String>,
     /// Session property defaults, by session property name.
     pub session_defaults: BTreeMap<String, String>,
 }
@@ -201,6 +215,33 @@ pub struct Etc {
     pub server: ServerConfig,
     pub node: NodeIdentity,
     pub catalogs: Vec<CatalogFile>,
+    /// `password-authenticator.properties`: `file.password-file`.
+    pub password_file: Option<PathBuf>,
+    /// `access-control.properties`: `security.config-file` (rules.json).
+    pub access_rules: Option<PathBuf>,
+    /// `group-provider.properties`: `file.group-file`.
+    pub group_file: Option<PathBuf>,
+}
+
+/// A plug-in file like `password-authenticator.properties`: its `NAME_KEY` must be
+/// `file`, and `path_key` names the file it uses (relative to the directory).
+fn plugin_file(dir: &Path, file: &str, name_key: &str, path_key: &str) -> Result<Option<PathBuf>, EtcError> {
+    let path = dir.join(file);
+    if !path.exists() {
+        return Ok(None);
+    }
+    let p = PropertiesFile::read(&path, false)?;
+    p.check_keys(&[name_key, path_key, "file.refresh-period"], &|_| false)?;
+    if p.get(name_key) != Some("file") {
+        return Err(EtcError::Invalid {
+            path: path.display().to_string(),
+            message: format!("{name_key} must be 'file'"),
+        });
+    }
+    match p.get(path_key) {
+        Some(v) => Ok(Some(dir.join(v))),
+        None => Err(EtcError::Invalid { path: path.display().to_string(), message: format!("{path_key} is missing") }),
+    }
 }
 
 impl Etc {
@@ -232,7 +273,28 @@ impl Etc {
         let internal_address =
             node.get("node.internal-address").or(config.get("node.internal-address")).map(str::to_string);
         let catalogs = load_catalogs(&dir.join("catalog"))?;
-        Ok(Etc { dir: dir.to_path_buf(), server, node: NodeIdentity { id, environment, internal_address }, catalogs })
+        let password_file =
+            plugin_file(dir, "password-authenticator.properties", "password-authenticator.name", "file.password-file")?;
+        if server.authentication.is_some() && password_file.is_none() {
+            return Err(EtcError::Invalid {
+                path: dir.join("config.properties").display().to_string(),
+                message: "http-server.authentication.type=PASSWORD needs password-authenticator.properties \
+                          (password-authenticator.name=file, file.password-file=...)"
+                    .into(),
+            });
+        }
+        let access_rules =
+            plugin_file(dir, "access-control.properties", "access-control.name", "security.config-file")?;
+        let group_file = plugin_file(dir, "group-provider.properties", "group-provider.name", "file.group-file")?;
+        Ok(Etc {
+            dir: dir.to_path_buf(),
+            server,
+            node: NodeIdentity { id, environment, internal_address },
+            catalogs,
+            password_file,
+            access_rules,
+            group_file,
+        })
     }
 }
 
@@ -252,6 +314,36 @@ fn merge_server(server: &mut ServerConfig, f: &PropertiesFile) -> Result<(), Etc
     server.output_buffer_max_bytes = or(server.output_buffer_max_bytes, f.parsed("sink.max-buffer-size", parse_bytes)?);
     server.spool_dir = or(server.spool_dir.take(), f.get("exchange.base-directories").map(PathBuf::from));
     server.shutdown_grace_period = or(server.shutdown_grace_period, f.parsed("shutdown.grace-period", parse_duration)?);
+    server.https_port = or(server.https_port, f.parsed("http-server.https.port", port)?);
+    server.truststore =
+        or(server.truststore.take(), f.get("internal-communication.https.truststore.path").map(PathBuf::from));
+    server.https_required = or(server.https_required, f.parsed("internal-communication.https.required", boolean)?);
+    if f.parsed("http-server.https.enabled", boolean)? == Some(true) {
+        let Some(path) = f.get("http-server.https.keystore.path") else {
+            return Err(EtcError::Invalid {
+                path: f.path.display().to_string(),
+                message: "http-server.https.enabled=true needs http-server.https.keystore.path (a PEM file \
+                          with the certificate chain and the private key)"
+                    .into(),
+            });
+        };
+        if f.get("http-server.https.keystore.key").is_some_and(|k| !k.is_empty()) {
+            return Err(EtcError::BadValue {
+                path: f.path.display().to_string(),
+                line: f.line("http-server.https.keystore.key"),
+                key: "http-server.https.keystore.key".into(),
+                message: "encrypted keys are not supported; give an unencrypted PEM key".into(),
+            });
+        }
+        server.tls = Some(crate::tls::TlsConfig { cert_chain: PathBuf::from(path), private_key: None });
+    }
+    server.authentication = or(
+        server.authentication.take(),
+        f.parsed("http-server.authentication.type", |v| match v.to_ascii_uppercase().as_str() {
+            "PASSWORD" => Ok("PASSWORD".to_string()),
+            _ => Err(format!("'{v}' is not supported (PASSWORD is)")),
+        })?,
+    );
     for p in SESSION_PROPERTIES {
         let key = session_default_key(p.name);
         if let Some(v) = f.get(&key) {

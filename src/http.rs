@@ -33,18 +33,41 @@ pub const HEADER_INTERNAL_TOKEN: &str = "x-flotilla-internal-token";
 /// The shared HTTP client of a process: one connection pool for tasks and exchanges.
 /// With a shared secret, every request it sends carries it.
 pub fn http_client(secret: Option<&str>) -> reqwest::Client {
+    internal_client(secret, &[])
+}
+
+/// The client of internal requests: carries the shared secret, and trusts the
+/// system's roots plus `extra_roots` (the cluster's CA, for internal HTTPS).
+pub fn internal_client(secret: Option<&str>, extra_roots: &[reqwest::Certificate]) -> reqwest::Client {
     let mut headers = reqwest::header::HeaderMap::new();
     if let Some(s) = secret {
         let mut v = reqwest::header::HeaderValue::from_str(s).expect("the shared secret is a valid header value");
         v.set_sensitive(true);
         headers.insert(HEADER_INTERNAL_TOKEN, v);
     }
-    reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder()
         .pool_idle_timeout(std::time::Duration::from_secs(30))
         .tcp_nodelay(true)
-        .default_headers(headers)
-        .build()
-        .expect("building the HTTP client")
+        .default_headers(headers);
+    for root in extra_roots {
+        builder = builder.add_root_certificate(root.clone());
+    }
+    builder.build().expect("building the HTTP client")
+}
+
+/// Serves `app` on `listener`, over TLS when `tls` is given, until `shutdown`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    app: axum::Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    match tls {
+        Some(config) => {
+            axum::serve(crate::tls::TlsListener::new(listener, config)?, app).with_graceful_shutdown(shutdown).await
+        }
+        None => axum::serve(listener, app).with_graceful_shutdown(shutdown).await,
+    }
 }
 
 /// Internal security: the secret every coordinator<->worker and worker<->worker

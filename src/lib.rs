@@ -22,5 +22,7 @@ pub mod printer;
 pub mod protocol;
 pub mod runtime;
 pub mod scheduling;
+pub mod security;
+pub mod tls;
 pub mod util;
 pub mod worker;

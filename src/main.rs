@@ -50,6 +50,15 @@ enum Command {
         /// Accept test-only failure hooks (for tests).
         #[arg(long)]
         enable_failure_injection: bool,
+        /// Require logins: Trino's password file (bcrypt or PBKDF2 entries); needs HTTPS.
+        #[arg(long)]
+        password_file: Option<std::path::PathBuf>,
+        /// Trino's file-based access control rules (rules.json).
+        #[arg(long)]
+        access_rules: Option<std::path::PathBuf>,
+        /// Users' groups for the access rules (group:user1,user2 lines).
+        #[arg(long)]
+        groups_file: Option<std::path::PathBuf>,
     },
     /// Run a worker that joins a coordinator.
     Worker {
@@ -87,8 +96,19 @@ enum Command {
     },
     /// Run SQL against a coordinator.
     Sql {
+        /// The coordinator: http(s)://host:port, or host:port.
         #[arg(long)]
         server: String,
+        /// HTTPS: accept any server certificate (tests, first steps only).
+        #[arg(long)]
+        insecure: bool,
+        /// HTTPS: trust the CA certificates in this PEM file besides the system's.
+        #[arg(long)]
+        ca: Option<std::path::PathBuf>,
+        /// Log in with a password: from FLOTILLA_PASSWORD (or TRINO_PASSWORD) when
+        /// set, else asked for on the terminal.
+        #[arg(long)]
+        password: bool,
         #[command(flatten)]
         query: QueryArgs,
     },
@@ -161,6 +181,24 @@ struct NodeArgs {
     /// Serve internal endpoints without a shared secret on a non-loopback address.
     #[arg(long)]
     insecure_internal: bool,
+    /// Serve HTTPS with this PEM certificate chain (http-server.https.keystore.path).
+    #[arg(long)]
+    https_cert: Option<std::path::PathBuf>,
+    /// The private key of --https-cert, when not in the same file.
+    #[arg(long, requires = "https_cert")]
+    https_key: Option<std::path::PathBuf>,
+    /// CA certificates (PEM) internal requests trust besides the system's
+    /// (internal-communication.https.truststore.path).
+    #[arg(long)]
+    truststore: Option<std::path::PathBuf>,
+}
+
+impl NodeArgs {
+    fn tls(&self) -> Option<flotilla::tls::TlsConfig> {
+        self.https_cert
+            .clone()
+            .map(|cert_chain| flotilla::tls::TlsConfig { cert_chain, private_key: self.https_key.clone() })
+    }
 }
 
 impl NodeArgs {
@@ -235,7 +273,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 return Err("flotilla local needs at least one worker (--workers N)".into());
             }
             let cluster = LocalCluster::start(workers, LocalOptions::default()).await?;
-            let result = run_queries(cluster.url(), &query).await;
+            let result = run_queries(client_for(cluster.url(), &query), &query).await;
             cluster.shutdown().await;
             result
         }
@@ -247,6 +285,9 @@ async fn run(cli: Cli) -> Result<(), String> {
             process_forwarded,
             files_allowed_locations,
             enable_failure_injection,
+            password_file,
+            access_rules,
+            groups_file,
         } => {
             use flotilla::coordinator::CoordinatorConfig;
             let etc = node.etc()?;
@@ -269,6 +310,20 @@ async fn run(cli: Cli) -> Result<(), String> {
             config.insecure_internal = node.insecure_internal;
             if let Some(env) = &node.environment {
                 config.environment = env.clone();
+            }
+            if let Some(tls) = node.tls() {
+                config.tls = Some(tls);
+            }
+            if node.truststore.is_some() {
+                config.truststore = node.truststore.clone();
+            }
+            if password_file.is_some() || access_rules.is_some() || groups_file.is_some() {
+                config.security = flotilla::security::Security::load(
+                    password_file.as_deref(),
+                    access_rules.as_deref(),
+                    groups_file.as_deref(),
+                )
+                .map_err(|e| e.to_string())?;
             }
             if let Some(dirs) = files_allowed_locations {
                 if etc.as_ref().is_some_and(|e| !e.catalogs.is_empty()) {
@@ -330,6 +385,12 @@ async fn run(cli: Cli) -> Result<(), String> {
             if let Some(env) = &node.environment {
                 config.environment = env.clone();
             }
+            if let Some(tls) = node.tls() {
+                config.tls = Some(tls);
+            }
+            if node.truststore.is_some() {
+                config.truststore = node.truststore.clone();
+            }
             config.enable_failure_injection = enable_failure_injection;
             if let Some(g) = shutdown_grace_period {
                 config.shutdown_grace_period = g;
@@ -360,7 +421,16 @@ async fn run(cli: Cli) -> Result<(), String> {
             let _ = tokio::time::timeout(SHUTDOWN_GRACE, handle.shutdown()).await;
             Ok(())
         }
-        Command::Sql { server, query } => run_queries(&server, &query).await,
+        Command::Sql { server, insecure, ca, password, query } => {
+            let mut client = client_for(&server, &query);
+            if insecure || ca.is_some() {
+                client = client.with_tls(insecure, ca.as_deref())?;
+            }
+            if password {
+                client = client.with_password(read_password(&query.user)?);
+            }
+            run_queries(client, &query).await
+        }
         Command::TpchGen { scale, output, format } => {
             if scale.is_nan() || scale <= 0.0 {
                 return Err(format!("scale factor must be positive, got {scale}"));
@@ -409,8 +479,27 @@ fn client_for(server: &str, q: &QueryArgs) -> StatementClient {
     c
 }
 
-async fn run_queries(server: &str, q: &QueryArgs) -> Result<(), String> {
-    let client = client_for(server, q);
+/// The password for `--password`: the environment's, else typed without echo.
+fn read_password(user: &str) -> Result<String, String> {
+    for var in ["FLOTILLA_PASSWORD", "TRINO_PASSWORD"] {
+        if let Ok(p) = std::env::var(var) {
+            return Ok(p);
+        }
+    }
+    use std::io::{BufRead, IsTerminal, Write};
+    if !std::io::stdin().is_terminal() {
+        return Err("--password: set FLOTILLA_PASSWORD, or run on a terminal to type it".into());
+    }
+    eprint!("Password for {user}: ");
+    let _ = std::io::stderr().flush();
+    let _echo_off = flotilla::util::EchoOff::new();
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).map_err(|e| format!("cannot read the password: {e}"))?;
+    eprintln!();
+    Ok(line.trim_end_matches(['\r', '\n']).to_string())
+}
+
+async fn run_queries(client: StatementClient, q: &QueryArgs) -> Result<(), String> {
     let statements = match (&q.execute, &q.file) {
         (Some(sql), _) => split_statements(sql),
         (None, Some(path)) => {

@@ -81,13 +81,13 @@ fn hostname_address() -> Option<std::net::IpAddr> {
 /// The URL a server bound at `addr` announces: `advertise` if given (a URL, or a host
 /// name or address taking the bound port), else `addr`, with a wildcard address
 /// replaced by the host's address (never 0.0.0.0).
-pub fn announced_url(addr: std::net::SocketAddr, advertise: Option<&str>) -> String {
+pub fn announced_url(scheme: &str, addr: std::net::SocketAddr, advertise: Option<&str>) -> String {
     match advertise {
         Some(url) if url.contains("://") => return url.trim_end_matches('/').to_string(),
         Some(host) if host.contains(':') && !host.starts_with('[') => {
-            return format!("http://[{host}]:{}", addr.port())
+            return format!("{scheme}://[{host}]:{}", addr.port())
         }
-        Some(host) => return format!("http://{host}:{}", addr.port()),
+        Some(host) => return format!("{scheme}://{host}:{}", addr.port()),
         None => {}
     }
     let ip = if addr.ip().is_unspecified() {
@@ -99,7 +99,49 @@ pub fn announced_url(addr: std::net::SocketAddr, advertise: Option<&str>) -> Str
     } else {
         addr.ip()
     };
-    format!("http://{}", std::net::SocketAddr::new(ip, addr.port()))
+    format!("{scheme}://{}", std::net::SocketAddr::new(ip, addr.port()))
+}
+
+/// Turns the terminal's echo off until dropped (typing a password).
+pub struct EchoOff(#[cfg(unix)] Option<libc::termios>);
+
+impl EchoOff {
+    pub fn new() -> Self {
+        #[cfg(unix)]
+        {
+            // SAFETY: tcgetattr/tcsetattr on stdin with a termios we own.
+            unsafe {
+                let mut t: libc::termios = std::mem::zeroed();
+                if libc::tcgetattr(0, &mut t) != 0 {
+                    return EchoOff(None);
+                }
+                let saved = t;
+                t.c_lflag &= !libc::ECHO;
+                libc::tcsetattr(0, libc::TCSANOW, &t);
+                EchoOff(Some(saved))
+            }
+        }
+        #[cfg(not(unix))]
+        EchoOff()
+    }
+}
+
+impl Default for EchoOff {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for EchoOff {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(saved) = &self.0 {
+            // SAFETY: restores the settings read in `new`.
+            unsafe {
+                libc::tcsetattr(0, libc::TCSANOW, saved);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -109,11 +151,12 @@ mod tests {
     #[test]
     fn a_wildcard_bind_never_announces_the_wildcard() {
         let wildcard: std::net::SocketAddr = "0.0.0.0:8081".parse().unwrap();
-        let url = announced_url(wildcard, None);
+        let url = announced_url("http", wildcard, None);
         assert!(!url.contains("0.0.0.0") && url.ends_with(":8081"), "{url}");
-        assert_eq!(announced_url("127.0.0.1:5".parse().unwrap(), None), "http://127.0.0.1:5");
-        assert_eq!(announced_url(wildcard, Some("http://w1.example:8081/")), "http://w1.example:8081");
-        assert_eq!(announced_url(wildcard, Some("10.1.2.3")), "http://10.1.2.3:8081");
-        assert_eq!(announced_url(wildcard, Some("fd00::3")), "http://[fd00::3]:8081");
+        assert_eq!(announced_url("http", "127.0.0.1:5".parse().unwrap(), None), "http://127.0.0.1:5");
+        assert_eq!(announced_url("https", "127.0.0.1:5".parse().unwrap(), None), "https://127.0.0.1:5");
+        assert_eq!(announced_url("http", wildcard, Some("http://w1.example:8081/")), "http://w1.example:8081");
+        assert_eq!(announced_url("https", wildcard, Some("10.1.2.3")), "https://10.1.2.3:8081");
+        assert_eq!(announced_url("http", wildcard, Some("fd00::3")), "http://[fd00::3]:8081");
     }
 }

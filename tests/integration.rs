@@ -15,6 +15,7 @@ mod integration {
     pub mod python_client;
     pub mod robustness;
     pub mod scheduling;
+    pub mod security;
     pub mod tpch;
     pub mod web_ui;
 }

@@ -160,8 +160,12 @@ async fn execute(
         q.transition(QueryState::Running);
         return Ok(());
     }
+    let access = coord.config.security.rules.as_ref().map(|r| {
+        let who = r.identity(&q.session.user);
+        super::planning::AccessCheck { rules: r.clone(), who }
+    });
     if let Some(stmt) = super::metadata::parse(&sql) {
-        let batch = super::metadata::run(&ctx, &q.session, &stmt).await?;
+        let batch = super::metadata::run(&ctx, &q.session, &stmt, access.as_ref()).await?;
         *q.schema.lock() = Some(batch.schema());
         q.transition(QueryState::Starting);
         q.transition(QueryState::Running);
@@ -171,6 +175,7 @@ async fn execute(
     let (physical, fragments, analyze) = match super::planning::plan(
         ctx.clone(),
         coord.connectors.clone(),
+        access,
         sql,
         workers.len(),
         props.query_max_planning_time,

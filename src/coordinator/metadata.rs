@@ -12,7 +12,9 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::prelude::SessionContext;
 
 use super::planner::{planning_error, QueryError, SessionSpec};
+use super::planning::AccessCheck;
 use crate::format::trino_type;
+use crate::security::Access;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MetadataStatement {
@@ -62,14 +64,22 @@ pub async fn run(
     ctx: &SessionContext,
     spec: &SessionSpec,
     stmt: &MetadataStatement,
+    access: Option<&AccessCheck>,
 ) -> Result<RecordBatch, QueryError> {
     let catalog_named = |name: &str| {
+        if let Some(a) = access {
+            a.check(&[Access { catalog: name.to_string(), schema: String::new(), write: false }])?;
+        }
         ctx.catalog(name)
             .ok_or_else(|| QueryError::new(ErrorCode::CatalogNotFound, format!("Catalog '{name}' does not exist")))
     };
     match stmt {
         MetadataStatement::ShowCatalogs => {
             let mut names = ctx.catalog_names();
+            // Catalogs the user may not use are not shown, as in Trino.
+            if let Some(a) = access {
+                names.retain(|c| a.rules.catalog_access(&a.who, c) != crate::security::Allow::None);
+            }
             names.sort();
             text_batch(&["Catalog"], names.into_iter().map(|n| vec![n]).collect())
         }
@@ -93,6 +103,11 @@ pub async fn run(
             text_batch(&["Table"], names.into_iter().map(|n| vec![n]).collect())
         }
         MetadataStatement::Describe { table } => {
+            if let Some(a) = access {
+                let t = datafusion::common::TableReference::from(table.as_str());
+                let catalog = t.catalog().unwrap_or(&spec.catalog).to_string();
+                a.check(&[Access { catalog, schema: t.schema().unwrap_or(&spec.schema).to_string(), write: false }])?;
+            }
             let provider = ctx.table_provider(table.as_str()).await.map_err(|e| planning_error(&e))?;
             let rows = provider
                 .schema()

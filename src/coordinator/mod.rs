@@ -53,6 +53,11 @@ pub enum CoordinatorError {
     /// A worker of another `node.environment` announced itself.
     #[error("{0}")]
     WrongEnvironment(String),
+    /// No valid login (PASSWORD authentication).
+    #[error("{0}")]
+    Unauthenticated(String),
+    #[error("{0}")]
+    PermissionDenied(String),
 }
 
 impl ApiError for CoordinatorError {
@@ -63,6 +68,8 @@ impl ApiError for CoordinatorError {
             CoordinatorError::Gone(_) => StatusCode::GONE,
             CoordinatorError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             CoordinatorError::WrongEnvironment(_) => StatusCode::CONFLICT,
+            CoordinatorError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+            CoordinatorError::PermissionDenied(_) => StatusCode::FORBIDDEN,
         }
     }
 
@@ -73,6 +80,8 @@ impl ApiError for CoordinatorError {
             CoordinatorError::Gone(_) => "INVALID_TOKEN",
             CoordinatorError::Internal(_) => "INTERNAL_ERROR",
             CoordinatorError::WrongEnvironment(_) => "WRONG_ENVIRONMENT",
+            CoordinatorError::Unauthenticated(_) => "UNAUTHENTICATED",
+            CoordinatorError::PermissionDenied(_) => "PERMISSION_DENIED",
         }
     }
 }
@@ -111,6 +120,16 @@ pub struct CoordinatorConfig {
     pub session_defaults: BTreeMap<String, String>,
     /// Serve without a shared secret on a non-loopback address (explicitly insecure).
     pub insecure_internal: bool,
+    /// Serve HTTPS with this certificate (`http-server.https.*`).
+    pub tls: Option<crate::tls::TlsConfig>,
+    /// CA certificates internal requests trust besides the system's
+    /// (`internal-communication.https.truststore.path`).
+    pub truststore: Option<std::path::PathBuf>,
+    /// Take only workers that announce an `https://` address
+    /// (`internal-communication.https.required`).
+    pub https_required: bool,
+    /// Password logins and access rules.
+    pub security: crate::security::Security,
 }
 
 impl CoordinatorConfig {
@@ -130,6 +149,10 @@ impl CoordinatorConfig {
             connectors: Connectors::builtin(),
             session_defaults: BTreeMap::new(),
             insecure_internal: false,
+            tls: None,
+            truststore: None,
+            https_required: false,
+            security: Default::default(),
         }
     }
 }
@@ -143,8 +166,14 @@ impl CoordinatorConfig {
                 etc.dir.display()
             ));
         }
-        let port = etc.server.http_port.unwrap_or(8080);
+        let port = match &etc.server.tls {
+            Some(_) => etc.server.https_port.unwrap_or(8443),
+            None => etc.server.http_port.unwrap_or(8080),
+        };
         let mut c = CoordinatorConfig::new(&format!("0.0.0.0:{port}"));
+        c.tls = etc.server.tls.clone();
+        c.truststore = etc.server.truststore.clone();
+        c.https_required = etc.server.https_required.unwrap_or(false);
         if let Some(t) = etc.server.worker_timeout {
             c.worker_timeout = t;
         }
@@ -155,6 +184,12 @@ impl CoordinatorConfig {
         c.shared_secret = etc.server.shared_secret.clone();
         c.environment = etc.node.environment.clone();
         c.session_defaults = etc.server.session_defaults.clone();
+        c.security = crate::security::Security::load(
+            etc.password_file.as_deref(),
+            etc.access_rules.as_deref(),
+            etc.group_file.as_deref(),
+        )
+        .map_err(|e| e.to_string())?;
         if !etc.catalogs.is_empty() {
             c.connectors = Connectors::from_catalogs(&etc.catalogs).map_err(|e| e.to_string())?;
         }
@@ -240,7 +275,7 @@ impl CoordinatorState {
         let get = |name: &str| {
             headers.get(name).and_then(|h| h.to_str().ok()).map(str::trim).filter(|h| statement::is_authority(h))
         };
-        let mut scheme = "http";
+        let mut scheme = if self.config.tls.is_some() { "https" } else { "http" };
         let mut authority = match self.bound.ip().is_unspecified() {
             true => get("host").map(str::to_string).unwrap_or_else(|| {
                 // Never hand out 0.0.0.0: without a usable Host, the loopback address.
@@ -343,12 +378,21 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
     let listener = crate::http::bind(&config.bind).await?;
     let addr = listener.local_addr()?;
     crate::http::check_internal_exposure(addr, config.shared_secret.is_some(), config.insecure_internal)?;
-    let url = format!("http://{addr}");
+    let tls = config.tls.as_ref().map(|t| t.server_config()).transpose()?;
+    if config.security.passwords.is_some() && tls.is_none() {
+        return Err(std::io::Error::other(
+            "PASSWORD authentication needs HTTPS: passwords must not cross the network in clear \
+             (http-server.https.enabled, or --https-cert)",
+        ));
+    }
+    let roots = config.truststore.as_deref().map(crate::tls::read_ca).transpose()?.unwrap_or_default();
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{addr}");
     let state = Arc::new(CoordinatorState {
         nodes: Arc::new(NodeManager::new(config.worker_timeout)),
         node_scheduler: Arc::new(NodeScheduler::new()),
-        http: crate::http::http_client(config.shared_secret.as_deref()),
-        exchange_http: crate::http::http_client(config.shared_secret.as_deref()),
+        http: crate::http::internal_client(config.shared_secret.as_deref(), &roots),
+        exchange_http: crate::http::internal_client(config.shared_secret.as_deref(), &roots),
         connectors: config.connectors.clone(),
         refused: parking_lot::Mutex::new(std::collections::HashSet::new()),
         queries: RwLock::new(BTreeMap::new()),
@@ -365,7 +409,7 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
         let shutdown = async move {
             let _ = stopped.wait_for(|s| *s).await;
         };
-        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
+        if let Err(e) = crate::http::serve(listener, tls, app, shutdown).await {
             tracing::error!("coordinator server failed: {e}");
         }
     });
@@ -380,8 +424,8 @@ fn router(state: Arc<CoordinatorState>) -> Router {
     // A statement may be as long as MAX_QUERY_LENGTH; a longer one is refused by
     // `post_statement` as a failed query, so the body limit sits a little above it.
     let statement_limit = axum::extract::DefaultBodyLimit::max(planning::MAX_QUERY_LENGTH + (1 << 20));
-    Router::new()
-        .merge(internal)
+    // What clients use needs a login when PASSWORD authentication is on.
+    let client = Router::new()
         .route("/v1/statement", post(statement::post_statement).layer(statement_limit))
         .route(
             "/v1/statement/executing/{query_id}/{token}",
@@ -390,10 +434,14 @@ fn router(state: Arc<CoordinatorState>) -> Router {
         .route("/v1/node", get(list_nodes))
         .route("/v1/query", get(list_queries))
         .route("/v1/query/{query_id}", get(query_info).delete(cancel))
-        .route("/v1/info", get(info))
-        .route("/metrics", get(metrics))
         .route("/v1/query/{query_id}/cancel", delete(cancel))
         .merge(ui::routes())
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), authenticate));
+    Router::new()
+        .merge(internal)
+        .merge(client)
+        .route("/v1/info", get(info))
+        .route("/metrics", get(metrics))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(crate::http::json_errors))
         .with_state(state)
@@ -407,11 +455,53 @@ async fn not_found() -> Response {
     r
 }
 
+/// The user a request logged in as (PASSWORD authentication).
+#[derive(Clone, Debug)]
+pub struct Authenticated(pub String);
+
+/// Checks HTTP basic credentials against the password file; without one, every
+/// request passes (the user is whoever `X-Trino-User` names).
+async fn authenticate(State(s): St, mut req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let Some(passwords) = s.config.security.passwords.clone() else { return next.run(req).await };
+    let credentials = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Basic "))
+        .and_then(|b| base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b.trim()).ok())
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|s| s.split_once(':').map(|(u, p)| (u.to_string(), p.to_string())));
+    let Some((user, password)) = credentials else {
+        return unauthorized("this server needs a user and password (HTTP basic authentication)");
+    };
+    // bcrypt is slow on purpose: off the runtime's threads.
+    let checked = user.clone();
+    let ok = tokio::task::spawn_blocking(move || passwords.verify(&checked, &password)).await.unwrap_or(false);
+    if !ok {
+        return unauthorized("wrong user or password");
+    }
+    req.extensions_mut().insert(Authenticated(user));
+    next.run(req).await
+}
+
+fn unauthorized(message: &str) -> Response {
+    let mut resp = CoordinatorError::Unauthenticated(message.to_string()).into_response();
+    resp.headers_mut()
+        .insert(axum::http::header::WWW_AUTHENTICATE, axum::http::HeaderValue::from_static("Basic realm=\"flotilla\""));
+    resp
+}
+
 async fn announce(State(s): St, body: Bytes) -> Result<Response, CoordinatorError> {
     let a: Announcement = serde_json::from_slice(&body)
         .map_err(|e| CoordinatorError::BadRequest(format!("malformed announcement: {e}")))?;
     if !a.url.starts_with("http://") && !a.url.starts_with("https://") {
         return Err(CoordinatorError::BadRequest(format!("worker url '{}' is not http(s)", a.url)));
+    }
+    if s.config.https_required && !a.url.starts_with("https://") {
+        return Err(CoordinatorError::BadRequest(format!(
+            "internal communication requires HTTPS (internal-communication.https.required), worker '{}' announced {}",
+            a.node_id, a.url
+        )));
     }
     if let Some(env) = a.environment.as_deref().filter(|e| *e != s.config.environment) {
         if s.refused.lock().insert(a.node_id.clone()) {

@@ -25,6 +25,7 @@ use crate::connector::Connectors;
 use crate::plan::distribute::prepare_for_distribution;
 use crate::plan::fragmenter::{fragment_plan, reads_tables, FragmentedPlan};
 use crate::scheduling::pipelined::task_count;
+use crate::security::{Access, AccessRules, Identity};
 
 /// Deepest expression nesting accepted (`a + b + ...` counts one level per operator).
 /// DataFusion's optimizer is superlinear in depth: about 1,000 terms over a column
@@ -55,9 +56,23 @@ fn planning_slots() -> &'static tokio::sync::Semaphore {
 }
 
 /// Plans `sql` on a planning thread; gives up after `max_time`.
+/// Access rules and who is asking: a statement's tables are checked before it runs.
+#[derive(Clone)]
+pub struct AccessCheck {
+    pub rules: Arc<AccessRules>,
+    pub who: Identity,
+}
+
+impl AccessCheck {
+    pub fn check(&self, accesses: &[Access]) -> Result<(), QueryError> {
+        self.rules.check(&self.who, accesses).map_err(|m| QueryError::new(ErrorCode::PermissionDenied, m))
+    }
+}
+
 pub async fn plan(
     ctx: SessionContext,
     connectors: Connectors,
+    access: Option<AccessCheck>,
     sql: String,
     workers: usize,
     max_time: Duration,
@@ -73,7 +88,7 @@ pub async fn plan(
                 .enable_all()
                 .build()
                 .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
-            rt.block_on(plan_here(&ctx, &connectors, &sql, workers, abandoned))
+            rt.block_on(plan_here(&ctx, &connectors, access.as_ref(), &sql, workers, abandoned))
         });
         Ok::<_, QueryError>(thread.await)
     };
@@ -97,6 +112,7 @@ pub async fn plan(
 async fn plan_here(
     ctx: &SessionContext,
     connectors: &Connectors,
+    access: Option<&AccessCheck>,
     sql: &str,
     workers: usize,
     abandoned: &dyn Fn() -> bool,
@@ -106,7 +122,11 @@ async fn plan_here(
     let statement = state.sql_to_statement(sql, &dialect).map_err(|e| planning_error(&e))?;
     check_depth(&statement)?;
     let logical = state.statement_to_plan(statement).await.map_err(|e| planning_error(&e))?;
-    check_file_locations(&logical, connectors, &state.config().options().catalog.default_catalog)?;
+    let defaults = &state.config().options().catalog;
+    check_file_locations(&logical, connectors, &defaults.default_catalog)?;
+    if let Some(access) = access {
+        access.check(&accesses(&logical, &defaults.default_catalog, &defaults.default_schema))?;
+    }
     if let LogicalPlan::Explain(explain) = &logical {
         let physical = state.create_physical_plan(&explain.plan).await.map_err(|e| planning_error(&e))?;
         let graphviz = matches!(explain.explain_format, datafusion::common::format::ExplainFormat::Graphviz);
@@ -172,6 +192,51 @@ fn check_file_locations(
         LogicalPlan::Analyze(a) => check_file_locations(&a.input, connectors, default_catalog),
         _ => Ok(()),
     }
+}
+
+/// The catalogs and schemas a statement reads or writes, subqueries included.
+pub fn accesses(logical: &LogicalPlan, catalog: &str, schema: &str) -> Vec<Access> {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    use datafusion::common::TableReference;
+    let mut out = std::collections::BTreeSet::new();
+    let mut add = |t: &TableReference, write: bool| {
+        let catalog = t.catalog().unwrap_or(catalog).to_string();
+        let schema = t.schema().unwrap_or(schema).to_string();
+        out.insert(Access { catalog, schema, write });
+    };
+    let _ = logical.apply_with_subqueries(|node| {
+        match node {
+            LogicalPlan::TableScan(t) => add(&t.table_name, false),
+            LogicalPlan::Dml(d) => add(&d.table_name, true),
+            LogicalPlan::Ddl(ddl) => match ddl {
+                DdlStatement::CreateExternalTable(c) => add(&c.name, true),
+                DdlStatement::CreateMemoryTable(c) => add(&c.name, true),
+                DdlStatement::CreateView(c) => add(&c.name, true),
+                DdlStatement::DropTable(d) => add(&d.name, true),
+                DdlStatement::DropView(d) => add(&d.name, true),
+                DdlStatement::CreateCatalogSchema(c) => {
+                    let (cat, sch) = c.schema_name.split_once('.').unwrap_or((catalog, c.schema_name.as_str()));
+                    add(&TableReference::full(cat, sch, ""), true)
+                }
+                DdlStatement::DropCatalogSchema(d) => {
+                    let (cat, sch) = match &d.name {
+                        datafusion::common::SchemaReference::Bare { schema } => {
+                            (catalog.to_string(), schema.to_string())
+                        }
+                        datafusion::common::SchemaReference::Full { schema, catalog } => {
+                            (catalog.to_string(), schema.to_string())
+                        }
+                    };
+                    add(&TableReference::full(cat, sch, ""), true)
+                }
+                DdlStatement::CreateCatalog(c) => add(&TableReference::full(c.catalog_name.as_str(), "", ""), true),
+                _ => {}
+            },
+            _ => {}
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    out.into_iter().collect()
 }
 
 fn cut(
@@ -247,15 +312,17 @@ mod tests {
     #[tokio::test]
     async fn shallow_statements_plan() {
         let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
-        let planned = plan(ctx, Connectors::builtin(), chain(100), 1, Duration::from_secs(60)).await;
+        let planned = plan(ctx, Connectors::builtin(), None, chain(100), 1, Duration::from_secs(60)).await;
         assert!(matches!(planned, Ok(Planned::Query { fragments: None, .. })));
     }
 
     #[tokio::test]
     async fn deep_statements_are_refused_not_crashed() {
         let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
-        let e =
-            plan(ctx, Connectors::builtin(), chain(10_000), 1, Duration::from_secs(60)).await.err().expect("refused");
+        let e = plan(ctx, Connectors::builtin(), None, chain(10_000), 1, Duration::from_secs(60))
+            .await
+            .err()
+            .expect("refused");
         assert_eq!(e.error_name, "SYNTAX_ERROR", "{e:?}");
         assert!(e.message.contains("limit of 500"), "{}", e.message);
     }
@@ -264,7 +331,7 @@ mod tests {
     async fn nested_parentheses_are_a_syntax_error() {
         let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
         let sql = format!("SELECT {}1{}", "(".repeat(5000), ")".repeat(5000));
-        let e = plan(ctx, Connectors::builtin(), sql, 1, Duration::from_secs(60)).await.err().expect("refused");
+        let e = plan(ctx, Connectors::builtin(), None, sql, 1, Duration::from_secs(60)).await.err().expect("refused");
         assert_eq!(e.error_name, "SYNTAX_ERROR", "{e:?}");
     }
 }

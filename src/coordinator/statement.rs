@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use super::execute_immediate::{bind, parse_prepared, PreparedStatement};
 use super::planner::{QueryError, SessionSpec};
 use super::query::QueryExecution;
-use super::{CoordinatorError, CoordinatorState};
+use super::{Authenticated, CoordinatorError, CoordinatorState};
 use crate::format::{batch_to_json_rows, trino_type, type_signature};
 use crate::scheduling::state_machine::{QueryState, StageState, StateKind, TaskState};
 
@@ -77,11 +77,41 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The query's user: the logged-in one, unless `X-Trino-User` names another whom the
+/// access rules let them act as.
+fn settle_user(
+    coord: &CoordinatorState,
+    login: Option<&Authenticated>,
+    spec: &mut SessionSpec,
+    named: bool,
+) -> Result<(), CoordinatorError> {
+    let Some(Authenticated(user)) = login else { return Ok(()) };
+    if !named {
+        spec.user = user.clone();
+        return Ok(());
+    }
+    let allowed =
+        spec.user == *user || coord.config.security.rules.as_ref().is_some_and(|r| r.may_impersonate(user, &spec.user));
+    if allowed {
+        Ok(())
+    } else {
+        Err(CoordinatorError::PermissionDenied(format!(
+            "Access Denied: User {user} cannot impersonate user {}",
+            spec.user
+        )))
+    }
+}
+
 pub async fn post_statement(
     State(coord): State<Arc<CoordinatorState>>,
+    login: Option<axum::Extension<Authenticated>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, CoordinatorError> {
+    let login = login.map(|axum::Extension(a)| a);
+    let mut session = session_from_headers(&headers)?;
+    let named = header(&headers, "x-trino-user")?.is_some_and(|u| !u.is_empty());
+    settle_user(&coord, login.as_ref(), &mut session, named)?;
     let sql =
         std::str::from_utf8(&body).map_err(|_| CoordinatorError::BadRequest("statement is not UTF-8".into()))?.trim();
     let sql = sql.trim_end_matches(';').trim();
@@ -94,13 +124,12 @@ pub async fn post_statement(
                 super::planning::MAX_QUERY_LENGTH
             ),
         );
-        let q = coord.submit_failed(sql.chars().take(1000).collect(), session_from_headers(&headers)?, error);
+        let q = coord.submit_failed(sql.chars().take(1000).collect(), session, error);
         return first_page(&coord, &q, &headers).await;
     }
     if sql.is_empty() {
         return Err(CoordinatorError::BadRequest("empty statement".into()));
     }
-    let session = session_from_headers(&headers)?;
     let mut response_headers = Vec::new();
     let mut sql = sql.to_string();
     match parse_prepared(&sql) {

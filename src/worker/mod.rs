@@ -110,6 +110,10 @@ pub struct WorkerConfig {
     /// How long a graceful shutdown waits for the worker's tasks before it aborts
     /// them (Trino's `shutdown.grace-period`).
     pub shutdown_grace_period: Duration,
+    /// Serve HTTPS with this certificate (`http-server.https.*`).
+    pub tls: Option<crate::tls::TlsConfig>,
+    /// CA certificates internal requests trust besides the system's.
+    pub truststore: Option<std::path::PathBuf>,
 }
 
 impl WorkerConfig {
@@ -130,6 +134,8 @@ impl WorkerConfig {
             connectors: Connectors::builtin(),
             insecure_internal: false,
             shutdown_grace_period: Duration::from_secs(120),
+            tls: None,
+            truststore: None,
         }
     }
 }
@@ -144,8 +150,16 @@ impl WorkerConfig {
             ));
         }
         let coordinator = etc.server.discovery_uri.clone().unwrap_or_default();
-        let port = etc.server.http_port.unwrap_or(8081);
+        let port = match &etc.server.tls {
+            Some(_) => etc.server.https_port.unwrap_or(8444),
+            None => etc.server.http_port.unwrap_or(8081),
+        };
         let mut c = WorkerConfig::new(&format!("0.0.0.0:{port}"), &coordinator);
+        c.tls = etc.server.tls.clone();
+        c.truststore = etc.server.truststore.clone();
+        if etc.server.https_required == Some(true) && c.tls.is_none() {
+            return Err("internal-communication.https.required needs http-server.https.enabled on this worker".into());
+        }
         if let Some(t) = etc.server.task_client_timeout {
             c.task_client_timeout = t;
         }
@@ -208,10 +222,13 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
     let listener = crate::http::bind(&config.bind).await?;
     let addr = listener.local_addr()?;
     crate::http::check_internal_exposure(addr, config.shared_secret.is_some(), config.insecure_internal)?;
-    let url = crate::util::announced_url(addr, config.advertise.as_deref());
+    let tls = config.tls.as_ref().map(|t| t.server_config()).transpose()?;
+    let roots = config.truststore.as_deref().map(crate::tls::read_ca).transpose()?.unwrap_or_default();
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let url = crate::util::announced_url(scheme, addr, config.advertise.as_deref());
     let node_id =
         config.node_id.clone().unwrap_or_else(|| format!("worker-{}-{}", addr.port(), crate::util::random_suffix(4)));
-    let http = crate::http::http_client(config.shared_secret.as_deref());
+    let http = crate::http::internal_client(config.shared_secret.as_deref(), &roots);
     let injector = config.enable_failure_injection.then(|| Arc::new(failure_injector::FailureInjector::default()));
     let spool_dir = config.spool_root.join(&node_id);
     crate::exchange::spool::prepare_spool_root(&spool_dir)?;
@@ -231,7 +248,7 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
         let shutdown = async move {
             let _ = stop_server.wait_for(|s| *s).await;
         };
-        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
+        if let Err(e) = crate::http::serve(listener, tls, app, shutdown).await {
             tracing::error!("worker server failed: {e}");
         }
     });

@@ -48,7 +48,10 @@ pub fn spawn(args: &[&str]) -> Proc {
         }
     };
     let url = line.split_whitespace().last().expect("url").to_string();
-    assert!(url.starts_with("http://127.0.0.1:"), "unexpected first line: {line}");
+    assert!(
+        url.starts_with("http://127.0.0.1:") || url.starts_with("https://127.0.0.1:"),
+        "unexpected first line: {line}"
+    );
     Proc { child, url }
 }
 

@@ -1,0 +1,256 @@
+//! HTTPS, password logins and access rules on a real cluster: a test CA made at run
+//! time with `openssl` signs the nodes' certificate; the coordinator takes logins from
+//! a Trino password file (a bcrypt and a PBKDF2 entry) and checks Trino-style access
+//! rules; workers serve HTTPS too and trust the cluster's CA. Without `openssl` the
+//! test says it skipped and why.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::common::{oracle, spawn, BIN};
+
+const SECRET: &str = "security-test-secret";
+
+fn openssl(dir: &Path, args: &[&str]) -> Result<(), String> {
+    let out =
+        Command::new("openssl").args(args).current_dir(dir).output().map_err(|e| format!("cannot run openssl: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("openssl {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+/// A CA, and a certificate for 127.0.0.1 and localhost signed by it: (ca.pem, node.pem
+/// holding the chain and the key).
+fn make_certificates(dir: &Path) -> Result<(PathBuf, PathBuf), String> {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=flotilla test CA",
+        ],
+    )?;
+    std::fs::write(dir.join("ext.cnf"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n").unwrap();
+    openssl(
+        dir,
+        &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "node.key", "-out", "node.csr", "-subj", "/CN=localhost"],
+    )?;
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "node.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "node.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ],
+    )?;
+    let chain = std::fs::read_to_string(dir.join("node.crt")).unwrap()
+        + &std::fs::read_to_string(dir.join("node.key")).unwrap();
+    std::fs::write(dir.join("node.pem"), chain).unwrap();
+    Ok((dir.join("ca.pem"), dir.join("node.pem")))
+}
+
+fn password_file(dir: &Path) -> PathBuf {
+    let bcrypt = bcrypt::hash("alice-pw", 6).unwrap().replacen("$2b$", "$2y$", 1);
+    let mut out = [0u8; 32];
+    pbkdf2::pbkdf2_hmac::<sha2::Sha256>(b"reader-pw", b"pepper", 1000, &mut out);
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let text = format!(
+        "alice:{bcrypt}\nreader:1000:{}:{}\nstranger:{}\n",
+        hex(b"pepper"),
+        hex(&out),
+        bcrypt::hash("stranger-pw", 4).unwrap()
+    );
+    std::fs::write(dir.join("password.db"), text).unwrap();
+    dir.join("password.db")
+}
+
+const RULES: &str = r#"{
+    "catalogs": [
+        {"user": "alice", "allow": "all"},
+        {"user": "reader", "catalog": "tpch", "allow": "read-only"}
+    ],
+    "impersonation": [{"original_user": "alice", "new_user": "reader"}]
+}"#;
+
+fn sql(server: &str, ca: &Path, user: &str, password: Option<&str>, statement: &str) -> (bool, String, String) {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["sql", "--server", server, "--ca"]).arg(ca).args([
+        "--user",
+        user,
+        "--output-format",
+        "csv",
+        "-e",
+        statement,
+    ]);
+    if let Some(p) = password {
+        cmd.arg("--password").env("FLOTILLA_PASSWORD", p);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_logins_and_access_rules() {
+    let dir = std::env::temp_dir().join(format!("flotilla-security-{}", flotilla::util::random_suffix(8)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ca, node_pem) = match make_certificates(&dir) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("SKIPPED https_logins_and_access_rules: cannot make test certificates with openssl: {e}");
+            let _ = std::fs::remove_dir_all(&dir);
+            return;
+        }
+    };
+    let passwords = password_file(&dir);
+    std::fs::write(dir.join("rules.json"), RULES).unwrap();
+    let (ca_s, node_s, pw_s, rules_s) = (
+        ca.display().to_string(),
+        node_pem.display().to_string(),
+        passwords.display().to_string(),
+        dir.join("rules.json").display().to_string(),
+    );
+    let coordinator = spawn(&[
+        "coordinator",
+        "--bind",
+        "127.0.0.1:0",
+        "--shared-secret",
+        SECRET,
+        "--https-cert",
+        &node_s,
+        "--truststore",
+        &ca_s,
+        "--password-file",
+        &pw_s,
+        "--access-rules",
+        &rules_s,
+    ]);
+    assert!(coordinator.url.starts_with("https://"), "{}", coordinator.url);
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        workers.push(spawn(&[
+            "worker",
+            "--coordinator",
+            &coordinator.url,
+            "--bind",
+            "127.0.0.1:0",
+            "--shared-secret",
+            SECRET,
+            "--https-cert",
+            &node_s,
+            "--truststore",
+            &ca_s,
+        ]));
+    }
+    let pem = std::fs::read(&ca).unwrap();
+    let trusting =
+        reqwest::Client::builder().add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap()).build().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let nodes: Vec<Value> = match trusting
+            .get(format!("{}/v1/node", coordinator.url))
+            .basic_auth("alice", Some("alice-pw"))
+            .send()
+            .await
+        {
+            Ok(r) => r.json().await.unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
+        let https_workers =
+            nodes.iter().filter(|n| n["alive"] == true && n["url"].as_str().unwrap_or("").starts_with("https://"));
+        if https_workers.count() == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the HTTPS workers did not join: {nodes:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Logins: the CLI over HTTPS with the test CA; a query's rows equal DataFusion's.
+    let query = "SELECT count(*), sum(o_totalprice) FROM tpch.tiny.orders";
+    let want = oracle("tiny", query).await;
+    let want_csv = format!(
+        "{},{}\n",
+        want[0][0].as_i64().map(|v| v.to_string()).unwrap_or_else(|| want[0][0].as_str().unwrap().to_string()),
+        want[0][1].as_str().unwrap()
+    );
+    let (ok, out, err) = sql(&coordinator.url, &ca, "alice", Some("alice-pw"), query);
+    assert!(ok, "alice (bcrypt): {err}");
+    assert_eq!(out, want_csv);
+    let (ok, out, err) = sql(&coordinator.url, &ca, "reader", Some("reader-pw"), query);
+    assert!(ok, "reader (PBKDF2): {err}");
+    assert_eq!(out, want_csv);
+    let (ok, _, err) = sql(&coordinator.url, &ca, "alice", Some("wrong"), query);
+    assert!(!ok && err.contains("401"), "a wrong password: {err}");
+    assert_eq!(err.trim().lines().count(), 1, "one readable line: {err}");
+    // Without a password: 401 asking for basic authentication.
+    let resp = trusting.post(format!("{}/v1/statement", coordinator.url)).body(query).send().await.unwrap();
+    assert_eq!(resp.status(), 401);
+    assert!(resp.headers().get("www-authenticate").is_some_and(|v| v.to_str().unwrap().starts_with("Basic")));
+    // Plain HTTP to the HTTPS port fails, and promptly.
+    let plain = coordinator.url.replacen("https://", "http://", 1);
+    let started = Instant::now();
+    let r = reqwest::Client::new().get(format!("{plain}/v1/info")).timeout(Duration::from_secs(10)).send().await;
+    assert!(r.is_err() && started.elapsed() < Duration::from_secs(10), "plain HTTP to HTTPS: {r:?}");
+    // Internal TLS: workers answer only over HTTPS.
+    let worker_plain = workers[0].url.replacen("https://", "http://", 1);
+    assert!(reqwest::Client::new()
+        .get(format!("{worker_plain}/v1/info"))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .is_err());
+    // A login may not act as someone else, unless a rule says so.
+    let as_other = |login: &'static str, password: &'static str, user: &'static str| {
+        trusting
+            .post(format!("{}/v1/statement", coordinator.url))
+            .basic_auth(login, Some(password))
+            .header("X-Trino-User", user)
+            .body("SELECT 1")
+            .send()
+    };
+    assert_eq!(as_other("reader", "reader-pw", "alice").await.unwrap().status(), 403);
+    assert_eq!(as_other("alice", "alice-pw", "reader").await.unwrap().status(), 200);
+
+    // Access rules: read-only cannot write, a user without a rule cannot read.
+    let (ok, _, err) = sql(&coordinator.url, &ca, "reader", Some("reader-pw"), "CREATE TABLE tpch.tiny.t AS SELECT 1");
+    assert!(!ok && err.contains("PERMISSION_DENIED") && err.contains("read-only"), "{err}");
+    let (ok, _, err) =
+        sql(&coordinator.url, &ca, "reader", Some("reader-pw"), "SELECT * FROM files.information_schema.tables");
+    assert!(!ok && err.contains("PERMISSION_DENIED") && err.contains("files"), "{err}");
+    let (ok, _, err) = sql(&coordinator.url, &ca, "stranger", Some("stranger-pw"), query);
+    assert!(!ok && err.contains("PERMISSION_DENIED") && err.contains("tpch"), "{err}");
+    let (ok, out, err) = sql(&coordinator.url, &ca, "reader", Some("reader-pw"), "SHOW CATALOGS");
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "tpch", "a user sees only the catalogs they may use");
+    let _ = std::fs::remove_dir_all(&dir);
+}
