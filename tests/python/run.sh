@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs tests/python/test_trino_client.py (Trino's Python client and its SQLAlchemy
-# dialect) against a real cluster: a coordinator and 2 workers of the given binary.
+# dialect) against a real cluster: a coordinator and 2 workers of the given binary;
+# then tests/python/test_trino_https.py against a second cluster serving HTTPS with a
+# CA made here by openssl and a password file (PBKDF2 entry).
 #
 #   tests/python/run.sh path/to/flotilla
 #
@@ -105,5 +107,78 @@ status=$?
 if [ "$status" -ne 0 ]; then
     echo "--- coordinator stderr (last 30 lines) ---" >&2
     tail -n 30 "$TMP/coordinator.err" >&2
+    exit "$status"
 fi
-exit "$status"
+
+# --- The same client over HTTPS with a password, against a second cluster. -----------
+if ! command -v openssl >/dev/null 2>&1; then
+    echo "SKIPPED the HTTPS part: openssl not found to make a test CA"
+    exit 0
+fi
+TLS=$TMP/tls
+mkdir -p "$TLS"
+(
+    cd "$TLS" &&
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj "/CN=flotilla test CA" &&
+    openssl req -newkey rsa:2048 -nodes -keyout node.key -out node.csr -subj "/CN=localhost" &&
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >ext.cnf &&
+    openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out node.crt -days 2 -extfile ext.cnf &&
+    cat node.crt node.key >node.pem
+) >"$TLS/openssl.log" 2>&1 || { echo "making the test certificates failed" >&2; cat "$TLS/openssl.log" >&2; exit 1; }
+PASSWORD=pw-$RANDOM$RANDOM
+# A PBKDF2 entry of Trino's password file (iterations:salt:hash, HMAC-SHA256).
+"$PY" - "$PASSWORD" >"$TLS/password.db" <<'PYEOF'
+import hashlib, os, sys
+salt = os.urandom(16)
+print("alice:1000:%s:%s" % (salt.hex(), hashlib.pbkdf2_hmac("sha256", sys.argv[1].encode(), salt, 1000).hex()))
+PYEOF
+SECRET=secret-$RANDOM$RANDOM
+"$BIN" coordinator --bind 127.0.0.1:0 --shared-secret "$SECRET" --https-cert "$TLS/node.pem" \
+    --truststore "$TLS/ca.pem" --password-file "$TLS/password.db" >"$TMP/tls-coordinator.out" 2>"$TMP/tls-coordinator.err" &
+PIDS+=($!)
+TLS_PID=$!
+HTTPS_URL=
+for _ in $(seq 1 100); do
+    line=$(head -n 1 "$TMP/tls-coordinator.out" 2>/dev/null)
+    case "$line" in
+        *" listening on https://"*) HTTPS_URL=${line##* listening on }; break ;;
+    esac
+    if ! kill -0 "$TLS_PID" 2>/dev/null; then break; fi
+    sleep 0.1
+done
+if [ -z "$HTTPS_URL" ]; then
+    echo "the HTTPS coordinator did not print its URL" >&2
+    cat "$TMP/tls-coordinator.err" >&2
+    exit 1
+fi
+for i in $(seq 1 "$WORKERS"); do
+    "$BIN" worker --coordinator "$HTTPS_URL" --bind 127.0.0.1:0 --shared-secret "$SECRET" \
+        --https-cert "$TLS/node.pem" --truststore "$TLS/ca.pem" >"$TMP/tls-worker$i.out" 2>"$TMP/tls-worker$i.err" &
+    PIDS+=($!)
+done
+alive=0
+for _ in $(seq 1 200); do
+    alive=$("$PY" - "$HTTPS_URL" "$TLS/ca.pem" "$PASSWORD" <<'PYEOF'
+import base64, json, ssl, sys, urllib.request
+try:
+    req = urllib.request.Request(sys.argv[1] + "/v1/node")
+    req.add_header("Authorization", "Basic " + base64.b64encode(("alice:" + sys.argv[3]).encode()).decode())
+    with urllib.request.urlopen(req, timeout=2, context=ssl.create_default_context(cafile=sys.argv[2])) as r:
+        print(sum(1 for n in json.load(r) if n.get("alive")))
+except Exception:
+    print(0)
+PYEOF
+)
+    [ "$alive" -ge "$WORKERS" ] && break
+    sleep 0.1
+done
+if [ "$alive" -lt "$WORKERS" ]; then
+    echo "only $alive of $WORKERS HTTPS workers alive after 20 s" >&2
+    tail -n 20 "$TMP"/tls-*.err >&2
+    exit 1
+fi
+echo "HTTPS cluster at $HTTPS_URL with $alive workers"
+# requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE override a session's `verify`, so
+# with them set the client would not trust the test CA it is given.
+env -u REQUESTS_CA_BUNDLE -u CURL_CA_BUNDLE FLOTILLA_HTTPS_URL="$HTTPS_URL" FLOTILLA_CA="$TLS/ca.pem" \
+    FLOTILLA_TEST_PASSWORD="$PASSWORD" "$PY" "$HERE/test_trino_https.py"
