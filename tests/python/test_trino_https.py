@@ -6,6 +6,8 @@ Expected values are TPC-H facts (the fixed NATION table, the tiny row counts tha
 test_trino_client.py also uses), not flotilla's output.
 """
 
+import datetime
+import decimal
 import os
 import unittest
 import urllib.parse
@@ -44,6 +46,25 @@ class HttpsWithPassword(unittest.TestCase):
         self.assertEqual([r[0] for r in cur.fetchall()], AMERICA)
         cur.execute("SELECT count(*) FROM lineitem")
         self.assertEqual(cur.fetchall(), [[60175]])
+
+    def test_tpch_q6_over_https_equals_a_recomputation_from_raw_rows(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "..", "..", "queries", "tpch", "q6.sql")) as f:
+            q6 = f.read().strip().rstrip(";")
+        cur = connect(PASSWORD).cursor()
+        cur.execute(q6)
+        (revenue,), = cur.fetchall()
+        cur.execute("SELECT l_extendedprice, l_discount, l_shipdate, l_quantity FROM lineitem")
+        rows = cur.fetchall()
+        self.assertEqual(len(rows), 60175)
+        lo, hi = datetime.date(1994, 1, 1), datetime.date(1995, 1, 1)
+        want = sum(
+            (price * discount for price, discount, shipdate, quantity in rows
+             if lo <= shipdate < hi and decimal.Decimal("0.05") <= discount <= decimal.Decimal("0.07")
+             and quantity < 24),
+            decimal.Decimal(0),
+        )
+        self.assertEqual(decimal.Decimal(revenue), want)
 
     def test_a_wrong_password_is_refused(self):
         cur = connect(PASSWORD + "-wrong").cursor()
