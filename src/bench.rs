@@ -164,6 +164,7 @@ pub async fn run_scheduling(stages: usize, tasks: usize, workers: usize, iterati
             remote_tasks: Arc::new(HttpRemoteTaskFactory {
                 http: cluster.coordinator.state.http.clone(),
                 max_error_duration: Duration::from_secs(10),
+                nodes: None,
             }),
             codec: crate::exchange::codec::FlotillaCodec::new(crate::connector::Connectors::builtin()),
             workers: slots.clone(),

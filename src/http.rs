@@ -209,6 +209,21 @@ pub fn check_internal_exposure(addr: std::net::SocketAddr, has_secret: bool, ins
     )))
 }
 
+/// The peer refused the connection: nothing listens at its address any more (its
+/// process is gone), unlike a timeout, which may be a slow or cut-off link.
+pub fn is_connection_refused(e: &reqwest::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return true;
+            }
+        }
+        source = s.source();
+    }
+    false
+}
+
 /// reqwest's errors print their source chain poorly; say which kind of failure it was.
 pub fn describe_request_error(e: &reqwest::Error) -> String {
     if e.is_timeout() {

@@ -218,6 +218,7 @@ async fn execute(
         remote_tasks: Arc::new(HttpRemoteTaskFactory {
             http: coord.http.clone(),
             max_error_duration: exchange.max_error_duration,
+            nodes: Some(coord.nodes.clone()),
         }),
         codec: FlotillaCodec::new(coord.connectors.clone()),
         workers,

@@ -15,9 +15,10 @@ use futures::future::{BoxFuture, FutureExt};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
+use crate::cluster::node_manager::NodeManager;
 use crate::cluster::node_manager::WorkerNode;
 use crate::error_code::ErrorCode;
-use crate::http::{describe_request_error, ErrorBudget};
+use crate::http::{describe_request_error, is_connection_refused, ErrorBudget};
 use crate::protocol::{self, ErrorBody, TaskFailure, TaskId, TaskState, TaskStatus, TaskUpdateRequest};
 use crate::scheduling::remote_task::{planned_status, RemoteTask, RemoteTaskError, RemoteTaskFactory};
 
@@ -34,6 +35,9 @@ pub struct HttpRemoteTask {
     /// True while a create request is in flight. A delete waits for it to settle, or
     /// the create could land after the delete and leave an orphan task behind.
     creating: watch::Sender<bool>,
+    /// Told at once when the worker refuses connections (its process is gone), so
+    /// its work is recomputed now rather than after the heartbeat timeout.
+    nodes: Option<Arc<NodeManager>>,
 }
 
 /// Clears `creating` however `send_update` ends, including by being dropped.
@@ -65,6 +69,7 @@ impl HttpRemoteTask {
             max_error_duration,
             changed,
             creating,
+            nodes: None,
         }
     }
 
@@ -113,6 +118,15 @@ impl HttpRemoteTask {
                         message,
                     });
                 }
+                Err(e) if is_connection_refused(&e) => {
+                    self.worker_gone(&e);
+                    return Err(RemoteTaskError::RequestsFailed {
+                        task: self.task_id.clone(),
+                        url: self.worker.url.clone(),
+                        elapsed: Duration::ZERO,
+                        message: describe_request_error(&e),
+                    });
+                }
                 other => {
                     let message = match other {
                         Ok(resp) => format!("HTTP {}", resp.status()),
@@ -148,6 +162,22 @@ impl HttpRemoteTask {
         if changed {
             self.changed.send_modify(|v| *v += 1);
         }
+    }
+
+    /// The worker refused a connection: it is lost now, and this task with it.
+    fn worker_gone(&self, e: &reqwest::Error) {
+        if let Some(nodes) = &self.nodes {
+            nodes.mark_lost(&self.worker.node_id);
+        }
+        self.fail(
+            ErrorCode::RemoteHostGone,
+            format!(
+                "worker {} ({}) is gone: it refused the connection ({})",
+                self.worker.node_id,
+                self.worker.url,
+                describe_request_error(e)
+            ),
+        );
     }
 
     fn fail(&self, code: ErrorCode, message: String) {
@@ -200,6 +230,10 @@ impl HttpRemoteTask {
                     return;
                 }
                 Ok(resp) => self.on_poll_error(&mut budget, request_started, format!("HTTP {}", resp.status())),
+                Err(e) if is_connection_refused(&e) => {
+                    self.worker_gone(&e);
+                    return;
+                }
                 Err(e) => self.on_poll_error(&mut budget, request_started, describe_request_error(&e)),
             };
             tokio::select! {
@@ -296,6 +330,8 @@ impl RemoteTask for HttpRemoteTask {
 pub struct HttpRemoteTaskFactory {
     pub http: reqwest::Client,
     pub max_error_duration: Duration,
+    /// Membership, told when a worker refuses connections.
+    pub nodes: Option<Arc<NodeManager>>,
 }
 
 impl RemoteTaskFactory for HttpRemoteTaskFactory {
@@ -306,6 +342,9 @@ impl RemoteTaskFactory for HttpRemoteTaskFactory {
         partitions: Vec<usize>,
         changed: watch::Sender<u64>,
     ) -> Arc<dyn RemoteTask> {
-        Arc::new(HttpRemoteTask::new(task_id, worker, partitions, self.http.clone(), self.max_error_duration, changed))
+        let mut task =
+            HttpRemoteTask::new(task_id, worker, partitions, self.http.clone(), self.max_error_duration, changed);
+        task.nodes = self.nodes.clone();
+        Arc::new(task)
     }
 }

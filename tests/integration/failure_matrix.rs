@@ -129,6 +129,7 @@ async fn a_killed_worker_fails_the_query_cleanly() {
         other => panic!("expected a failure, got {other:?}"),
     }
     assert!(waited < Duration::from_secs(15), "failed after {waited:?}");
+    println!("retry_policy=none: the query failed {waited:?} after kill -9 of a worker");
     cluster.assert_no_tasks_left().await;
     // Once the coordinator sees the worker gone, the survivors serve queries.
     cluster.wait_for_live_workers_exactly(2).await;

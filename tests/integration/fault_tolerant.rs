@@ -199,12 +199,14 @@ async fn retry_policy_task_finishes_on_the_survivors_of_a_killed_worker() {
     }
     let mut victim = cluster.workers.remove(0);
     victim.child.kill().expect("kill -9");
+    let killed_at = Instant::now();
     let _ = victim.child.wait();
     let got = tokio::time::timeout(Duration::from_secs(180), query)
         .await
         .expect("query must end")
         .expect("join")
         .expect("query succeeds");
+    println!("retry_policy=task: the query ended {:?} after kill -9 of a worker", killed_at.elapsed());
     assert_same_rows("sf1 join after kill -9 (retry_policy=task)", sql, &got.rows, &oracle("sf1", sql).await);
     cluster.assert_no_tasks_left().await;
     // The survivors' spools are empty; the victim's directory is what it left behind.
