@@ -62,11 +62,19 @@ pub async fn serve(
     app: axum::Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
     match tls {
         Some(config) => {
             axum::serve(crate::tls::TlsListener::new(listener, config)?, app).with_graceful_shutdown(shutdown).await
         }
-        None => axum::serve(listener, app).with_graceful_shutdown(shutdown).await,
+        // Small responses (task status, acknowledgements) go out at once rather than
+        // waiting on Nagle's algorithm for the peer's delayed ACK.
+        None => {
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
+            axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+        }
     }
 }
 

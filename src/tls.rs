@@ -83,6 +83,9 @@ impl TlsListener {
                         continue;
                     }
                 };
+                // TLS writes a response as several records; without NODELAY the later
+                // ones wait for the peer's delayed ACK.
+                let _ = tcp.set_nodelay(true);
                 let (handshake, ready) = (acceptor.clone(), tx.clone());
                 tokio::spawn(async move {
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake.accept(tcp)).await {
