@@ -338,6 +338,27 @@ impl CoordinatorState {
         self.queries.read().get(id).cloned().ok_or_else(|| CoordinatorError::QueryNotFound(id.to_string()))
     }
 
+    /// Whether a logged-in user may see, page or cancel `q`: their own queries, and
+    /// those of users they may act as. Without logins, everyone sees everything.
+    pub fn may_see(&self, login: Option<&Authenticated>, q: &QueryExecution) -> bool {
+        match login {
+            None => true,
+            Some(Authenticated(user)) => {
+                q.session.user == *user
+                    || self.config.security.rules.as_ref().is_some_and(|r| r.may_impersonate(user, &q.session.user))
+            }
+        }
+    }
+
+    /// A query the login may see; another user's is as unknown as a missing one.
+    pub fn query_for(&self, id: &str, login: Option<&Authenticated>) -> Result<Arc<QueryExecution>, CoordinatorError> {
+        let q = self.query(id)?;
+        match self.may_see(login, &q) {
+            true => Ok(q),
+            false => Err(CoordinatorError::QueryNotFound(id.to_string())),
+        }
+    }
+
     pub fn queries(&self) -> Vec<Arc<QueryExecution>> {
         self.queries.read().values().cloned().collect()
     }
@@ -525,18 +546,21 @@ async fn list_nodes(State(s): St) -> Response {
     Json(s.nodes.all()).into_response()
 }
 
-async fn list_queries(State(s): St) -> Response {
-    let mut v: Vec<_> = s.queries().iter().map(|q| q.summary()).collect();
+type Login = Option<axum::Extension<Authenticated>>;
+
+async fn list_queries(State(s): St, login: Login) -> Response {
+    let login = login.map(|axum::Extension(a)| a);
+    let mut v: Vec<_> = s.queries().iter().filter(|q| s.may_see(login.as_ref(), q)).map(|q| q.summary()).collect();
     v.sort_by(|a, b| a.query_id.cmp(&b.query_id));
     Json(v).into_response()
 }
 
-async fn query_info(State(s): St, Path(id): Path<String>) -> Result<Response, CoordinatorError> {
-    Ok(Json(s.query(&id)?.detail()).into_response())
+async fn query_info(State(s): St, login: Login, Path(id): Path<String>) -> Result<Response, CoordinatorError> {
+    Ok(Json(s.query_for(&id, login.map(|axum::Extension(a)| a).as_ref())?.detail()).into_response())
 }
 
-async fn cancel(State(s): St, Path(id): Path<String>) -> Result<Response, CoordinatorError> {
-    s.query(&id)?.cancel();
+async fn cancel(State(s): St, login: Login, Path(id): Path<String>) -> Result<Response, CoordinatorError> {
+    s.query_for(&id, login.map(|axum::Extension(a)| a).as_ref())?.cancel();
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -196,11 +196,12 @@ fn form_encode(s: &str) -> String {
 
 pub async fn get_results(
     State(coord): State<Arc<CoordinatorState>>,
+    login: Option<axum::Extension<Authenticated>>,
     Path((query_id, token)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, CoordinatorError> {
     let token: u64 = token.parse().map_err(|_| CoordinatorError::BadRequest(format!("bad token '{token}'")))?;
-    let q = coord.query(&query_id)?;
+    let q = coord.query_for(&query_id, login.map(|axum::Extension(a)| a).as_ref())?;
     q.touch_client();
     // The lock is held while rows are taken, so two requests for the same token (a
     // client retrying one that timed out) get the same page: the second waits for
@@ -259,9 +260,10 @@ const PAGE_MAX_BYTES: usize = 8 << 20;
 
 pub async fn cancel_query(
     State(coord): State<Arc<CoordinatorState>>,
+    login: Option<axum::Extension<Authenticated>>,
     Path((query_id, _token)): Path<(String, String)>,
 ) -> Result<Response, CoordinatorError> {
-    let q = coord.query(&query_id)?;
+    let q = coord.query_for(&query_id, login.map(|axum::Extension(a)| a).as_ref())?;
     q.cancel();
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -240,6 +240,27 @@ async fn https_logins_and_access_rules() {
     };
     assert_eq!(as_other("reader", "reader-pw", "alice").await.unwrap().status(), 403);
     assert_eq!(as_other("alice", "alice-pw", "reader").await.unwrap().status(), 200);
+    // Another user's query is invisible: not listed, no info, no pages, no cancel.
+    let first: Value = trusting
+        .post(format!("{}/v1/statement", coordinator.url))
+        .basic_auth("alice", Some("alice-pw"))
+        .body(query)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let (id, next) = (first["id"].as_str().unwrap().to_string(), first["nextUri"].as_str().unwrap().to_string());
+    let as_reader = |r: reqwest::RequestBuilder| r.basic_auth("reader", Some("reader-pw")).send();
+    let listed: Vec<Value> =
+        as_reader(trusting.get(format!("{}/v1/query", coordinator.url))).await.unwrap().json().await.unwrap();
+    assert!(listed.iter().all(|q| q["query_id"] != id.as_str()), "reader sees alice's query");
+    assert_eq!(as_reader(trusting.get(format!("{}/v1/query/{id}", coordinator.url))).await.unwrap().status(), 404);
+    assert_eq!(as_reader(trusting.get(&next)).await.unwrap().status(), 404);
+    assert_eq!(as_reader(trusting.delete(&next)).await.unwrap().status(), 404);
+    let own = trusting.get(format!("{}/v1/query/{id}", coordinator.url)).basic_auth("alice", Some("alice-pw"));
+    assert_eq!(own.send().await.unwrap().status(), 200);
 
     // Access rules: read-only cannot write, a user without a rule cannot read.
     let (ok, _, err) = sql(&coordinator.url, &ca, "reader", Some("reader-pw"), "CREATE TABLE tpch.tiny.t AS SELECT 1");
