@@ -1,8 +1,9 @@
 //! `flotilla bench tpch`: the 22 TPC-H queries on a local cluster (through the
 //! statement protocol, as a client sees it) and on single-node DataFusion over the
-//! same generated data in the same process. Prints per-query medians, the ratio
-//! distributed / single-node and the totals. Speed is measured here, never asserted
-//! in tests.
+//! same data in the same process: generated on the fly (`--scale`), or the Parquet
+//! files `flotilla tpch-gen` wrote (`--data`). Prints per-query medians, the ratio
+//! distributed / single-node, the totals and peak RSS, and draws an SVG chart on
+//! request. Speed is measured here, never asserted in tests.
 
 use std::time::{Duration, Instant};
 
@@ -33,31 +34,73 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
-pub async fn run_tpch(
-    scale: &str,
-    workers: usize,
-    iterations: usize,
-    only: &[usize],
-    session: &[(String, String)],
-) -> Result<(), String> {
-    let schema = schema_for_scale(scale)?;
-    let selected: Vec<usize> = if only.is_empty() { (1..=22).collect() } else { only.to_vec() };
+/// What `flotilla bench tpch` runs.
+pub struct TpchBench {
+    pub scale: String,
+    pub workers: usize,
+    pub iterations: usize,
+    pub queries: Vec<usize>,
+    pub session: Vec<(String, String)>,
+    /// Parquet written by `flotilla tpch-gen`; without it both sides generate data.
+    pub data: Option<std::path::PathBuf>,
+    pub svg: Option<std::path::PathBuf>,
+}
+
+const TABLES: [&str; 8] = ["nation", "region", "part", "supplier", "partsupp", "customer", "orders", "lineitem"];
+
+/// Both sides over the same data: generated `tpch.SCHEMA`, or the Parquet files under
+/// `data` (external tables in flotilla's `files` catalog, registered tables in the
+/// single-node context).
+async fn contexts(
+    b: &TpchBench,
+    cluster: &LocalCluster,
+    cores: usize,
+) -> Result<(StatementClient, datafusion::prelude::SessionContext, String), String> {
+    let Some(dir) = &b.data else {
+        let schema = schema_for_scale(&b.scale)?;
+        let client = StatementClient::new(cluster.url()).with_catalog("tpch").with_schema(&schema);
+        return Ok((client, single_node_context(&schema, cores), format!("tpch.{schema}")));
+    };
+    let dir = dir.canonicalize().map_err(|e| format!("--data {}: {e}", dir.display()))?;
+    let setup = StatementClient::new(cluster.url());
+    let config = datafusion::prelude::SessionConfig::new().with_target_partitions(cores);
+    let single = datafusion::prelude::SessionContext::new_with_config(config);
+    for t in TABLES {
+        let location = dir.join(t);
+        if !location.is_dir() {
+            return Err(format!("--data: {} is missing (write it with `flotilla tpch-gen`)", location.display()));
+        }
+        let ddl =
+            format!("CREATE EXTERNAL TABLE files.default.{t} STORED AS PARQUET LOCATION '{}/'", location.display());
+        setup.execute(&ddl).await.map_err(|e| format!("{ddl}: {e}"))?;
+        single
+            .register_parquet(t, &format!("{}/", location.display()), Default::default())
+            .await
+            .map_err(|e| format!("registering {t} for DataFusion: {e}"))?;
+    }
+    let client = StatementClient::new(cluster.url()).with_catalog("files").with_schema("default");
+    Ok((client, single, format!("Parquet files in {}", dir.display())))
+}
+
+pub async fn run_tpch(b: &TpchBench) -> Result<(), String> {
+    let selected: Vec<usize> = if b.queries.is_empty() { (1..=22).collect() } else { b.queries.clone() };
     if let Some(bad) = selected.iter().find(|q| !(1..=22).contains(*q)) {
         return Err(format!("there is no TPC-H query {bad}"));
     }
+    let (workers, iterations) = (b.workers.max(1), b.iterations.max(1));
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
-    let cluster = LocalCluster::start(workers.max(1), LocalOptions::default()).await?;
-    let mut client = StatementClient::new(cluster.url()).with_catalog("tpch").with_schema(&schema);
-    for (k, v) in session {
+    let cluster = LocalCluster::start(workers, LocalOptions::default()).await?;
+    let (mut client, single, source) = contexts(b, &cluster, cores).await?;
+    for (k, v) in &b.session {
         client = client.with_session(k, v);
     }
-    let single = single_node_context(&schema, cores);
-    let props: Vec<String> = session.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let props: Vec<String> = b.session.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let props = if props.is_empty() { String::new() } else { format!(" [{}]", props.join(", ")) };
-    println!("TPC-H {schema}{props}: {workers} workers vs single-node DataFusion ({cores} partitions), median of {iterations}");
+    println!("TPC-H on {source}{props}: {workers} workers vs single-node DataFusion ({cores} partitions), median of {iterations}");
     println!("{:>5} {:>12} {:>12} {:>7} {:>9}", "query", "flotilla ms", "datafusion ms", "ratio", "rows");
     let (mut total_d, mut total_s) = (Duration::ZERO, Duration::ZERO);
     let mut failures = Vec::new();
+    let mut chart = Vec::new();
     for q in selected {
         let sql = TPCH_QUERIES[q - 1];
         let (mut dist, mut local) = (Vec::new(), Vec::new());
@@ -93,6 +136,7 @@ pub async fn run_tpch(
             ratio,
             rows
         );
+        chart.push((q, d, s));
         if let Some(f) = failed {
             failures.push(format!("q{q}: {f}"));
         }
@@ -111,12 +155,49 @@ pub async fn run_tpch(
             rss as f64 / (1 << 20) as f64
         );
     }
+    if let Some(path) = &b.svg {
+        std::fs::write(path, svg_chart(&format!("TPC-H on {source}"), &chart))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        println!("chart: {}", path.display());
+    }
     cluster.shutdown().await;
     if failures.is_empty() {
         Ok(())
     } else {
         Err(format!("{} queries failed: {}", failures.len(), failures.join("; ")))
     }
+}
+
+/// A bar chart of per-query times: flotilla and DataFusion side by side.
+fn svg_chart(title: &str, rows: &[(usize, Duration, Duration)]) -> String {
+    let max = rows.iter().map(|(_, d, s)| d.max(s).as_secs_f64()).fold(1e-9, f64::max);
+    let (bar, gap, height, left, top) = (9.0, 8.0, 300.0, 50.0, 40.0);
+    let width = left + rows.len() as f64 * (2.0 * bar + gap) + 20.0;
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{:.0}\" font-family=\"sans-serif\" font-size=\"10\">\n",
+        height + top + 50.0
+    );
+    let escaped = title.replace('&', "&amp;").replace('<', "&lt;");
+    out += &format!(
+        "<text x=\"{left}\" y=\"20\" font-size=\"13\">{escaped} (ms; blue flotilla, grey DataFusion)</text>\n"
+    );
+    out += &format!("<text x=\"4\" y=\"{:.0}\">{:.0}</text>\n", top + 4.0, max * 1e3);
+    for (i, (q, d, s)) in rows.iter().enumerate() {
+        let x = left + i as f64 * (2.0 * bar + gap);
+        for (j, (t, color)) in [(d, "#3b6fb6"), (s, "#a0a0a0")].into_iter().enumerate() {
+            let h = t.as_secs_f64() / max * height;
+            out += &format!(
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{bar}\" height=\"{h:.1}\" fill=\"{color}\"><title>q{q}: {:.1} ms</title></rect>\n",
+                x + j as f64 * bar,
+                top + height - h,
+                t.as_secs_f64() * 1e3
+            );
+        }
+        out +=
+            &format!("<text x=\"{:.1}\" y=\"{:.0}\" text-anchor=\"middle\">{q}</text>\n", x + bar, top + height + 14.0);
+    }
+    out += "</svg>\n";
+    out
 }
 
 /// `flotilla bench scheduling`: a synthetic chain of `stages` stages with `tasks` tasks
@@ -233,4 +314,21 @@ pub async fn run_latency(iterations: usize) -> Result<(), String> {
     );
     cluster.shutdown().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chart_has_a_bar_pair_per_query() {
+        let rows = [
+            (1, Duration::from_millis(120), Duration::from_millis(100)),
+            (6, Duration::from_millis(5), Duration::from_millis(8)),
+        ];
+        let svg = svg_chart("TPC-H on <files>", &rows);
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert_eq!(svg.matches("<rect").count(), 4);
+        assert!(svg.contains("q1: 120.0 ms") && svg.contains("q6: 8.0 ms") && svg.contains("&lt;files>"));
+    }
 }

@@ -145,6 +145,13 @@ enum BenchSuite {
         /// Session property for the distributed runs, repeatable: --session retry_policy=task
         #[arg(long = "session", value_parser = parse_kv)]
         session: Vec<(String, String)>,
+        /// Parquet files written by `flotilla tpch-gen` (one folder per table): both
+        /// sides read them instead of generating data (--scale is then ignored).
+        #[arg(long)]
+        data: Option<std::path::PathBuf>,
+        /// Also draw the per-query times as an SVG bar chart into this file.
+        #[arg(long)]
+        svg: Option<std::path::PathBuf>,
     },
     /// Scheduling overhead: a synthetic chain of stages, all tasks created at once.
     Scheduling {
@@ -441,8 +448,17 @@ async fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Bench { suite: BenchSuite::Tpch { scale, workers, iterations, queries, session } } => {
-            flotilla::bench::run_tpch(&scale, workers, iterations.max(1), &queries, &session).await
+        Command::Bench { suite: BenchSuite::Tpch { scale, workers, iterations, queries, session, data, svg } } => {
+            let options = flotilla::bench::TpchBench {
+                scale,
+                workers,
+                iterations: iterations.max(1),
+                queries,
+                session,
+                data,
+                svg,
+            };
+            flotilla::bench::run_tpch(&options).await
         }
         Command::Bench { suite: BenchSuite::Scheduling { stages, tasks, workers, iterations } } => {
             flotilla::bench::run_scheduling(stages.max(1), tasks.max(1), workers, iterations.max(1)).await
