@@ -201,10 +201,26 @@ struct NodeArgs {
 }
 
 impl NodeArgs {
-    fn tls(&self) -> Option<flotilla::tls::TlsConfig> {
-        self.https_cert
-            .clone()
-            .map(|cert_chain| flotilla::tls::TlsConfig { cert_chain, private_key: self.https_key.clone() })
+    /// The flags coordinators and workers share, over what their configuration says.
+    fn apply(
+        &self,
+        shared_secret: &mut Option<String>,
+        insecure_internal: &mut bool,
+        environment: &mut String,
+        tls: &mut Option<flotilla::tls::TlsConfig>,
+        truststore: &mut Option<std::path::PathBuf>,
+    ) {
+        *shared_secret = flotilla::http::shared_secret(self.shared_secret.clone()).or(shared_secret.take());
+        *insecure_internal = self.insecure_internal;
+        if let Some(env) = &self.environment {
+            *environment = env.clone();
+        }
+        if let Some(cert_chain) = self.https_cert.clone() {
+            *tls = Some(flotilla::tls::TlsConfig { cert_chain, private_key: self.https_key.clone() });
+        }
+        if self.truststore.is_some() {
+            *truststore = self.truststore.clone();
+        }
     }
 }
 
@@ -313,17 +329,13 @@ async fn run(cli: Cli) -> Result<(), String> {
             }
             config.process_forwarded |= process_forwarded;
             config.enable_failure_injection = enable_failure_injection;
-            config.shared_secret = flotilla::http::shared_secret(node.shared_secret.clone()).or(config.shared_secret);
-            config.insecure_internal = node.insecure_internal;
-            if let Some(env) = &node.environment {
-                config.environment = env.clone();
-            }
-            if let Some(tls) = node.tls() {
-                config.tls = Some(tls);
-            }
-            if node.truststore.is_some() {
-                config.truststore = node.truststore.clone();
-            }
+            node.apply(
+                &mut config.shared_secret,
+                &mut config.insecure_internal,
+                &mut config.environment,
+                &mut config.tls,
+                &mut config.truststore,
+            );
             if password_file.is_some() || access_rules.is_some() || groups_file.is_some() {
                 config.security = flotilla::security::Security::load(
                     password_file.as_deref(),
@@ -387,17 +399,13 @@ async fn run(cli: Cli) -> Result<(), String> {
             if let Some(dir) = spool_dir {
                 config.spool_root = dir.into();
             }
-            config.shared_secret = flotilla::http::shared_secret(node.shared_secret.clone()).or(config.shared_secret);
-            config.insecure_internal = node.insecure_internal;
-            if let Some(env) = &node.environment {
-                config.environment = env.clone();
-            }
-            if let Some(tls) = node.tls() {
-                config.tls = Some(tls);
-            }
-            if node.truststore.is_some() {
-                config.truststore = node.truststore.clone();
-            }
+            node.apply(
+                &mut config.shared_secret,
+                &mut config.insecure_internal,
+                &mut config.environment,
+                &mut config.tls,
+                &mut config.truststore,
+            );
             config.enable_failure_injection = enable_failure_injection;
             if let Some(g) = shutdown_grace_period {
                 config.shutdown_grace_period = g;

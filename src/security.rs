@@ -204,6 +204,11 @@ fn whole(pattern: &str) -> Result<Regex, String> {
     Regex::new(&format!("^(?:{pattern})$")).map_err(|e| format!("bad pattern '{pattern}': {e}"))
 }
 
+/// A rule list's patterns compiled; an absent list stays absent (it allows all).
+fn compile<S, R>(specs: Option<Vec<S>>, rule: impl Fn(S) -> Result<R, String>) -> Result<Option<Vec<R>>, String> {
+    specs.map(|v| v.into_iter().map(rule).collect()).transpose()
+}
+
 struct CatalogRule {
     user: Regex,
     group: Regex,
@@ -268,54 +273,29 @@ impl AccessRules {
             line: e.line(),
             message: e.to_string(),
         })?;
-        let catalogs = spec
-            .catalogs
-            .map(|v| {
-                v.into_iter()
-                    .map(|r| {
-                        Ok(CatalogRule {
-                            user: whole(&r.user)?,
-                            group: whole(&r.group)?,
-                            catalog: whole(&r.catalog)?,
-                            allow: r.allow,
-                        })
-                    })
-                    .collect::<Result<Vec<_>, String>>()
+        let catalogs = compile(spec.catalogs, |r| {
+            Ok(CatalogRule {
+                user: whole(&r.user)?,
+                group: whole(&r.group)?,
+                catalog: whole(&r.catalog)?,
+                allow: r.allow,
             })
-            .transpose()
-            .map_err(bad)?;
-        let schemas = spec
-            .schemas
-            .map(|v| {
-                v.into_iter()
-                    .map(|r| {
-                        Ok(SchemaRule {
-                            user: whole(&r.user)?,
-                            group: whole(&r.group)?,
-                            catalog: whole(&r.catalog)?,
-                            schema: whole(&r.schema)?,
-                            owner: r.owner,
-                        })
-                    })
-                    .collect::<Result<Vec<_>, String>>()
+        })
+        .map_err(bad)?;
+        let schemas = compile(spec.schemas, |r| {
+            Ok(SchemaRule {
+                user: whole(&r.user)?,
+                group: whole(&r.group)?,
+                catalog: whole(&r.catalog)?,
+                schema: whole(&r.schema)?,
+                owner: r.owner,
             })
-            .transpose()
-            .map_err(bad)?;
-        let impersonation = spec
-            .impersonation
-            .map(|v| {
-                v.into_iter()
-                    .map(|r| {
-                        Ok(ImpersonationRule {
-                            original: whole(&r.original_user)?,
-                            new: whole(&r.new_user)?,
-                            allow: r.allow,
-                        })
-                    })
-                    .collect::<Result<Vec<_>, String>>()
-            })
-            .transpose()
-            .map_err(bad)?;
+        })
+        .map_err(bad)?;
+        let impersonation = compile(spec.impersonation, |r| {
+            Ok(ImpersonationRule { original: whole(&r.original_user)?, new: whole(&r.new_user)?, allow: r.allow })
+        })
+        .map_err(bad)?;
         Ok(AccessRules { catalogs, schemas, impersonation, groups })
     }
 

@@ -30,9 +30,9 @@ use crate::protocol::SourceUpdate;
 use crate::scheduling::fault_tolerant::{FaultTolerantQueryScheduler, RetryLimits};
 use crate::scheduling::phased::{AllAtOnceExecutionSchedule, ExecutionSchedule, PhasedExecutionSchedule};
 use crate::scheduling::pipelined::{
-    delete_in_background, pick_root_cause, PipelinedQueryScheduler, RootSourceSink, SchedulerError, SchedulerSettings,
-    StageExecution,
+    pick_root_cause, PipelinedQueryScheduler, RootSourceSink, SchedulerError, SchedulerSettings, StageExecution,
 };
+use crate::scheduling::remote_task::delete_all;
 use crate::scheduling::state_machine::QueryState;
 
 use super::query::QueryExecution;
@@ -115,12 +115,8 @@ pub const INJECT_RUNNER_PANIC: &str = "test_inject_runner_panic";
 
 /// Deletes every task of the query, not waiting on workers that are lost.
 async fn remove_stage_tasks(nodes: &NodeManager, q: &QueryExecution) {
-    let (lost, reachable): (Vec<_>, Vec<_>) =
-        q.stages().into_iter().flat_map(|s| s.tasks()).partition(|t| !nodes.is_alive(&t.worker().node_id));
-    for t in lost {
-        delete_in_background(t, true);
-    }
-    futures::future::join_all(reachable.iter().map(|t| t.delete(true))).await;
+    let tasks = q.stages().into_iter().flat_map(|s| s.tasks()).collect();
+    delete_all(tasks, true, |w| !nodes.is_alive(&w.node_id)).await;
 }
 
 /// What every attempt of a query shares.

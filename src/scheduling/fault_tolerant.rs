@@ -28,8 +28,8 @@ use super::execution_graph::{
     ExecutionGraph, ExecutionStage, GraphEvent, PartitionLocation, StageSpec, TaskAttemptStatus, TaskDescription,
     TaskStatusUpdate, TaskUpdateState,
 };
-use super::pipelined::{delete_in_background, output_spec, SchedulerError, SchedulerSettings};
-use super::remote_task::{RemoteTask, RemoteTaskError};
+use super::pipelined::{output_spec, SchedulerError, SchedulerSettings};
+use super::remote_task::{delete_all, RemoteTask, RemoteTaskError};
 use super::stage_execution::{StageExecution, TaskFailureReport};
 use super::state_machine::{StageState, StateKind};
 use crate::cluster::node_manager::WorkerNode;
@@ -605,12 +605,8 @@ impl FaultTolerantQueryScheduler {
     /// files) and stops status polling.
     pub async fn remove_all_tasks(&self, abort: bool) {
         let _ = self.stop_pollers.send(true);
-        let (lost, reachable): (Vec<_>, Vec<_>) =
-            self.stages.values().flat_map(|s| s.tasks()).partition(|t| self.settings.is_lost(t.worker()));
-        for t in lost {
-            delete_in_background(t, abort);
-        }
-        futures::future::join_all(reachable.iter().map(|t| t.delete(abort))).await;
+        let tasks = self.stages.values().flat_map(|s| s.tasks()).collect();
+        delete_all(tasks, abort, |w| self.settings.is_lost(w)).await;
         for s in self.stages.values() {
             if !s.state().is_final() {
                 s.transition(if abort { StageState::Aborted } else { StageState::Canceled });

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 
 use super::node_scheduler::{partition_slices, NodeScheduler};
 use super::phased::ExecutionSchedule;
-use super::remote_task::{RemoteTask, RemoteTaskError, RemoteTaskFactory};
+use super::remote_task::{delete_in_background, RemoteTask, RemoteTaskError, RemoteTaskFactory};
 pub use super::stage_execution::{StageExecution, StageInfo, TaskFailureReport};
 use super::state_machine::{StageState, StateKind};
 use crate::cluster::node_manager::{NodeManager, WorkerNode};
@@ -74,15 +74,6 @@ impl SchedulerSettings {
     pub fn is_lost(&self, worker: &WorkerNode) -> bool {
         self.nodes.as_ref().is_some_and(|n| !n.is_alive(&worker.node_id))
     }
-}
-
-/// Deletes a task on a lost worker without making the query wait: its requests would
-/// only time out. Should the worker come back, the delete still reaches it; if not,
-/// the worker drops the task itself after `task.client.timeout`.
-pub fn delete_in_background(task: Arc<dyn RemoteTask>, abort: bool) {
-    tokio::spawn(async move {
-        task.delete(abort).await;
-    });
 }
 
 pub struct PipelinedQueryScheduler {

@@ -74,6 +74,25 @@ pub trait RemoteTaskFactory: Send + Sync {
     ) -> Arc<dyn RemoteTask>;
 }
 
+/// Deletes a task on a lost worker without making the query wait: its requests would
+/// only time out. Should the worker come back, the delete still reaches it; if not,
+/// the worker drops the task itself after `task.client.timeout`.
+pub fn delete_in_background(task: Arc<dyn RemoteTask>, abort: bool) {
+    tokio::spawn(async move {
+        task.delete(abort).await;
+    });
+}
+
+/// Deletes `tasks`, waiting for those on reachable workers only (`is_lost` says which
+/// workers are not).
+pub async fn delete_all(tasks: Vec<Arc<dyn RemoteTask>>, abort: bool, is_lost: impl Fn(&WorkerNode) -> bool) {
+    let (lost, reachable): (Vec<_>, Vec<_>) = tasks.into_iter().partition(|t| is_lost(t.worker()));
+    for t in lost {
+        delete_in_background(t, abort);
+    }
+    futures::future::join_all(reachable.iter().map(|t| t.delete(abort))).await;
+}
+
 /// The status of a task nobody has heard from yet.
 pub fn planned_status(task_id: &TaskId, worker: &WorkerNode) -> TaskStatus {
     TaskStatus {
