@@ -122,6 +122,9 @@ error_codes! {
     TaskAborted = ("TASK_ABORTED", FLOTILLA + 8, InternalError, Retryable),
     /// An upstream task answered with something that is not our page format.
     RemoteTaskProtocolError = ("REMOTE_TASK_PROTOCOL_ERROR", FLOTILLA + 9, InternalError, Retryable),
+    /// Object storage or a file system failed (an endpoint down, a bucket missing,
+    /// access refused): outside the engine, worth another attempt.
+    ObjectStoreError = ("OBJECT_STORE_ERROR", FLOTILLA + 10, External, Retryable),
 }
 
 impl ErrorCode {

@@ -197,6 +197,9 @@ pub struct NodeIdentity {
     pub environment: String,
     /// The address other nodes reach this one at (`node.internal-address`).
     pub internal_address: Option<String>,
+    /// `node.data-dir`: where the node keeps state (the coordinator its catalogs'
+    /// tables, when a catalog names no metastore path of its own).
+    pub data_dir: Option<PathBuf>,
 }
 
 pub const DEFAULT_ENVIRONMENT: &str = "production";
@@ -272,6 +275,7 @@ impl Etc {
             node.get("node.environment").or(config.get("node.environment")).unwrap_or(DEFAULT_ENVIRONMENT).to_string();
         let internal_address =
             node.get("node.internal-address").or(config.get("node.internal-address")).map(str::to_string);
+        let data_dir = node.get("node.data-dir").or(config.get("node.data-dir")).map(PathBuf::from);
         let catalogs = load_catalogs(&dir.join("catalog"))?;
         let password_file =
             plugin_file(dir, "password-authenticator.properties", "password-authenticator.name", "file.password-file")?;
@@ -289,7 +293,7 @@ impl Etc {
         Ok(Etc {
             dir: dir.to_path_buf(),
             server,
-            node: NodeIdentity { id, environment, internal_address },
+            node: NodeIdentity { id, environment, internal_address, data_dir },
             catalogs,
             password_file,
             access_rules,

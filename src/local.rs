@@ -26,7 +26,7 @@ impl LocalCluster {
         let mut config = CoordinatorConfig::new("127.0.0.1:0");
         config.shared_secret = Some(secret.clone());
         // One user on their own machine: file tables may live anywhere they can read.
-        config.connectors = Connectors::builtin_with_files(&[std::path::PathBuf::from("/")]);
+        config.connectors = Connectors::builtin_with_files(&["/".to_string()]);
         let coordinator = start_coordinator(config).await.map_err(|e| format!("cannot start the coordinator: {e}"))?;
         let mut handles = Vec::new();
         for _ in 0..workers {

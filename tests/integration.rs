@@ -11,6 +11,7 @@ mod integration {
     pub mod files;
     pub mod lifecycle;
     pub mod netns;
+    pub mod object_storage;
     pub mod protocol;
     pub mod python_client;
     pub mod robustness;
@@ -18,4 +19,5 @@ mod integration {
     pub mod security;
     pub mod tpch;
     pub mod web_ui;
+    pub mod writes;
 }

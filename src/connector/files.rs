@@ -1,11 +1,15 @@
-//! The `files` catalog: external tables over Parquet, CSV or JSON files, created with
-//! `CREATE EXTERNAL TABLE files.default.t STORED AS PARQUET LOCATION '...'`. The
-//! tables live in the coordinator's memory (one `default` schema); their scans are
-//! DataFusion's file scans, which travel to workers in DataFusion's own plan encoding.
+//! The `files` catalog: tables over Parquet, CSV or JSON files on local disk or in
+//! S3 (or an S3-compatible server). `CREATE EXTERNAL TABLE lake.s.t STORED AS PARQUET
+//! LOCATION 's3://bucket/t/'` declares one over existing files; `CREATE TABLE lake.s.t
+//! AS SELECT` and `INSERT INTO` write them (see `plan::write`). Scans are DataFusion's
+//! file scans, which travel to workers in DataFusion's own plan encoding; the object
+//! stores they read through come from `object_storage`.
 //!
-//! A table's location, and a `COPY ... TO` target, must lie under one of the
-//! catalog's allowed locations (`files.allowed-locations`): without it, anyone who
-//! can run SQL could read or write any file the server can.
+//! The tables are kept by the coordinator in the catalog's metastore (`metastore`),
+//! one JSON file per catalog, so they survive a restart. A table's location, and a
+//! `COPY ... TO` target, must lie under one of the catalog's allowed locations
+//! (`files.allowed-locations`): without it, anyone who can run SQL could read or
+//! write any file the server can.
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -15,9 +19,26 @@ use datafusion::datasource::physical_plan::FileScanConfig;
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::physical_plan::ExecutionPlan;
 
+use super::metastore::Metastore;
+use super::object_storage::{S3Scope, S3Settings};
 use super::Connector;
 
 pub const FILES_CATALOG: &str = "files";
+
+/// How a catalog of files is set up (its `catalog/NAME.properties`).
+#[derive(Debug, Clone, Default)]
+pub struct FilesSettings {
+    /// `files.allowed-locations`: absolute directories and `s3://bucket/prefix/`es.
+    pub allowed: Vec<String>,
+    /// `s3.*`: how its buckets are reached.
+    pub s3: Option<S3Settings>,
+    /// `files.warehouse`: where `CREATE TABLE ... AS` puts a new table
+    /// (`WAREHOUSE/SCHEMA/TABLE/`); always an allowed location.
+    pub warehouse: Option<String>,
+    /// `files.metastore-path`: the JSON file keeping the catalog's schemas and tables
+    /// (on the coordinator); without one they last as long as the process.
+    pub metastore: Option<PathBuf>,
+}
 
 #[derive(Debug)]
 pub struct FilesConnector {
@@ -25,25 +46,91 @@ pub struct FilesConnector {
     catalog: Arc<MemoryCatalogProvider>,
     /// Resolved directories under which tables may live.
     allowed: Vec<PathBuf>,
+    /// `s3://bucket/prefix/` under which tables may live (ending in `/`).
+    allowed_remote: Vec<String>,
+    s3: Option<S3Settings>,
+    warehouse: Option<String>,
+    metastore: Option<Arc<Metastore>>,
 }
 
 impl FilesConnector {
     /// A catalog whose tables may live under `allowed` (none: no table can be made).
-    pub fn new(name: &str, allowed: &[PathBuf]) -> Self {
-        let catalog = MemoryCatalogProvider::new();
-        let _ = catalog.register_schema("default", Arc::new(MemorySchemaProvider::new()));
-        let allowed = allowed.iter().map(|p| resolve(p)).collect();
-        FilesConnector { name: name.to_string(), catalog: Arc::new(catalog), allowed }
+    pub fn new(name: &str, allowed: &[String]) -> Self {
+        Self::with_settings(name, FilesSettings { allowed: allowed.to_vec(), ..Default::default() })
     }
 
-    /// `files.allowed-locations`: comma-separated absolute directories.
-    pub fn parse_allowed(value: &str) -> Result<Vec<PathBuf>, String> {
-        let dirs: Vec<PathBuf> = value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(PathBuf::from).collect();
-        match dirs.iter().find(|d| !d.is_absolute()) {
-            Some(d) => Err(format!("'{}' is not an absolute path", d.display())),
-            None => Ok(dirs),
+    pub fn with_settings(name: &str, settings: FilesSettings) -> Self {
+        let catalog = MemoryCatalogProvider::new();
+        let _ = catalog.register_schema("default", Arc::new(MemorySchemaProvider::new()));
+        let mut allowed = Vec::new();
+        let mut allowed_remote = Vec::new();
+        for a in settings.allowed.iter().chain(&settings.warehouse) {
+            match remote_prefix(a) {
+                Some(p) => allowed_remote.push(p),
+                None => allowed.push(resolve(&local_path(a).unwrap_or_else(|| PathBuf::from(a)))),
+            }
+        }
+        let metastore = settings.metastore.map(|p| Arc::new(Metastore::new(p)));
+        FilesConnector {
+            name: name.to_string(),
+            catalog: Arc::new(catalog),
+            allowed,
+            allowed_remote,
+            s3: settings.s3,
+            warehouse: settings.warehouse.map(|w| w.trim_end_matches('/').to_string()),
+            metastore,
         }
     }
+
+    /// `files.allowed-locations`: comma-separated absolute directories or
+    /// `s3://bucket/prefix` locations.
+    pub fn parse_allowed(value: &str) -> Result<Vec<String>, String> {
+        let all: Vec<String> = value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+        for a in &all {
+            check_location(a)?;
+        }
+        Ok(all)
+    }
+
+    /// Where `CREATE TABLE schema.table AS` puts the table's files, ending in `/`.
+    pub fn managed_location(&self, schema: &str, table: &str) -> Option<String> {
+        self.warehouse.as_ref().map(|w| format!("{w}/{schema}/{table}/"))
+    }
+
+    /// The store that keeps this catalog's tables across restarts, if it has one.
+    pub fn metastore(&self) -> Option<&Arc<Metastore>> {
+        self.metastore.as_ref()
+    }
+}
+
+/// A location a catalog may name: an absolute local path or `s3://bucket/...`.
+pub fn check_location(a: &str) -> Result<(), String> {
+    if let Some(rest) = a.strip_prefix("s3://") {
+        if rest.is_empty() || rest.starts_with('/') {
+            return Err(format!("'{a}' names no bucket"));
+        }
+        return Ok(());
+    }
+    match local_path(a) {
+        Some(p) if p.is_absolute() => Ok(()),
+        Some(_) => Err(format!("'{a}' is not an absolute path")),
+        None => Err(format!("'{a}': only local paths and s3:// locations are supported")),
+    }
+}
+
+/// `s3://bucket/prefix` as a prefix ending in `/`; None for local paths. A path
+/// with `.` or `..` segments is refused (None is never returned for it: it gets a
+/// prefix no location matches).
+fn remote_prefix(location: &str) -> Option<String> {
+    let rest = location.strip_prefix("s3://")?;
+    if rest.split('/').any(|seg| seg == ".." || seg == ".") {
+        return Some("s3://invalid/../".into());
+    }
+    let mut p = format!("s3://{rest}");
+    if !p.ends_with('/') {
+        p.push('/');
+    }
+    Some(p)
 }
 
 /// The real place a local path names: the longest existing ancestor with its
@@ -91,6 +178,10 @@ impl Connector for FilesConnector {
     }
 
     fn allows_location(&self, location: &str) -> bool {
+        if let Some(prefix) = remote_prefix(location) {
+            return !prefix.contains("/../")
+                && self.allowed_remote.iter().any(|root| prefix.starts_with(root.as_str()));
+        }
         let Some(path) = local_path(location) else { return false };
         let real = resolve(&path);
         self.allowed.iter().any(|root| real.starts_with(root))
@@ -98,6 +189,14 @@ impl Connector for FilesConnector {
 
     fn catalog(&self) -> Arc<dyn CatalogProvider> {
         self.catalog.clone()
+    }
+
+    fn s3_scope(&self) -> Option<S3Scope> {
+        self.s3.clone().map(|settings| S3Scope { prefixes: self.allowed_remote.clone(), settings })
+    }
+
+    fn files(&self) -> Option<&FilesConnector> {
+        Some(self)
     }
 
     /// A file scan (in-memory tables, like `information_schema`'s, stay on the
@@ -118,20 +217,28 @@ mod tests {
         let root = std::env::temp_dir().join(format!("flotilla-files-{}", crate::util::random_suffix(8)));
         let data = root.join("data");
         std::fs::create_dir_all(data.join("t")).unwrap();
-        let c = FilesConnector::new("files", std::slice::from_ref(&data));
+        let c = FilesConnector::new("files", &[data.display().to_string()]);
         assert!(c.allows_location(&format!("{}/t/", data.display())));
         assert!(c.allows_location(&format!("file://{}/new/part.parquet", data.display())));
         assert!(!c.allows_location("/etc/passwd"));
         assert!(!c.allows_location(&format!("{}/t/../../secret", data.display())), "no way out with ..");
         assert!(!c.allows_location(&format!("{}-other/t", data.display())), "a sibling with a common prefix");
         assert!(!c.allows_location("s3://bucket/t/"));
+        let s3 = FilesConnector::new("lake", &["s3://bucket/warehouse".to_string()]);
+        assert!(s3.allows_location("s3://bucket/warehouse/t/"));
+        assert!(s3.allows_location("s3://bucket/warehouse"));
+        assert!(!s3.allows_location("s3://bucket/warehouse-other/t/"));
+        assert!(!s3.allows_location("s3://bucket/warehouse/../secret/"));
+        assert!(!s3.allows_location("s3://other/warehouse/t/"));
         #[cfg(unix)]
         {
             std::os::unix::fs::symlink("/etc", data.join("link")).unwrap();
             assert!(!c.allows_location(&format!("{}/link/passwd", data.display())), "no way out by a link");
         }
         assert!(!FilesConnector::new("files", &[]).allows_location(&format!("{}/t/", data.display())));
-        assert!(FilesConnector::parse_allowed("/a, /b").unwrap().len() == 2);
+        assert!(FilesConnector::parse_allowed("/a, s3://b/x").unwrap().len() == 2);
+        assert!(FilesConnector::parse_allowed("s3://").is_err());
+        assert!(FilesConnector::parse_allowed("gs://b/x").is_err());
         assert!(FilesConnector::parse_allowed("relative").is_err());
         let _ = std::fs::remove_dir_all(&root);
     }

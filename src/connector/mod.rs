@@ -11,15 +11,18 @@
 
 pub mod files;
 pub mod information_schema;
+pub mod metastore;
+pub mod object_storage;
 pub mod tpch;
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 
-use datafusion::catalog::CatalogProvider;
+use datafusion::catalog::{CatalogProvider, MemorySchemaProvider};
 use datafusion::common::plan_datafusion_err;
 use datafusion::error::Result;
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
 
@@ -50,6 +53,17 @@ pub trait Connector: Send + Sync + fmt::Debug {
         false
     }
 
+    /// How its S3 locations are reached, for a catalog of files in object storage.
+    fn s3_scope(&self) -> Option<object_storage::S3Scope> {
+        None
+    }
+
+    /// The catalog as a catalog of files (tables that can be written and are kept
+    /// in a metastore), if it is one.
+    fn files(&self) -> Option<&files::FilesConnector> {
+        None
+    }
+
     /// The scan that `encode_scan` made these bytes of.
     fn decode_scan(&self, _bytes: &[u8]) -> Result<Arc<dyn ExecutionPlan>> {
         Err(plan_datafusion_err!("catalog '{}' ships no scans of its own", self.catalog_name()))
@@ -60,11 +74,29 @@ pub trait Connector: Send + Sync + fmt::Debug {
 #[derive(Debug, Clone)]
 pub struct Connectors {
     list: Vec<Arc<dyn Connector>>,
+    /// Execution resources over the catalogs' object stores, shared by every
+    /// session of the process.
+    runtime: Arc<RuntimeEnv>,
 }
 
 impl Connectors {
     pub fn new(list: Vec<Arc<dyn Connector>>) -> Self {
-        Connectors { list }
+        let scopes = list.iter().filter_map(|c| c.s3_scope()).collect();
+        // No cache of directory listings: DataFusion keeps one forever by default, and
+        // a table's files change under it (our own writes, other writers).
+        let caches =
+            datafusion::execution::cache::cache_manager::CacheManagerConfig::default().with_list_files_cache_limit(0);
+        let runtime = RuntimeEnvBuilder::new()
+            .with_cache_manager(caches)
+            .with_object_store_registry(Arc::new(object_storage::ObjectStores::new(scopes)))
+            .build_arc()
+            .expect("a runtime environment without limits builds");
+        Connectors { list, runtime }
+    }
+
+    /// The runtime environment sessions read and write files through.
+    pub fn runtime(&self) -> Arc<RuntimeEnv> {
+        self.runtime.clone()
     }
 
     /// The built-in catalogs: `tpch`, and a `files` catalog that allows no location.
@@ -73,15 +105,23 @@ impl Connectors {
     }
 
     /// The built-in catalogs, `files` allowing tables under `allowed`.
-    pub fn builtin_with_files(allowed: &[PathBuf]) -> Self {
+    pub fn builtin_with_files(allowed: &[String]) -> Self {
+        Self::builtin_with(files::FilesSettings { allowed: allowed.to_vec(), ..Default::default() })
+    }
+
+    /// The built-in catalogs, `files` set up as given.
+    pub fn builtin_with(settings: files::FilesSettings) -> Self {
         Connectors::new(vec![
             Arc::new(tpch::TpchConnector::new(tpch::TPCH_CATALOG_NAME)),
-            Arc::new(files::FilesConnector::new(files::FILES_CATALOG, allowed)),
+            Arc::new(files::FilesConnector::with_settings(files::FILES_CATALOG, settings)),
         ])
     }
 
     /// The catalogs of a configuration directory, one per `catalog/*.properties`.
-    pub fn from_catalogs(catalogs: &[CatalogFile]) -> Result<Self, EtcError> {
+    /// With a `data_dir` (the coordinator's `node.data-dir`), a catalog of files
+    /// without a `files.metastore-path` keeps its tables in
+    /// `DATA_DIR/catalogs/NAME.json`.
+    pub fn from_catalogs(catalogs: &[CatalogFile], data_dir: Option<&Path>) -> Result<Self, EtcError> {
         let mut list: Vec<Arc<dyn Connector>> = Vec::new();
         for c in catalogs {
             let connector: Arc<dyn Connector> = match c.connector.as_str() {
@@ -89,11 +129,26 @@ impl Connectors {
                     c.properties.check_keys(&["connector.name"], &|_| false)?;
                     Arc::new(tpch::TpchConnector::new(&c.name))
                 }
-                "files" => {
-                    c.properties.check_keys(&["connector.name", "files.allowed-locations"], &|_| false)?;
+                "files" | "hive" => {
+                    let keys = ["connector.name", "files.allowed-locations", "files.warehouse", "files.metastore-path"];
+                    c.properties.check_keys(&keys, &|k| object_storage::S3_KEYS.contains(&k))?;
                     let allowed =
                         c.properties.parsed("files.allowed-locations", files::FilesConnector::parse_allowed)?;
-                    Arc::new(files::FilesConnector::new(&c.name, &allowed.unwrap_or_default()))
+                    let warehouse = c.properties.parsed("files.warehouse", |v| {
+                        files::check_location(v).map(|_| v.trim_end_matches('/').to_string())
+                    })?;
+                    let metastore = c
+                        .properties
+                        .get("files.metastore-path")
+                        .map(std::path::PathBuf::from)
+                        .or_else(|| data_dir.map(|d| d.join("catalogs").join(format!("{}.json", c.name))));
+                    let settings = files::FilesSettings {
+                        allowed: allowed.unwrap_or_default(),
+                        s3: object_storage::S3Settings::from_properties(&c.properties)?,
+                        warehouse,
+                        metastore,
+                    };
+                    Arc::new(files::FilesConnector::with_settings(&c.name, settings))
                 }
                 other => {
                     return Err(EtcError::Invalid {
@@ -121,6 +176,42 @@ impl Connectors {
         for c in &self.list {
             ctx.register_catalog(c.catalog_name(), Arc::new(WithInformationSchema::new(c.catalog_name(), c.catalog())));
         }
+    }
+
+    /// Brings back what the catalogs' metastores keep (the coordinator, at start-up):
+    /// their schemas and tables, made again in `ctx`. A table that cannot be made (its
+    /// files are gone, its bucket unreachable) is logged and left in the metastore.
+    pub async fn restore(&self, ctx: &SessionContext) -> Result<(), String> {
+        for c in &self.list {
+            let Some(store) = c.files().and_then(|f| f.metastore()) else { continue };
+            store.load()?;
+            let catalog = c.catalog();
+            for schema in store.schemas() {
+                if catalog.schema(&schema).is_none() {
+                    let _ = catalog.register_schema(&schema, Arc::new(MemorySchemaProvider::new()));
+                }
+            }
+            let task_ctx = ctx.task_ctx();
+            let mut restored = 0;
+            for table in store.tables() {
+                let made = match table.plan(&task_ctx) {
+                    Ok(plan) => ctx.execute_logical_plan(plan).await.map(|_| ()),
+                    Err(e) => Err(e),
+                };
+                match made {
+                    Ok(()) => restored += 1,
+                    Err(e) => tracing::warn!(
+                        "catalog {}: table {}.{} at {} is not available: {e}",
+                        c.catalog_name(),
+                        table.schema,
+                        table.name,
+                        table.location
+                    ),
+                }
+            }
+            tracing::info!("catalog {}: {restored} tables from {}", c.catalog_name(), store.path().display());
+        }
+        Ok(())
     }
 
     pub fn is_scan(&self, plan: &dyn ExecutionPlan) -> bool {

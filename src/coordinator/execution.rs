@@ -49,6 +49,11 @@ pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
         Ok(run) => run_attempts(&coord, &q, &run).await,
         Err(e) => Err(e),
     };
+    // A write's staged files go whatever the outcome; its tasks are gone by now.
+    let writes: Vec<_> = std::mem::take(&mut *q.writes.lock());
+    for w in writes {
+        w.finish().await;
+    }
     match outcome {
         Ok(()) => {
             q.transition(QueryState::Finishing);
@@ -168,19 +173,23 @@ async fn execute(
         q.emit(batch).await;
         return Ok(());
     }
-    let (physical, fragments, analyze) = match super::planning::plan(
-        ctx.clone(),
-        coord.connectors.clone(),
+    let request = super::planning::PlanRequest {
+        ctx: ctx.clone(),
+        connectors: coord.connectors.clone(),
         access,
-        sql,
-        workers.len(),
-        props.query_max_planning_time,
-    )
-    .await?
-    {
-        Planned::Explain(text) => return emit_text(q, "Query Plan", text).await,
-        Planned::Query { physical, fragments, analyze } => (physical, fragments, analyze),
+        query_id: q.id.to_string(),
+        workers: workers.len(),
     };
+    let (physical, fragments, analyze) =
+        match super::planning::plan(request, sql, props.query_max_planning_time).await? {
+            Planned::Explain(text) => return emit_text(q, "Query Plan", text).await,
+            Planned::Query { physical, fragments, analyze, write } => {
+                if let Some(w) = write {
+                    q.writes.lock().push(w);
+                }
+                (physical, fragments, analyze)
+            }
+        };
     if !analyze {
         *q.schema.lock() = Some(physical.schema());
     }
@@ -403,6 +412,9 @@ fn explain_analyze(plan: &FragmentedPlan, stages: &[Arc<StageExecution>], elapse
 }
 
 pub(crate) fn root_error(e: &datafusion::error::DataFusionError) -> QueryError {
+    if let Some(commit) = find_commit_error(e) {
+        return commit.0.clone();
+    }
     let failure = crate::exchange::failure_from_error(e);
     if failure.upstream.is_some() {
         let code = match ErrorCode::parse(&failure.code) {
@@ -420,6 +432,16 @@ pub(crate) fn root_error(e: &datafusion::error::DataFusionError) -> QueryError {
         );
     }
     QueryError::new(ErrorCode::ExecutionError, failure.message)
+}
+
+fn find_commit_error(e: &datafusion::error::DataFusionError) -> Option<&super::write::CommitError> {
+    use datafusion::error::DataFusionError as E;
+    match e {
+        E::External(inner) => inner.downcast_ref(),
+        E::Context(_, inner) => find_commit_error(inner),
+        E::Shared(inner) => find_commit_error(inner),
+        _ => None,
+    }
 }
 
 /// The query's error for a failed task: the task's own code where it says what went

@@ -3,6 +3,7 @@
 //! statement protocol, query info, worker announcements. Started by
 //! `flotilla coordinator` and by `flotilla local`.
 
+pub mod ddl;
 pub mod execute_immediate;
 pub mod execution;
 pub mod metadata;
@@ -13,6 +14,7 @@ pub mod remote_task;
 pub mod root_stage;
 pub mod statement;
 pub mod ui;
+pub mod write;
 
 use crate::error_code::ErrorCode;
 use std::collections::{BTreeMap, VecDeque};
@@ -191,7 +193,8 @@ impl CoordinatorConfig {
         )
         .map_err(|e| e.to_string())?;
         if !etc.catalogs.is_empty() {
-            c.connectors = Connectors::from_catalogs(&etc.catalogs).map_err(|e| e.to_string())?;
+            c.connectors =
+                Connectors::from_catalogs(&etc.catalogs, etc.node.data_dir.as_deref()).map_err(|e| e.to_string())?;
         }
         Ok(c)
     }
@@ -409,6 +412,10 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
     let roots = config.truststore.as_deref().map(crate::tls::read_ca).transpose()?.unwrap_or_default();
     let scheme = if tls.is_some() { "https" } else { "http" };
     let url = format!("{scheme}://{addr}");
+    // The tables the catalogs' metastores keep, before the first query can look.
+    let restore_ctx =
+        crate::coordinator::planner::session_context(&Default::default(), &Default::default(), 1, &config.connectors);
+    config.connectors.restore(&restore_ctx).await.map_err(std::io::Error::other)?;
     let state = Arc::new(CoordinatorState {
         nodes: Arc::new(NodeManager::new(config.worker_timeout)),
         node_scheduler: Arc::new(NodeScheduler::new()),

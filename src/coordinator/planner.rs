@@ -20,7 +20,11 @@ pub use crate::error_code::QueryError;
 /// Classifies a DataFusion error raised while planning.
 pub fn planning_error(e: &DataFusionError) -> QueryError {
     let root = e.find_root();
-    let message = root.to_string();
+    let message = match root {
+        // The location is in the context DataFusion wrapped around the store's error.
+        DataFusionError::ObjectStore(_) => e.to_string(),
+        _ => root.to_string(),
+    };
     let lower = message.to_lowercase();
     let code = match root {
         DataFusionError::SQL(..) => ErrorCode::SyntaxError,
@@ -35,6 +39,7 @@ pub fn planning_error(e: &DataFusionError) -> QueryError {
             }
         }
         DataFusionError::Execution(_) | DataFusionError::ArrowError(..) => ErrorCode::ExecutionError,
+        DataFusionError::ObjectStore(_) => ErrorCode::ObjectStoreError,
         _ => ErrorCode::GenericInternalError,
     };
     QueryError::new(code, strip_prefixes(&message))
@@ -109,7 +114,7 @@ pub fn session_context(
     // results reach expressions below it through shared memory, which a cut between
     // them breaks; as a join it is just another (broadcast) input.
     opts.optimizer.enable_physical_uncorrelated_scalar_subquery = false;
-    let ctx = SessionContext::new_with_config(config);
+    let ctx = SessionContext::new_with_config_rt(config, connectors.runtime());
     connectors.register(&ctx);
     ctx
 }

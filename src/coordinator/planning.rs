@@ -21,6 +21,7 @@ use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, Visit, Visitor};
 
 use super::planner::{planning_error, QueryError};
+use super::write::{self, TableCommit};
 use crate::connector::Connectors;
 use crate::plan::distribute::prepare_for_distribution;
 use crate::plan::fragmenter::{fragment_plan, reads_tables, FragmentedPlan};
@@ -40,8 +41,14 @@ pub const MAX_QUERY_LENGTH: usize = 16 << 20;
 pub enum Planned {
     /// EXPLAIN's text.
     Explain(String),
-    /// A plan to run; `fragments` is set when it reads tables (it needs workers).
-    Query { physical: Arc<dyn ExecutionPlan>, fragments: Option<Arc<FragmentedPlan>>, analyze: bool },
+    /// A plan to run; `fragments` is set when it reads tables (it needs workers);
+    /// `write` when it writes a table (committed by its root, finished at the end).
+    Query {
+        physical: Arc<dyn ExecutionPlan>,
+        fragments: Option<Arc<FragmentedPlan>>,
+        analyze: bool,
+        write: Option<Arc<TableCommit>>,
+    },
 }
 
 /// Planning threads at once. A query waits (cancellably, within its planning time)
@@ -69,14 +76,16 @@ impl AccessCheck {
     }
 }
 
-pub async fn plan(
-    ctx: SessionContext,
-    connectors: Connectors,
-    access: Option<AccessCheck>,
-    sql: String,
-    workers: usize,
-    max_time: Duration,
-) -> Result<Planned, QueryError> {
+/// What a query is planned with besides its SQL.
+pub struct PlanRequest {
+    pub ctx: SessionContext,
+    pub connectors: Connectors,
+    pub access: Option<AccessCheck>,
+    pub query_id: String,
+    pub workers: usize,
+}
+
+pub async fn plan(request: PlanRequest, sql: String, max_time: Duration) -> Result<Planned, QueryError> {
     let planning = async move {
         let slot = planning_slots()
             .acquire()
@@ -88,7 +97,7 @@ pub async fn plan(
                 .enable_all()
                 .build()
                 .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
-            rt.block_on(plan_here(&ctx, &connectors, access.as_ref(), &sql, workers, abandoned))
+            rt.block_on(plan_here(&request, &sql, abandoned))
         });
         Ok::<_, QueryError>(thread.await)
     };
@@ -109,23 +118,28 @@ pub async fn plan(
     }
 }
 
-async fn plan_here(
-    ctx: &SessionContext,
-    connectors: &Connectors,
-    access: Option<&AccessCheck>,
-    sql: &str,
-    workers: usize,
-    abandoned: &dyn Fn() -> bool,
-) -> Result<Planned, QueryError> {
+async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> bool) -> Result<Planned, QueryError> {
+    let (ctx, connectors, workers) = (&request.ctx, &request.connectors, request.workers);
     let state = ctx.state();
     let dialect = state.config().options().sql_parser.dialect;
-    let statement = state.sql_to_statement(sql, &dialect).map_err(|e| planning_error(&e))?;
+    let mut statement = state.sql_to_statement(sql, &dialect).map_err(|e| planning_error(&e))?;
     check_depth(&statement)?;
+    let defaults = state.config().options().catalog.clone();
+    let (catalog, schema) = (defaults.default_catalog.as_str(), defaults.default_schema.as_str());
+    // A table made from a query in a catalog of files: its `WITH (...)` properties
+    // (Trino's) are ours to read, DataFusion plans the rest.
+    let mut ctas = None;
+    if let DFStatement::Statement(s) = &mut statement {
+        if write::is_ctas_into_files(s, connectors, catalog, schema) {
+            if let datafusion::sql::sqlparser::ast::Statement::CreateTable(ct) = s.as_mut() {
+                ctas = Some(write::take_table_properties(ct)?);
+            }
+        }
+    }
     let logical = state.statement_to_plan(statement).await.map_err(|e| planning_error(&e))?;
-    let defaults = &state.config().options().catalog;
-    check_file_locations(&logical, connectors, &defaults.default_catalog)?;
-    if let Some(access) = access {
-        access.check(&accesses(&logical, &defaults.default_catalog, &defaults.default_schema))?;
+    check_file_locations(&logical, connectors, catalog)?;
+    if let Some(access) = &request.access {
+        access.check(&accesses(&logical, catalog, schema))?;
     }
     if let LogicalPlan::Explain(explain) = &logical {
         let physical = state.create_physical_plan(&explain.plan).await.map_err(|e| planning_error(&e))?;
@@ -154,13 +168,31 @@ async fn plan_here(
     if abandoned() {
         return Err(QueryError::new(ErrorCode::UserCanceled, "planning was abandoned"));
     }
-    let df = ctx.execute_logical_plan(logical).await.map_err(|e| planning_error(&e))?;
+    let planned_write = match ctas {
+        Some(props) => write::plan_ctas(ctx, connectors, &logical, props, &request.query_id, catalog, schema).await?,
+        None => write::plan_insert(ctx, connectors, &logical, &request.query_id, catalog, schema).await?,
+    };
+    if let Some(w) = planned_write {
+        // Only the query is made ready for distribution: its writers and the commit
+        // above them are already where they must be.
+        let input =
+            prepare_for_distribution(w.input.clone(), state.config().options()).map_err(|e| planning_error(&e))?;
+        let physical = w.assemble(input);
+        let fragments = match reads_tables(&physical, connectors) {
+            true => Some(Arc::new(fragment_plan(physical.clone(), connectors).map_err(|e| planning_error(&e))?)),
+            false => None,
+        };
+        return Ok(Planned::Query { physical, fragments, analyze, write: Some(w.commit) });
+    }
+    let pending = super::ddl::before(&logical, connectors, catalog, schema);
+    let df = ctx.execute_logical_plan(logical.clone()).await.map_err(|e| planning_error(&e))?;
+    super::ddl::after(ctx, &logical, pending, connectors, catalog, schema).await?;
     let physical = df.create_physical_plan().await.map_err(|e| planning_error(&e))?;
     let fragments = match reads_tables(&physical, connectors) {
         true => Some(Arc::new(cut(physical.clone(), ctx, connectors)?)),
         false => None,
     };
-    Ok(Planned::Query { physical, fragments, analyze })
+    Ok(Planned::Query { physical, fragments, analyze, write: None })
 }
 
 /// A table location or `COPY TO` target must be one its catalog allows: a file
@@ -305,6 +337,10 @@ mod tests {
     use crate::config::SessionProperties;
     use crate::coordinator::planner::{session_context, SessionSpec};
 
+    fn request(ctx: SessionContext) -> PlanRequest {
+        PlanRequest { ctx, connectors: Connectors::builtin(), access: None, query_id: "q".into(), workers: 1 }
+    }
+
     fn chain(n: usize) -> String {
         format!("SELECT {}", vec!["1"; n].join(" + "))
     }
@@ -312,17 +348,14 @@ mod tests {
     #[tokio::test]
     async fn shallow_statements_plan() {
         let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
-        let planned = plan(ctx, Connectors::builtin(), None, chain(100), 1, Duration::from_secs(60)).await;
+        let planned = plan(request(ctx), chain(100), Duration::from_secs(60)).await;
         assert!(matches!(planned, Ok(Planned::Query { fragments: None, .. })));
     }
 
     #[tokio::test]
     async fn deep_statements_are_refused_not_crashed() {
         let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
-        let e = plan(ctx, Connectors::builtin(), None, chain(10_000), 1, Duration::from_secs(60))
-            .await
-            .err()
-            .expect("refused");
+        let e = plan(request(ctx), chain(10_000), Duration::from_secs(60)).await.err().expect("refused");
         assert_eq!(e.error_name, "SYNTAX_ERROR", "{e:?}");
         assert!(e.message.contains("limit of 500"), "{}", e.message);
     }
@@ -331,7 +364,7 @@ mod tests {
     async fn nested_parentheses_are_a_syntax_error() {
         let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
         let sql = format!("SELECT {}1{}", "(".repeat(5000), ")".repeat(5000));
-        let e = plan(ctx, Connectors::builtin(), None, sql, 1, Duration::from_secs(60)).await.err().expect("refused");
+        let e = plan(request(ctx), sql, Duration::from_secs(60)).await.err().expect("refused");
         assert_eq!(e.error_name, "SYNTAX_ERROR", "{e:?}");
     }
 }

@@ -35,6 +35,8 @@ pub struct QueryExecution {
     pub(super) results_tx: Mutex<Option<mpsc::Sender<RecordBatch>>>,
     pub(super) stages: Mutex<Vec<Arc<StageExecution>>>,
     pub(super) fragments: Mutex<Option<Arc<FragmentedPlan>>>,
+    /// Writes of the query's attempts, finished (staging removed) when it ends.
+    pub(super) writes: Mutex<Vec<Arc<super::write::TableCommit>>>,
     /// The `ExecutionGraph` as text (retry_policy=task), kept current by its scheduler.
     pub(super) graph: Mutex<Option<Arc<Mutex<String>>>>,
     pub(super) cancel: watch::Sender<bool>,
@@ -102,6 +104,7 @@ impl QueryExecution {
             results_tx: Mutex::new(Some(tx)),
             stages: Mutex::new(Vec::new()),
             fragments: Mutex::new(None),
+            writes: Mutex::new(Vec::new()),
             graph: Mutex::new(None),
             cancel,
             cancel_reason: Mutex::new(None),

@@ -20,10 +20,13 @@ use serde::{Deserialize, Serialize};
 
 use super::remote_source::{ExchangeMode, RemoteSourceExec, SourceResolver};
 use crate::connector::Connectors;
+use crate::plan::table_writer::{TableWriterExec, WriteTarget};
 
 /// `[1][catalog name length][catalog name][the connector's bytes]`
 const TAG_CONNECTOR_SCAN: u8 = 1;
 const TAG_REMOTE_SOURCE: u8 = 2;
+/// `[3][the write target as JSON]`, with the writers' input as its one child.
+const TAG_TABLE_WRITER: u8 = 3;
 
 #[derive(Debug, Clone)]
 pub struct FlotillaCodec {
@@ -80,10 +83,18 @@ impl PhysicalExtensionCodec for FlotillaCodec {
         _ctx: &TaskContext,
         _proto_converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        if !inputs.is_empty() {
-            return Err(DataFusionError::Internal("flotilla plan nodes are leaves".into()));
-        }
         let (tag, body) = buf.split_first().ok_or_else(|| DataFusionError::Internal("empty extension node".into()))?;
+        if *tag == TAG_TABLE_WRITER {
+            let [input] = inputs else {
+                return Err(DataFusionError::Internal("a table writer has one input".into()));
+            };
+            let target: WriteTarget = serde_json::from_slice(body)
+                .map_err(|e| DataFusionError::Internal(format!("bad TableWriterExec: {e}")))?;
+            return Ok(Arc::new(TableWriterExec::new(input.clone(), target)));
+        }
+        if !inputs.is_empty() {
+            return Err(DataFusionError::Internal("flotilla scans and remote sources are leaves".into()));
+        }
         match *tag {
             TAG_CONNECTOR_SCAN => {
                 let (&len, rest) =
@@ -136,6 +147,10 @@ impl PhysicalExtensionCodec for FlotillaCodec {
             };
             buf.push(TAG_REMOTE_SOURCE);
             buf.extend_from_slice(&serde_json::to_vec(&proto).map_err(|e| DataFusionError::External(Box::new(e)))?);
+            Ok(())
+        } else if let Some(w) = any.downcast_ref::<TableWriterExec>() {
+            buf.push(TAG_TABLE_WRITER);
+            buf.extend_from_slice(&serde_json::to_vec(w.target()).map_err(|e| DataFusionError::External(Box::new(e)))?);
             Ok(())
         } else {
             Err(DataFusionError::NotImplemented(format!("cannot serialize plan node {}", node.name())))

@@ -42,6 +42,15 @@ pub fn failure_from_error(e: &DataFusionError) -> TaskFailure {
             upstream_url: None,
         };
     }
+    if matches!(e.find_root(), DataFusionError::ObjectStore(_)) {
+        // Object storage, not the query: worth another attempt (an external error).
+        return TaskFailure {
+            code: ErrorCode::ObjectStoreError.name().into(),
+            message: e.to_string(),
+            upstream: None,
+            upstream_url: None,
+        };
+    }
     TaskFailure {
         code: ErrorCode::ExecutionError.name().into(),
         message: e.to_string(),

@@ -1,11 +1,13 @@
-//! Distributed plans: making a single-node DataFusion plan safe to cut (`distribute`)
-//! and cutting it into fragments linked in a DAG (`fragmenter`). The coordinator's
+//! Distributed plans: making a single-node DataFusion plan safe to cut (`distribute`),
+//! cutting it into fragments linked in a DAG (`fragmenter`), and the writers of a
+//! table write (`table_writer`). The coordinator's
 //! planning produces them; the schedulers run one stage per fragment. It imports
 //! nothing from the coordinator or the schedulers: the dependency kinds between
 //! fragments that the phased schedule reads are defined here.
 
 pub mod distribute;
 pub mod fragmenter;
+pub mod table_writer;
 
 /// Why one stage waits for another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

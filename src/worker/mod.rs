@@ -177,7 +177,7 @@ impl WorkerConfig {
         c.environment = etc.node.environment.clone();
         c.advertise = etc.node.internal_address.clone();
         if !etc.catalogs.is_empty() {
-            c.connectors = Connectors::from_catalogs(&etc.catalogs).map_err(|e| e.to_string())?;
+            c.connectors = Connectors::from_catalogs(&etc.catalogs, None).map_err(|e| e.to_string())?;
         }
         Ok(c)
     }

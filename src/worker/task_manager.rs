@@ -55,7 +55,7 @@ impl SqlTaskManager {
         spool_root: std::path::PathBuf,
     ) -> Self {
         let (defaults, exchange) = (config.settings.clone(), config.exchange.clone());
-        let base = SessionContext::new().task_ctx();
+        let base = SessionContext::new_with_config_rt(SessionConfig::new(), config.connectors.runtime()).task_ctx();
         SqlTaskManager {
             node_id,
             url,

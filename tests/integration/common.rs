@@ -274,3 +274,107 @@ pub async fn wait_for_query_end(base: &str, id: &str) -> Value {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A loopback port free at the time of asking (for a coordinator that must come back
+/// on the same address after a restart).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A cluster started from configuration directories under `root`: the coordinator's
+/// (`node.data-dir` below it, so catalogs keep their tables) on a fixed port, and
+/// one per worker, every node with the given catalogs besides `tpch`.
+pub struct EtcCluster {
+    pub root: std::path::PathBuf,
+    pub port: u16,
+    pub cluster: Cluster,
+}
+
+const ETC_SECRET: &str = "etc-cluster-secret-0123456789";
+
+impl EtcCluster {
+    pub async fn start(root: &std::path::Path, catalogs: &[(&str, &str)], workers: usize) -> EtcCluster {
+        let port = free_port();
+        let write_etc = |dir: &std::path::Path, config: String, node: String| {
+            std::fs::create_dir_all(dir.join("catalog")).unwrap();
+            std::fs::write(dir.join("config.properties"), config).unwrap();
+            std::fs::write(dir.join("node.properties"), node).unwrap();
+            std::fs::write(dir.join("catalog/tpch.properties"), "connector.name=tpch\n").unwrap();
+            for (name, text) in catalogs {
+                std::fs::write(dir.join(format!("catalog/{name}.properties")), text).unwrap();
+            }
+        };
+        write_etc(
+            &root.join("etc-coordinator"),
+            format!("coordinator=true\ninternal-communication.shared-secret={ETC_SECRET}\n"),
+            format!("node.environment=test\nnode.data-dir={}\n", root.join("data").display()),
+        );
+        for i in 0..workers {
+            write_etc(
+                &root.join(format!("etc-worker{i}")),
+                format!(
+                    "coordinator=false\ndiscovery.uri=http://127.0.0.1:{port}\n\
+                     internal-communication.shared-secret={ETC_SECRET}\n"
+                ),
+                "node.environment=test\n".into(),
+            );
+        }
+        let coordinator = Self::spawn_coordinator(root, port);
+        let ws = (0..workers)
+            .map(|i| {
+                let etc = root.join(format!("etc-worker{i}")).display().to_string();
+                spawn(&["worker", "--etc", &etc, "--bind", "127.0.0.1:0"])
+            })
+            .collect();
+        let cluster = Cluster { coordinator, workers: ws, secret: Some(ETC_SECRET.into()) };
+        cluster.wait_for_workers(workers).await;
+        EtcCluster { root: root.to_path_buf(), port, cluster }
+    }
+
+    fn spawn_coordinator(root: &std::path::Path, port: u16) -> Proc {
+        let etc = root.join("etc-coordinator").display().to_string();
+        spawn(&["coordinator", "--etc", &etc, "--bind", &format!("127.0.0.1:{port}")])
+    }
+
+    /// Kills the coordinator and starts it again on the same address and directory;
+    /// waits for the live workers to find it.
+    pub async fn restart_coordinator(&mut self) {
+        let old = std::mem::replace(&mut self.cluster.coordinator, Self::placeholder());
+        drop(old);
+        // The port is ours again once the old process is gone.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpListener::bind(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "port {} stayed busy", self.port);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.cluster.coordinator = Self::spawn_coordinator(&self.root, self.port);
+        self.cluster.wait_for_workers(self.cluster.workers.len()).await;
+    }
+
+    fn placeholder() -> Proc {
+        Proc { child: Command::new("true").spawn().expect("spawn true"), url: String::new() }
+    }
+
+    pub fn client(&self, catalog: &str, schema: &str) -> StatementClient {
+        StatementClient::new(&self.cluster.coordinator.url).with_catalog(catalog).with_schema(schema)
+    }
+}
+
+/// Every regular file below `dir` (none when it does not exist).
+pub fn files_below(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}

@@ -1,0 +1,210 @@
+//! The metastore of a catalog of files: its schemas and tables, kept by the
+//! coordinator in one JSON file per catalog so that they outlive the process. The
+//! planning of `CREATE SCHEMA`, `CREATE EXTERNAL TABLE`, `CREATE TABLE ... AS` and
+//! `DROP TABLE` writes it; `Connectors::restore` replays it at start-up.
+//!
+//! Every change rewrites the whole file atomically (a temporary file, synced, renamed
+//! over the old one), so a crash leaves either the old catalog or the new one. A
+//! table is kept as DataFusion's own encoding of the `CREATE EXTERNAL TABLE` that
+//! makes it (column types, options and partition columns exactly as given), next to
+//! the readable facts a person looking at the file wants.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::logical_expr::{CreateExternalTable, DdlStatement, LogicalPlan};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TableEntry {
+    pub schema: String,
+    pub name: String,
+    pub location: String,
+    pub format: String,
+    #[serde(default)]
+    pub partition_columns: Vec<String>,
+    /// Written by `CREATE TABLE ... AS` under the warehouse: `DROP TABLE` removes its
+    /// files too.
+    #[serde(default)]
+    pub managed: bool,
+    /// The `CREATE EXTERNAL TABLE` plan, in DataFusion's protobuf encoding, base64.
+    pub definition: String,
+}
+
+impl TableEntry {
+    pub fn new(schema: &str, create: &CreateExternalTable, managed: bool) -> Result<Self> {
+        let plan = LogicalPlan::Ddl(DdlStatement::CreateExternalTable(Box::new(create.clone())));
+        let bytes = datafusion_proto::bytes::logical_plan_to_bytes(&plan)?;
+        Ok(TableEntry {
+            schema: schema.to_string(),
+            name: create.name.table().to_string(),
+            location: create.locations.join(","),
+            format: create.file_type.clone(),
+            partition_columns: create.table_partition_cols.clone(),
+            managed,
+            definition: base64::engine::general_purpose::STANDARD.encode(bytes),
+        })
+    }
+
+    /// The plan that makes the table again.
+    pub fn plan(&self, ctx: &TaskContext) -> Result<LogicalPlan> {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(&self.definition)
+            .map_err(|e| DataFusionError::Plan(format!("table {}.{}: bad definition: {e}", self.schema, self.name)))?;
+        datafusion_proto::bytes::logical_plan_from_bytes(&bytes, ctx)
+    }
+}
+
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+struct Contents {
+    version: u32,
+    schemas: BTreeSet<String>,
+    tables: Vec<TableEntry>,
+}
+
+#[derive(Debug)]
+pub struct Metastore {
+    path: PathBuf,
+    contents: parking_lot::Mutex<Contents>,
+}
+
+impl Metastore {
+    /// A metastore kept in `path` (read by `load`).
+    pub fn new(path: PathBuf) -> Self {
+        Metastore { path, contents: parking_lot::Mutex::new(Contents { version: 1, ..Default::default() }) }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads the file; a missing one is an empty catalog.
+    pub fn load(&self) -> Result<(), String> {
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(format!("cannot read {}: {e}", self.path.display())),
+        };
+        let contents: Contents =
+            serde_json::from_str(&text).map_err(|e| format!("{} is not a metastore: {e}", self.path.display()))?;
+        *self.contents.lock() = contents;
+        Ok(())
+    }
+
+    pub fn schemas(&self) -> Vec<String> {
+        self.contents.lock().schemas.iter().cloned().collect()
+    }
+
+    pub fn tables(&self) -> Vec<TableEntry> {
+        self.contents.lock().tables.clone()
+    }
+
+    pub fn table(&self, schema: &str, name: &str) -> Option<TableEntry> {
+        self.contents.lock().tables.iter().find(|t| t.schema == schema && t.name == name).cloned()
+    }
+
+    pub fn put_schema(&self, schema: &str) -> std::io::Result<()> {
+        self.change(|c| {
+            c.schemas.insert(schema.to_string());
+        })
+    }
+
+    pub fn remove_schema(&self, schema: &str) -> std::io::Result<()> {
+        self.change(|c| {
+            c.schemas.remove(schema);
+            c.tables.retain(|t| t.schema != schema);
+        })
+    }
+
+    /// Adds the table, replacing one of the same name.
+    pub fn put_table(&self, entry: TableEntry) -> std::io::Result<()> {
+        self.change(|c| {
+            c.tables.retain(|t| !(t.schema == entry.schema && t.name == entry.name));
+            c.tables.push(entry);
+        })
+    }
+
+    pub fn remove_table(&self, schema: &str, name: &str) -> std::io::Result<Option<TableEntry>> {
+        let mut removed = None;
+        self.change(|c| {
+            if let Some(i) = c.tables.iter().position(|t| t.schema == schema && t.name == name) {
+                removed = Some(c.tables.remove(i));
+            }
+        })?;
+        Ok(removed)
+    }
+
+    /// Applies `f` and writes the result; on a failed write memory is left as it was.
+    fn change(&self, f: impl FnOnce(&mut Contents)) -> std::io::Result<()> {
+        let mut guard = self.contents.lock();
+        let mut next = guard.clone();
+        f(&mut next);
+        write_atomically(&self.path, &serde_json::to_vec_pretty(&next).map_err(std::io::Error::other)?)?;
+        *guard = next;
+        Ok(())
+    }
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = path.with_extension(format!("tmp-{}", crate::util::random_suffix(6)));
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        // The rename is durable once the directory is.
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::prelude::SessionContext;
+
+    #[tokio::test]
+    async fn tables_and_schemas_survive_a_reload() {
+        let dir = std::env::temp_dir().join(format!("flotilla-metastore-{}", crate::util::random_suffix(8)));
+        let path = dir.join("catalogs").join("lake.json");
+        let ctx = SessionContext::new();
+        let plan = ctx
+            .state()
+            .create_logical_plan("CREATE EXTERNAL TABLE t (a INT, b DECIMAL(15,2), y VARCHAR) STORED AS PARQUET PARTITIONED BY (y) LOCATION '/data/t/'")
+            .await
+            .unwrap();
+        let LogicalPlan::Ddl(DdlStatement::CreateExternalTable(create)) = plan else { panic!("not a create") };
+        let m = Metastore::new(path.clone());
+        m.load().unwrap();
+        m.put_schema("sales").unwrap();
+        m.put_table(TableEntry::new("sales", &create, true).unwrap()).unwrap();
+        let again = Metastore::new(path.clone());
+        again.load().unwrap();
+        assert_eq!(again.schemas(), ["sales"]);
+        let t = again.table("sales", "t").unwrap();
+        assert_eq!(
+            (t.location.as_str(), t.partition_columns.as_slice(), t.managed),
+            ("/data/t/", &["y".to_string()][..], true)
+        );
+        let LogicalPlan::Ddl(DdlStatement::CreateExternalTable(back)) = t.plan(&ctx.task_ctx()).unwrap() else {
+            panic!("not a create")
+        };
+        assert_eq!(back.schema, create.schema, "column types come back exactly");
+        assert_eq!(again.remove_table("sales", "t").unwrap().map(|t| t.name), Some("t".into()));
+        assert!(Metastore::new(path.clone()).tables().is_empty() || { again.tables().is_empty() });
+        let leftovers: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temporary file is left beside the metastore");
+        std::fs::write(&path, "not json").unwrap();
+        assert!(Metastore::new(path.clone()).load().unwrap_err().contains("lake.json"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,203 @@
+//! `TableWriterExec`: one writer per partition of its input, each writing its rows as
+//! new files into a directory of its own under the write's staging location, and
+//! answering one row: how many rows it wrote and that directory (Trino's table
+//! writer "fragment"). The coordinator's commit (`coordinator::write`) publishes
+//! exactly the directories the successful writers reported, so the files of a failed
+//! or retried attempt never reach the table.
+//!
+//! The writers are DataFusion's file sinks (Parquet, CSV, JSON, Hive-style partition
+//! directories included), so files look as DataFusion's own `INSERT` writes them. The
+//! fragmenter sees an ordinary node: a stage of writers runs on workers, spread over
+//! tasks as any stage is.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{RecordBatch, StringArray, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::config::{ConfigFileType, TableOptions};
+use datafusion::common::file_options::csv_writer::CsvWriterOptions;
+use datafusion::common::file_options::json_writer::JsonWriterOptions;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::datasource::file_format::csv::CsvSink;
+use datafusion::datasource::file_format::json::JsonSink;
+use datafusion::datasource::file_format::parquet::ParquetSink;
+use datafusion::datasource::listing::ListingTableUrl;
+use datafusion::datasource::physical_plan::{FileOutputMode, FileSinkConfig};
+use datafusion::datasource::sink::DataSink;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::logical_expr::dml::InsertOp;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning, PlanProperties,
+    ReplaceChildrenOptions, SendableRecordBatchStream,
+};
+use serde::{Deserialize, Serialize};
+
+/// Where and how a write puts its files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WriteTarget {
+    /// The staging location, ending in `/`; each writer makes a directory below it.
+    pub staging: String,
+    /// `PARQUET`, `CSV` or `JSON`.
+    pub format: String,
+    /// The table's format options (`CREATE EXTERNAL TABLE ... OPTIONS`).
+    pub options: HashMap<String, String>,
+    /// Hive-style partition columns, the last columns of the input, in order.
+    pub partition_columns: Vec<String>,
+}
+
+impl WriteTarget {
+    pub fn file_extension(&self) -> String {
+        self.format.to_lowercase()
+    }
+}
+
+/// The schema of what writers answer: rows written, and the directory they went to.
+pub fn fragment_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("rows", DataType::UInt64, false),
+        Field::new("fragment", DataType::Utf8, false),
+    ]))
+}
+
+#[derive(Debug)]
+pub struct TableWriterExec {
+    input: Arc<dyn ExecutionPlan>,
+    target: WriteTarget,
+    properties: Arc<PlanProperties>,
+}
+
+impl TableWriterExec {
+    pub fn new(input: Arc<dyn ExecutionPlan>, target: WriteTarget) -> Self {
+        let partitions = input.output_partitioning().partition_count();
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(fragment_schema()),
+            Partitioning::UnknownPartitioning(partitions),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        TableWriterExec { input, target, properties }
+    }
+
+    pub fn target(&self) -> &WriteTarget {
+        &self.target
+    }
+
+    pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.input
+    }
+
+    /// A sink writing into `dir` with the target's format and options.
+    fn sink(&self, dir: &str, ctx: &TaskContext) -> Result<Arc<dyn DataSink>> {
+        let schema = self.input.schema();
+        let table_partition_cols = self
+            .target
+            .partition_columns
+            .iter()
+            .map(|c| Ok((c.clone(), schema.field_with_name(c)?.data_type().clone())))
+            .collect::<Result<Vec<_>>>()?;
+        let url = ListingTableUrl::parse(dir)?;
+        let config = FileSinkConfig {
+            original_url: dir.to_string(),
+            object_store_url: url.object_store(),
+            file_group: Default::default(),
+            table_paths: vec![url],
+            output_schema: schema.clone(),
+            table_partition_cols,
+            insert_op: InsertOp::Append,
+            keep_partition_by_columns: false,
+            file_extension: self.target.file_extension(),
+            file_output_mode: FileOutputMode::Directory,
+        };
+        let mut options = TableOptions::default_from_session_config(ctx.session_config().options());
+        let kind = match self.target.format.as_str() {
+            "PARQUET" => ConfigFileType::PARQUET,
+            "CSV" => ConfigFileType::CSV,
+            "JSON" => ConfigFileType::JSON,
+            other => return Err(DataFusionError::NotImplemented(format!("writing {other} files"))),
+        };
+        options.set_config_format(kind.clone());
+        options.alter_with_string_hash_map(&self.target.options)?;
+        Ok(match kind {
+            ConfigFileType::PARQUET => Arc::new(ParquetSink::new(config, options.parquet)),
+            ConfigFileType::CSV => Arc::new(CsvSink::new(config, CsvWriterOptions::try_from(&options.csv)?)),
+            ConfigFileType::JSON => Arc::new(JsonSink::new(config, JsonWriterOptions::try_from(&options.json)?)),
+        })
+    }
+}
+
+impl DisplayAs for TableWriterExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "TableWriterExec: format={}, staging={}", self.target.format, self.target.staging)?;
+        if !self.target.partition_columns.is_empty() {
+            write!(f, ", partitioned_by=[{}]", self.target.partition_columns.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionPlan for TableWriterExec {
+    fn name(&self) -> &str {
+        "TableWriterExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+        _options: ReplaceChildrenOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return Err(DataFusionError::Internal("TableWriterExec has one child".into()));
+        }
+        Ok(Arc::new(TableWriterExec::new(children.remove(0), self.target.clone())))
+    }
+
+    #[allow(deprecated)]
+    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(datafusion::physical_plan::ChildrenPropertiesMode::Recompute),
+        )
+    }
+
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        // A directory per execution: a retried attempt writes beside, never over, the
+        // files of the one before, and only the reported directory is published.
+        let dir = format!("{}w{partition}-{}/", self.target.staging, crate::util::random_suffix(10).to_lowercase());
+        let sink = self.sink(&dir, &context)?;
+        let input = self.input.execute(partition, context.clone())?;
+        let stream = futures::stream::once(async move {
+            let rows = sink.write_all(input, &context).await?;
+            let batch = RecordBatch::try_new(
+                fragment_schema(),
+                vec![Arc::new(UInt64Array::from(vec![rows])), Arc::new(StringArray::from(vec![dir]))],
+            )?;
+            Ok(batch)
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(fragment_schema(), stream)))
+    }
+}

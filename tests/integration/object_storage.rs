@@ -1,0 +1,149 @@
+//! Tables in S3, on a real S3-compatible server (moto's, from PyPI, started here in a
+//! temporary directory): TPC-H sf0_1 written into a bucket by `CREATE TABLE ... AS`,
+//! all 22 queries over it equal to single-node DataFusion, `INSERT INTO` a bucket
+//! table, a missing bucket and an unreachable endpoint as clear errors, and a worker
+//! killed mid-scan under `retry_policy=task` with the right rows anyway.
+//!
+//! `.ci/run` installs moto into a throwaway virtualenv and names its `moto_server` in
+//! `FLOTILLA_MOTO_SERVER`; without one (nor `moto_server` on the PATH) the test says
+//! it skipped, and why.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use flotilla::local::TPCH_QUERIES;
+
+use super::common::{assert_same_rows, free_port, oracle, EtcCluster};
+
+const TABLES: [&str; 8] = ["nation", "region", "part", "supplier", "partsupp", "customer", "orders", "lineitem"];
+const BUCKET: &str = "flotilla-test";
+
+fn moto_server() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("FLOTILLA_MOTO_SERVER").map(PathBuf::from).filter(|p| p.exists()) {
+        return Some(p);
+    }
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| PathBuf::from(d).join("moto_server")).find(|p| p.exists())
+}
+
+/// The S3 server, stopped when dropped.
+struct Moto {
+    child: Child,
+    endpoint: String,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn start_moto(bin: &std::path::Path, dir: &std::path::Path) -> Moto {
+    let port = free_port();
+    let child = Command::new(bin)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start moto_server");
+    let moto = Moto { child, endpoint: format!("http://127.0.0.1:{port}") };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while reqwest::get(&moto.endpoint).await.is_err() {
+        assert!(Instant::now() < deadline, "moto_server did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    moto
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpch_in_a_bucket_is_written_read_and_survives_a_killed_worker() {
+    let Some(bin) = moto_server() else {
+        eprintln!(
+            "SKIPPED object_storage: no S3-compatible server (install PyPI moto[server] and set FLOTILLA_MOTO_SERVER \
+             to its moto_server, as .ci/run does)"
+        );
+        return;
+    };
+    let root = std::env::temp_dir().join(format!("flotilla-s3-{}", flotilla::util::random_suffix(8)));
+    std::fs::create_dir_all(&root).unwrap();
+    let moto = start_moto(&bin, &root).await;
+    // The bucket, made with the server's own API (moto checks no signature).
+    let made = reqwest::Client::new().put(format!("{}/{BUCKET}", moto.endpoint)).send().await.unwrap();
+    assert!(made.status().is_success(), "create bucket: {}", made.status());
+    let s3 = |endpoint: &str, allowed: &str| {
+        format!(
+            "connector.name=files\nfiles.allowed-locations={allowed}\n\
+             s3.endpoint={endpoint}\ns3.region=us-east-1\n\
+             s3.path-style-access=true\ns3.aws-access-key=testing\ns3.aws-secret-key=testing\n"
+        )
+    };
+    // `gone` points at a port nobody listens on; a bucket's client comes from the
+    // catalog whose allowed locations name the bucket, so it has a bucket of its own.
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let lake_catalog = s3(&moto.endpoint, &format!("s3://{BUCKET}/,s3://flotilla-missing/"))
+        + &format!("files.warehouse=s3://{BUCKET}/warehouse\n");
+    let gone_catalog = s3(&closed, "s3://flotilla-gone/");
+    println!("moto at {}, nothing at {closed}", moto.endpoint);
+    let mut c = EtcCluster::start(&root, &[("lake", &lake_catalog), ("gone", &gone_catalog)], 3).await;
+    let lake = c.client("lake", "tpch");
+    lake.execute("CREATE SCHEMA lake.tpch").await.expect("create schema");
+    let started = Instant::now();
+    for t in TABLES {
+        let out = lake
+            .execute(&format!("CREATE TABLE lake.tpch.{t} AS SELECT * FROM tpch.sf0_1.{t}"))
+            .await
+            .unwrap_or_else(|e| panic!("ctas {t}: {e}"));
+        assert_eq!(out.rows, oracle("sf0_1", &format!("SELECT count(*) FROM {t}")).await, "{t}");
+    }
+    println!("TPC-H sf0_1 written into the bucket in {:?}", started.elapsed());
+    for (i, sql) in TPCH_QUERIES.iter().enumerate() {
+        let label = format!("s3 q{}", i + 1);
+        let got = lake.execute(sql).await.unwrap_or_else(|e| panic!("{label} failed: {e}"));
+        assert_same_rows(&label, sql, &got.rows, &oracle("sf0_1", sql).await);
+    }
+
+    // A missing bucket and an endpoint nobody listens on: errors naming the location.
+    for (sql, place) in [
+        (
+            "CREATE EXTERNAL TABLE lake.tpch.nowhere STORED AS PARQUET LOCATION 's3://flotilla-missing/t/'",
+            "flotilla-missing",
+        ),
+        ("CREATE EXTERNAL TABLE gone.default.t STORED AS PARQUET LOCATION 's3://flotilla-gone/t/'", "flotilla-gone"),
+    ] {
+        let t = Instant::now();
+        let e = lake.execute(sql).await.expect_err("no such place");
+        let flotilla::client::ClientError::Query { error_name, message, .. } = &e else { panic!("{sql}: {e}") };
+        assert_eq!(error_name, "OBJECT_STORE_ERROR", "{sql}: {message}");
+        assert!(message.contains(place), "{sql}: {message}");
+        assert!(t.elapsed() < Duration::from_secs(60), "{sql}: took {:?}", t.elapsed());
+    }
+
+    // A worker killed mid-scan under retry_policy=task: the query ends right.
+    let sql = "SELECT l_returnflag, l_linestatus, count(*), sum(l_quantity), sum(l_extendedprice) \
+        FROM lineitem JOIN orders ON l_orderkey = o_orderkey GROUP BY 1, 2 ORDER BY 1, 2";
+    let client = lake.clone().with_session("retry_policy", "task");
+    let query = tokio::spawn(async move { client.execute(sql).await });
+    c.cluster.wait_for_tasks(2).await;
+    let mut victim = c.cluster.workers.remove(0);
+    victim.child.kill().expect("kill -9");
+    let _ = victim.child.wait();
+    let got = tokio::time::timeout(Duration::from_secs(180), query)
+        .await
+        .expect("query must end")
+        .expect("join")
+        .expect("query succeeds");
+    assert_same_rows("s3 join after kill -9", sql, &got.rows, &oracle("sf0_1", sql).await);
+
+    // INSERT INTO a table in the bucket.
+    let n = lake.execute("INSERT INTO lake.tpch.nation SELECT * FROM tpch.sf0_1.nation").await.expect("insert");
+    assert_eq!(n.rows, oracle("sf0_1", "SELECT count(*) FROM nation").await);
+    let q = "SELECT n_regionkey, count(*) FROM nation GROUP BY 1";
+    let want = oracle("sf0_1", "SELECT n_regionkey, 2 * count(*) FROM nation GROUP BY 1").await;
+    assert_same_rows("nation twice", q, &lake.execute(q).await.unwrap().rows, &want);
+    c.cluster.assert_no_tasks_left().await;
+    drop(c);
+    drop(moto);
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -1,0 +1,155 @@
+//! Writes into a catalog of local files, on a cluster started from configuration
+//! directories: `CREATE TABLE ... AS` and `INSERT INTO` of TPC-H rows written by the
+//! workers in parallel, a Hive-partitioned table whose filter prunes directories, a
+//! write whose worker is killed leaving no table and no file, and tables that are
+//! still there after the coordinator restarts. Every answer is checked against
+//! single-node DataFusion over the `tpch` catalog.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::common::{assert_same_rows, files_below, oracle, wait_for_query_end, EtcCluster};
+
+const AGG: &str = "SELECT l_returnflag, l_linestatus, count(*), sum(l_quantity), sum(l_extendedprice) \
+    FROM lineitem GROUP BY 1, 2 ORDER BY 1, 2";
+
+/// Waits (bounded) until no file is left below `dir`.
+async fn assert_no_files_below(dir: &std::path::Path) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let left = files_below(dir);
+        if left.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "files left below {}: {left:?}", dir.display());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn parquet_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    files_below(dir).into_iter().filter(|f| f.extension().is_some_and(|e| e == "parquet")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_written_by_workers_are_right_survive_a_restart_and_failed_writes_leave_nothing() {
+    let root = std::env::temp_dir().join(format!("flotilla-writes-{}", flotilla::util::random_suffix(8)));
+    let warehouse = root.join("warehouse");
+    let catalog = format!(
+        "connector.name=files\nfiles.allowed-locations={}\nfiles.warehouse={}\n",
+        root.join("external").display(),
+        warehouse.display()
+    );
+    let mut c = EtcCluster::start(&root, &[("lake", &catalog)], 3).await;
+    let lake = c.client("lake", "w");
+    lake.execute("CREATE SCHEMA lake.w").await.expect("create schema");
+
+    // CREATE TABLE AS: every writer writes its own files, the count is Trino's `rows`.
+    let made = lake.execute("CREATE TABLE lake.w.lineitem AS SELECT * FROM tpch.sf0_1.lineitem").await.expect("ctas");
+    assert_eq!(made.columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["rows"]);
+    assert_eq!(made.rows, oracle("sf0_1", "SELECT count(*) FROM lineitem").await);
+    let table_dir = warehouse.join("w/lineitem");
+    let files = parquet_files(&table_dir);
+    assert!(files.len() >= 3, "one file or more per writer: {files:?}");
+    assert_eq!(files_below(&table_dir).len(), files.len(), "nothing but the table's files is left");
+    assert_same_rows("ctas aggregate", AGG, &lake.execute(AGG).await.unwrap().rows, &oracle("sf0_1", AGG).await);
+
+    // INSERT INTO appends.
+    let inserted = lake
+        .execute("INSERT INTO lake.w.lineitem SELECT * FROM tpch.sf0_1.lineitem WHERE l_orderkey <= 60000")
+        .await
+        .expect("insert");
+    assert_eq!(inserted.rows, oracle("sf0_1", "SELECT count(*) FROM lineitem WHERE l_orderkey <= 60000").await);
+    let both = "SELECT count(*), sum(l_quantity) FROM lineitem";
+    let want = oracle(
+        "sf0_1",
+        "SELECT (SELECT count(*) FROM lineitem) + (SELECT count(*) FROM lineitem WHERE l_orderkey <= 60000), \
+         (SELECT sum(l_quantity) FROM lineitem) + (SELECT sum(l_quantity) FROM lineitem WHERE l_orderkey <= 60000)",
+    )
+    .await;
+    let after_insert = lake.execute(both).await.unwrap().rows;
+    assert_same_rows("after insert", both, &after_insert, &want);
+
+    // A Hive-partitioned table: a filter on the partition column reads its directory only.
+    lake.execute(
+        "CREATE TABLE lake.w.orders_p WITH (format = 'PARQUET', partitioned_by = ARRAY['o_orderpriority']) AS \
+         SELECT o_orderkey, o_totalprice, o_orderdate, o_orderpriority FROM tpch.sf0_1.orders",
+    )
+    .await
+    .expect("partitioned ctas");
+    let dirs: Vec<String> = std::fs::read_dir(warehouse.join("w/orders_p"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(dirs.len(), 5, "one directory per priority: {dirs:?}");
+    assert!(dirs.iter().all(|d| d.starts_with("o_orderpriority=")), "{dirs:?}");
+    let q = "SELECT count(*), sum(o_totalprice) FROM orders_p WHERE o_orderpriority = '1-URGENT'";
+    let want =
+        oracle("sf0_1", "SELECT count(*), sum(o_totalprice) FROM orders WHERE o_orderpriority = '1-URGENT'").await;
+    assert_same_rows("partition filter", q, &lake.execute(q).await.unwrap().rows, &want);
+    let plan = lake.execute(&format!("EXPLAIN {q}")).await.unwrap();
+    let text: String = plan.rows.iter().map(|r| r[0].as_str().unwrap_or_default().to_string()).collect();
+    let scanned: Vec<&str> = text
+        .split(|c: char| c == '[' || c == ']' || c == ',' || c.is_whitespace())
+        .filter(|w| w.ends_with(".parquet"))
+        .collect();
+    let total = parquet_files(&warehouse.join("w/orders_p")).len();
+    assert!(!scanned.is_empty(), "the plan lists the files it reads:\n{text}");
+    assert!(
+        scanned.iter().all(|f| f.contains("o_orderpriority=1-URGENT/")),
+        "only the filtered directory: {scanned:?}"
+    );
+    assert!(scanned.len() < total, "{} of {total} files are read", scanned.len());
+
+    // A write whose worker is killed (retry_policy=none) fails and leaves no table and
+    // no file behind.
+    let id = c.cluster.start_statement("sf1", "CREATE TABLE lake.w.big AS SELECT * FROM tpch.sf1.lineitem").await;
+    c.cluster.wait_for_tasks(3).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut victim = c.cluster.workers.remove(0);
+    victim.child.kill().expect("kill -9");
+    let _ = victim.child.wait();
+    let info = wait_for_query_end(&c.cluster.coordinator.url, &id).await;
+    assert_eq!(info["state"], "FAILED", "{info}");
+    let tables = lake.execute("SHOW TABLES FROM lake.w").await.unwrap().rows;
+    assert!(!tables.contains(&vec![json!("big")]), "{tables:?}");
+    assert_no_files_below(&warehouse.join("w/big")).await;
+    c.cluster.assert_no_tasks_left().await;
+
+    // The coordinator restarts: the schema and its tables are still there, and a
+    // dropped table takes its files with it.
+    c.restart_coordinator().await;
+    let lake = c.client("lake", "w");
+    let mut tables: Vec<Value> = lake.execute("SHOW TABLES FROM lake.w").await.unwrap().rows.concat();
+    tables.sort_by_key(|v| v.to_string());
+    assert_eq!(tables, [json!("lineitem"), json!("orders_p")]);
+    assert_same_rows("after restart", both, &lake.execute(both).await.unwrap().rows, &after_insert);
+    lake.execute("DROP TABLE lake.w.orders_p").await.expect("drop");
+    assert_no_files_below(&warehouse.join("w/orders_p")).await;
+    c.restart_coordinator().await;
+    let lake = c.client("lake", "w");
+    let tables = lake.execute("SHOW TABLES FROM lake.w").await.unwrap().rows;
+    assert_eq!(tables, vec![vec![json!("lineitem")]], "the drop was kept too");
+    // External tables are kept the same way, and their files are not the catalog's.
+    let external = root.join("external/nation");
+    std::fs::create_dir_all(&external).unwrap();
+    lake.execute(&format!(
+        "COPY (SELECT * FROM tpch.sf0_1.nation) TO '{}/part-0.parquet' STORED AS PARQUET",
+        external.display()
+    ))
+    .await
+    .expect("copy");
+    lake.execute(&format!("CREATE EXTERNAL TABLE lake.w.nation STORED AS PARQUET LOCATION '{}/'", external.display()))
+        .await
+        .expect("external table");
+    c.restart_coordinator().await;
+    let lake = c.client("lake", "w");
+    let n = "SELECT n_regionkey, count(*) FROM nation GROUP BY 1";
+    assert_same_rows("external after restart", n, &lake.execute(n).await.unwrap().rows, &oracle("sf0_1", n).await);
+    lake.execute("DROP TABLE lake.w.nation").await.expect("drop external");
+    assert_eq!(files_below(&external).len(), 1, "dropping an external table keeps its files");
+    c.cluster.assert_no_tasks_left().await;
+    drop(c);
+    let _ = std::fs::remove_dir_all(&root);
+}
