@@ -109,6 +109,9 @@ pub struct QueryOutcome {
     pub rows: Vec<Vec<Value>>,
     /// `stats` of the last page, i.e. the final state of the query.
     pub stats: Value,
+    /// `updateType` and `updateCount` of a statement that changed a table.
+    pub update_type: Option<String>,
+    pub update_count: Option<i64>,
 }
 
 /// The flotilla HTTP error shape, `{"error": {"code": ..., "message": ...}}`.
@@ -301,6 +304,8 @@ impl StatementClient {
                 false => idle_pages += 1,
             }
             outcome.stats = std::mem::take(&mut page.stats);
+            outcome.update_type = page.update_type.take().or(outcome.update_type.take());
+            outcome.update_count = page.update_count.or(outcome.update_count);
             let Some(next) = page.next_uri.take() else {
                 check_row_widths(&outcome)?;
                 return Ok(outcome);

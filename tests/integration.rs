@@ -12,6 +12,7 @@ mod integration {
     pub mod lifecycle;
     pub mod netns;
     pub mod object_storage;
+    pub mod postgresql;
     pub mod protocol;
     pub mod python_client;
     pub mod robustness;

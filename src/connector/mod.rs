@@ -13,6 +13,7 @@ pub mod files;
 pub mod information_schema;
 pub mod metastore;
 pub mod object_storage;
+pub mod postgresql;
 pub mod tpch;
 
 use std::fmt;
@@ -150,10 +151,11 @@ impl Connectors {
                     };
                     Arc::new(files::FilesConnector::with_settings(&c.name, settings))
                 }
+                "postgresql" => Arc::new(postgresql::PostgresConnector::from_catalog(c)?),
                 other => {
                     return Err(EtcError::Invalid {
                         path: c.properties.path.display().to_string(),
-                        message: format!("unknown connector.name '{other}' (known: tpch, files)"),
+                        message: format!("unknown connector.name '{other}' (known: tpch, files, hive, postgresql)"),
                     })
                 }
             };

@@ -185,7 +185,8 @@ async fn execute(
             Planned::Explain(text) => return emit_text(q, "Query Plan", text).await,
             Planned::Query { physical, fragments, analyze, write } => {
                 if let Some(w) = write {
-                    q.writes.lock().push(w);
+                    q.writes.lock().push(w.clone());
+                    *q.update.lock() = Some(w);
                 }
                 (physical, fragments, analyze)
             }

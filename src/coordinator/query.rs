@@ -37,6 +37,8 @@ pub struct QueryExecution {
     pub(super) fragments: Mutex<Option<Arc<FragmentedPlan>>>,
     /// Writes of the query's attempts, finished (staging removed) when it ends.
     pub(super) writes: Mutex<Vec<Arc<super::write::TableCommit>>>,
+    /// The write whose update count the client gets (the last attempt's).
+    pub(super) update: Mutex<Option<Arc<super::write::TableCommit>>>,
     /// The `ExecutionGraph` as text (retry_policy=task), kept current by its scheduler.
     pub(super) graph: Mutex<Option<Arc<Mutex<String>>>>,
     pub(super) cancel: watch::Sender<bool>,
@@ -105,6 +107,7 @@ impl QueryExecution {
             stages: Mutex::new(Vec::new()),
             fragments: Mutex::new(None),
             writes: Mutex::new(Vec::new()),
+            update: Mutex::new(None),
             graph: Mutex::new(None),
             cancel,
             cancel_reason: Mutex::new(None),

@@ -326,6 +326,12 @@ fn results_document(q: &Arc<QueryExecution>, base: &str, token: u64, rows: Vec<V
             });
         }
     }
+    if let Some(write) = q.update.lock().clone() {
+        doc["updateType"] = json!(write.update_type());
+        if let Some(rows) = write.rows_written() {
+            doc["updateCount"] = json!(rows);
+        }
+    }
     let done = failed || (exhausted && state.is_final());
     if !done {
         doc["nextUri"] = json!(format!("{base}/v1/statement/executing/{}/{}", q.id, token + 1));

@@ -336,6 +336,8 @@ pub struct TableCommit {
     /// For `CREATE TABLE ... AS`: the table to make once its files are in place.
     create: Option<CreateExternalTable>,
     state: parking_lot::Mutex<CommitState>,
+    /// Rows the committed write added (Trino's update count).
+    rows: std::sync::OnceLock<u64>,
 }
 
 impl fmt::Debug for TableCommit {
@@ -361,6 +363,7 @@ impl TableCommit {
             staging: String::new(),
             create,
             state: parking_lot::Mutex::new(CommitState::Pending),
+            rows: std::sync::OnceLock::new(),
         }
     }
 
@@ -373,6 +376,20 @@ impl TableCommit {
         &self.table
     }
 
+    /// Trino's `updateType` of the statement.
+    pub fn update_type(&self) -> &'static str {
+        if self.create.is_some() {
+            "CREATE TABLE"
+        } else {
+            "INSERT"
+        }
+    }
+
+    /// The rows the write added, once it is committed.
+    pub fn rows_written(&self) -> Option<u64> {
+        self.rows.get().copied()
+    }
+
     fn store(&self, location: &str) -> Result<(Arc<dyn ObjectStore>, ListingTableUrl)> {
         let url = ListingTableUrl::parse(location)?;
         Ok((self.ctx.runtime_env().object_store(url.object_store())?, url))
@@ -380,7 +397,7 @@ impl TableCommit {
 
     /// Moves every file of the reported writer directories into the table, then makes
     /// the table of a CTAS. Called once every writer has succeeded.
-    async fn publish(&self, fragments: &[String]) -> Result<(), QueryError> {
+    async fn publish(&self, fragments: &[String], rows: u64) -> Result<(), QueryError> {
         {
             let mut s = self.state.lock();
             if *s != CommitState::Pending {
@@ -417,6 +434,7 @@ impl TableCommit {
                 return Err(e);
             }
         }
+        let _ = self.rows.set(rows);
         Ok(())
     }
 
@@ -574,7 +592,7 @@ impl ExecutionPlan for TableCommitExec {
                 rows += r.values().iter().sum::<u64>();
                 fragments.extend((0..f.len()).map(|i| f.value(i).to_string()));
             }
-            commit.publish(&fragments).await.map_err(|e| DataFusionError::External(Box::new(CommitError(e))))?;
+            commit.publish(&fragments, rows).await.map_err(|e| DataFusionError::External(Box::new(CommitError(e))))?;
             Ok(RecordBatch::try_new(rows_schema(), vec![Arc::new(Int64Array::from(vec![rows as i64]))])?)
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(rows_schema(), stream)))

@@ -48,6 +48,8 @@ async fn tables_written_by_workers_are_right_survive_a_restart_and_failed_writes
     let made = lake.execute("CREATE TABLE lake.w.lineitem AS SELECT * FROM tpch.sf0_1.lineitem").await.expect("ctas");
     assert_eq!(made.columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["rows"]);
     assert_eq!(made.rows, oracle("sf0_1", "SELECT count(*) FROM lineitem").await);
+    assert_eq!(made.update_type.as_deref(), Some("CREATE TABLE"));
+    assert_eq!(Some(vec![json!(made.update_count.expect("updateCount"))]), made.rows.first().cloned());
     let table_dir = warehouse.join("w/lineitem");
     let files = parquet_files(&table_dir);
     assert!(files.len() >= 3, "one file or more per writer: {files:?}");
@@ -60,6 +62,7 @@ async fn tables_written_by_workers_are_right_survive_a_restart_and_failed_writes
         .await
         .expect("insert");
     assert_eq!(inserted.rows, oracle("sf0_1", "SELECT count(*) FROM lineitem WHERE l_orderkey <= 60000").await);
+    assert_eq!(inserted.update_type.as_deref(), Some("INSERT"));
     let both = "SELECT count(*), sum(l_quantity) FROM lineitem";
     let want = oracle(
         "sf0_1",

@@ -1,0 +1,419 @@
+//! The `postgresql` connector: a PostgreSQL database as a catalog. Its schemas and
+//! tables (and their columns) are read from the server's `information_schema`; a
+//! scan is one SQL query, with the projection and every filter that has an exact SQL
+//! equivalent pushed into it (`pushdown`), run by one worker task (`scan`).
+//!
+//! Configured as Trino's: `connection-url=jdbc:postgresql://host:port/database`,
+//! `connection-user`, `connection-password`. Workers need the same catalog file: they
+//! connect to the database themselves. Catalog metadata is cached for a few seconds;
+//! the catalog API DataFusion calls is synchronous, so a refresh runs on a thread of
+//! its own.
+
+pub mod pushdown;
+pub mod scan;
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::catalog::{CatalogProvider, SchemaProvider, Session, TableProvider};
+use datafusion::datasource::TableType;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+use serde::{Deserialize, Serialize};
+
+use super::Connector;
+use crate::etc::{CatalogFile, EtcError};
+use pushdown::{filter_sql, quote_ident, PushdownColumn};
+use scan::PostgresScanExec;
+
+/// How a column travels from PostgreSQL: the SQL that reads it and the Arrow type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ColumnKind {
+    Bool,
+    Int16,
+    Int32,
+    Int64,
+    Float32,
+    Float64,
+    /// `numeric(p, s)`, read as text and parsed exactly.
+    Numeric {
+        scale: i8,
+    },
+    /// Days since 1970-01-01.
+    Date,
+    /// Microseconds since the epoch; `utc` for `timestamp with time zone`.
+    Timestamp {
+        utc: bool,
+    },
+    /// Text, and anything else as its text form.
+    Text,
+}
+
+impl ColumnKind {
+    /// From `information_schema.columns`' `data_type`, precision and scale.
+    fn of(data_type: &str, precision: Option<i32>, scale: Option<i32>) -> (ColumnKind, DataType) {
+        match data_type {
+            "boolean" => (ColumnKind::Bool, DataType::Boolean),
+            "smallint" => (ColumnKind::Int16, DataType::Int16),
+            "integer" => (ColumnKind::Int32, DataType::Int32),
+            "bigint" => (ColumnKind::Int64, DataType::Int64),
+            "real" => (ColumnKind::Float32, DataType::Float32),
+            "double precision" => (ColumnKind::Float64, DataType::Float64),
+            "numeric" => {
+                // Unconstrained numeric: the widest decimal, scale as Trino maps it.
+                let (p, s) = match (precision, scale) {
+                    (Some(p), Some(s)) if (1..=38).contains(&p) => (p as u8, s as i8),
+                    _ => (38, 10),
+                };
+                (ColumnKind::Numeric { scale: s }, DataType::Decimal128(p, s))
+            }
+            "date" => (ColumnKind::Date, DataType::Date32),
+            "timestamp without time zone" => {
+                (ColumnKind::Timestamp { utc: false }, DataType::Timestamp(TimeUnit::Microsecond, None))
+            }
+            "timestamp with time zone" => {
+                (ColumnKind::Timestamp { utc: true }, DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())))
+            }
+            _ => (ColumnKind::Text, DataType::Utf8),
+        }
+    }
+
+    /// The select-list expression reading column `name`.
+    pub fn select(self, name: &str) -> String {
+        let c = quote_ident(name);
+        match self {
+            ColumnKind::Numeric { .. } | ColumnKind::Text => format!("{c}::text"),
+            ColumnKind::Date => format!("({c} - DATE '1970-01-01')"),
+            ColumnKind::Timestamp { .. } => format!("(EXTRACT(EPOCH FROM {c}) * 1000000)::int8"),
+            _ => c,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Table {
+    schema: SchemaRef,
+    kinds: Vec<ColumnKind>,
+}
+
+#[derive(Debug, Default)]
+struct Metadata {
+    fetched: Option<Instant>,
+    schemas: BTreeMap<String, BTreeMap<String, Table>>,
+}
+
+/// How long catalog metadata is trusted before it is read again.
+const METADATA_TTL: Duration = Duration::from_secs(5);
+
+#[derive(Debug)]
+struct Database {
+    catalog: String,
+    config: tokio_postgres::Config,
+    /// `host:port/database`, for messages.
+    display: String,
+    metadata: parking_lot::Mutex<Metadata>,
+}
+
+impl Database {
+    async fn connect(&self) -> Result<tokio_postgres::Client> {
+        let (client, connection) =
+            tokio::time::timeout(Duration::from_secs(10), self.config.connect(tokio_postgres::NoTls))
+                .await
+                .map_err(|_| self.error("connecting timed out after 10s"))?
+                .map_err(|e| self.error(e))?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(client)
+    }
+
+    fn error(&self, e: impl std::fmt::Display) -> DataFusionError {
+        DataFusionError::External(format!("PostgreSQL {} (catalog {}): {e}", self.display, self.catalog).into())
+    }
+
+    async fn read_metadata(&self) -> Result<BTreeMap<String, BTreeMap<String, Table>>> {
+        let client = self.connect().await?;
+        let mut schemas: BTreeMap<String, BTreeMap<String, Table>> = BTreeMap::new();
+        let names = client
+            .query(
+                "SELECT schema_name::text FROM information_schema.schemata WHERE schema_name NOT IN \
+                 ('pg_catalog', 'information_schema') AND schema_name NOT LIKE 'pg\\_%'",
+                &[],
+            )
+            .await
+            .map_err(|e| self.error(e))?;
+        for row in names {
+            schemas.entry(row.get(0)).or_default();
+        }
+        let rows = client
+            .query(
+                "SELECT c.table_schema::text, c.table_name::text, c.column_name::text, c.data_type::text, \
+                 c.numeric_precision::int4, c.numeric_scale::int4, c.is_nullable::text = 'YES' \
+                 FROM information_schema.columns c JOIN information_schema.tables t \
+                 ON t.table_schema = c.table_schema AND t.table_name = c.table_name \
+                 WHERE c.table_schema NOT IN ('pg_catalog', 'information_schema') \
+                 ORDER BY 1, 2, c.ordinal_position",
+                &[],
+            )
+            .await
+            .map_err(|e| self.error(e))?;
+        let mut columns: BTreeMap<(String, String), (Vec<Field>, Vec<ColumnKind>)> = BTreeMap::new();
+        for r in rows {
+            let (kind, ty) = ColumnKind::of(r.get::<_, String>(3).as_str(), r.get(4), r.get(5));
+            let entry = columns.entry((r.get(0), r.get(1))).or_default();
+            entry.0.push(Field::new(r.get::<_, String>(2), ty, r.get(6)));
+            entry.1.push(kind);
+        }
+        for ((schema, table), (fields, kinds)) in columns {
+            schemas.entry(schema).or_default().insert(table, Table { schema: Arc::new(Schema::new(fields)), kinds });
+        }
+        Ok(schemas)
+    }
+
+    /// The metadata, read again when stale (`force`: whatever its age).
+    async fn refresh(&self, force: bool) -> Result<()> {
+        let fresh = self.metadata.lock().fetched.is_some_and(|t| t.elapsed() < METADATA_TTL);
+        if fresh && !force {
+            return Ok(());
+        }
+        let schemas = self.read_metadata().await?;
+        *self.metadata.lock() = Metadata { fetched: Some(Instant::now()), schemas };
+        Ok(())
+    }
+
+    /// The same, from synchronous code: on a thread of its own with its own runtime,
+    /// so no caller's runtime is blocked or re-entered. An unreachable server leaves
+    /// the cached metadata (and says so in the log).
+    fn refresh_blocking(&self) {
+        let fresh = self.metadata.lock().fetched.is_some_and(|t| t.elapsed() < METADATA_TTL);
+        if fresh {
+            return;
+        }
+        let outcome = std::thread::scope(|s| {
+            s.spawn(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| self.error(e))
+                    .and_then(|rt| rt.block_on(self.refresh(false)))
+            })
+            .join()
+        });
+        if let Ok(Err(e)) = outcome {
+            tracing::warn!("{e}");
+        }
+    }
+
+    fn table(&self, schema: &str, table: &str) -> Option<Table> {
+        self.metadata.lock().schemas.get(schema).and_then(|s| s.get(table)).cloned()
+    }
+}
+
+#[derive(Debug)]
+pub struct PostgresConnector {
+    db: Arc<Database>,
+}
+
+impl PostgresConnector {
+    pub const KEYS: &'static [&'static str] =
+        &["connector.name", "connection-url", "connection-user", "connection-password"];
+
+    pub fn from_catalog(c: &CatalogFile) -> Result<Self, EtcError> {
+        c.properties.check_keys(Self::KEYS, &|_| false)?;
+        let invalid = |message: String| EtcError::Invalid { path: c.properties.path.display().to_string(), message };
+        let url = c.properties.get("connection-url").ok_or_else(|| invalid("connection-url is missing".into()))?;
+        let mut config = Self::parse_url(url).map_err(invalid)?;
+        if let Some(u) = c.properties.get("connection-user") {
+            config.user(u);
+        }
+        if let Some(p) = c.properties.get("connection-password") {
+            config.password(p);
+        }
+        config.application_name("flotilla").connect_timeout(Duration::from_secs(10));
+        let display = url.trim_start_matches("jdbc:").trim_start_matches("postgresql://").to_string();
+        let display = display.rsplit_once('@').map(|(_, d)| d.to_string()).unwrap_or(display);
+        Ok(PostgresConnector {
+            db: Arc::new(Database { catalog: c.name.clone(), config, display, metadata: Default::default() }),
+        })
+    }
+
+    /// `jdbc:postgresql://host:port/database` (Trino's form) or a libpq URL.
+    fn parse_url(url: &str) -> Result<tokio_postgres::Config, String> {
+        let url = url.strip_prefix("jdbc:").unwrap_or(url);
+        if !url.starts_with("postgresql://") && !url.starts_with("postgres://") {
+            return Err(format!("connection-url '{url}' is not jdbc:postgresql://host:port/database"));
+        }
+        url.parse::<tokio_postgres::Config>().map_err(|e| format!("connection-url: {e}"))
+    }
+}
+
+impl Connector for PostgresConnector {
+    fn catalog_name(&self) -> &str {
+        &self.db.catalog
+    }
+
+    fn catalog(&self) -> Arc<dyn CatalogProvider> {
+        Arc::new(PostgresCatalog { db: self.db.clone() })
+    }
+
+    fn is_scan(&self, plan: &dyn ExecutionPlan) -> bool {
+        (plan as &dyn Any).downcast_ref::<PostgresScanExec>().is_some_and(|s| s.catalog() == self.db.catalog)
+    }
+
+    fn encode_scan(&self, plan: &dyn ExecutionPlan) -> Option<Vec<u8>> {
+        let scan = (plan as &dyn Any).downcast_ref::<PostgresScanExec>()?;
+        (scan.catalog() == self.db.catalog).then(|| scan.encode())?.ok()
+    }
+
+    fn decode_scan(&self, bytes: &[u8]) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(Arc::new(PostgresScanExec::decode(bytes, self.db.clone())?))
+    }
+}
+
+#[derive(Debug)]
+struct PostgresCatalog {
+    db: Arc<Database>,
+}
+
+impl CatalogProvider for PostgresCatalog {
+    fn schema_names(&self) -> Vec<String> {
+        self.db.refresh_blocking();
+        self.db.metadata.lock().schemas.keys().cloned().collect()
+    }
+
+    fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        self.db.refresh_blocking();
+        let known = self.db.metadata.lock().schemas.contains_key(name);
+        known.then(|| Arc::new(PostgresSchema { db: self.db.clone(), schema: name.to_string() }) as _)
+    }
+}
+
+#[derive(Debug)]
+struct PostgresSchema {
+    db: Arc<Database>,
+    schema: String,
+}
+
+#[async_trait]
+impl SchemaProvider for PostgresSchema {
+    fn table_names(&self) -> Vec<String> {
+        self.db.refresh_blocking();
+        self.db.metadata.lock().schemas.get(&self.schema).map(|t| t.keys().cloned().collect()).unwrap_or_default()
+    }
+
+    async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        self.db.refresh(false).await?;
+        if self.db.table(&self.schema, name).is_none() {
+            // A table made a moment ago: look once more before saying it is not there.
+            self.db.refresh(true).await?;
+        }
+        Ok(self.db.table(&self.schema, name).map(|t| {
+            Arc::new(PostgresTable {
+                db: self.db.clone(),
+                schema: self.schema.clone(),
+                name: name.to_string(),
+                table: t,
+            }) as Arc<dyn TableProvider>
+        }))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.db.refresh_blocking();
+        self.db.table(&self.schema, name).is_some()
+    }
+}
+
+#[derive(Debug)]
+struct PostgresTable {
+    db: Arc<Database>,
+    schema: String,
+    name: String,
+    table: Table,
+}
+
+impl PostgresTable {
+    fn pushdown_columns(&self) -> Vec<PushdownColumn<'_>> {
+        self.table
+            .schema
+            .fields()
+            .iter()
+            .zip(&self.table.kinds)
+            .map(|(f, k)| PushdownColumn { name: f.name(), kind: *k })
+            .collect()
+    }
+}
+
+#[async_trait]
+impl TableProvider for PostgresTable {
+    fn schema(&self) -> SchemaRef {
+        self.table.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(&self, filters: &[&Expr]) -> Result<Vec<TableProviderFilterPushDown>> {
+        let columns = self.pushdown_columns();
+        Ok(filters
+            .iter()
+            .map(|f| match filter_sql(f, &columns) {
+                Some(_) => TableProviderFilterPushDown::Exact,
+                None => TableProviderFilterPushDown::Unsupported,
+            })
+            .collect())
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let all: Vec<usize> = (0..self.table.kinds.len()).collect();
+        let projection = projection.unwrap_or(&all);
+        let schema = Arc::new(self.table.schema.project(projection)?);
+        let kinds: Vec<ColumnKind> = projection.iter().map(|&i| self.table.kinds[i]).collect();
+        let select: Vec<String> =
+            projection.iter().map(|&i| self.table.kinds[i].select(self.table.schema.field(i).name())).collect();
+        let columns = self.pushdown_columns();
+        let conditions: Vec<String> = filters.iter().filter_map(|f| filter_sql(f, &columns)).collect();
+        let mut sql = format!(
+            "SELECT {} FROM {}.{}",
+            if select.is_empty() { "NULL".to_string() } else { select.join(", ") },
+            quote_ident(&self.schema),
+            quote_ident(&self.name)
+        );
+        if !conditions.is_empty() {
+            sql.push_str(&format!(" WHERE {}", conditions.join(" AND ")));
+        }
+        // Filters DataFusion keeps would have to run before a limit.
+        if let Some(n) = limit.filter(|_| conditions.len() == filters.len()) {
+            sql.push_str(&format!(" LIMIT {n}"));
+        }
+        Ok(Arc::new(PostgresScanExec::new(self.db.clone(), sql, schema, kinds)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trino_urls_and_types_map() {
+        let c = PostgresConnector::parse_url("jdbc:postgresql://127.0.0.1:5433/shop").unwrap();
+        assert_eq!(c.get_dbname(), Some("shop"));
+        assert!(PostgresConnector::parse_url("jdbc:mysql://x/y").is_err());
+        assert_eq!(ColumnKind::of("numeric", Some(15), Some(2)).1, DataType::Decimal128(15, 2));
+        assert_eq!(ColumnKind::of("numeric", None, None).1, DataType::Decimal128(38, 10));
+        assert_eq!(ColumnKind::of("character varying", None, None).0, ColumnKind::Text);
+        assert_eq!(ColumnKind::Date.select("d"), "(\"d\" - DATE '1970-01-01')");
+        assert_eq!(ColumnKind::Int64.select("k"), "\"k\"");
+    }
+}
