@@ -134,7 +134,8 @@ async fn postgresql_tables_join_tpch_and_parquet_tables_with_filters_pushed_down
     ));
     let root = std::env::temp_dir().join(format!("flotilla-pgcluster-{}", flotilla::util::random_suffix(8)));
     let catalog = format!(
-        "connector.name=postgresql\nconnection-url=jdbc:postgresql://127.0.0.1:{}/postgres\nconnection-user=postgres\n",
+        "connector.name=postgresql\nconnection-url=jdbc:postgresql://127.0.0.1:{}/postgres\nconnection-user=postgres\n\
+         split-column=nation.n_nationkey\n",
         pg.port
     );
     let lake = format!("connector.name=files\nfiles.warehouse={}\n", root.join("warehouse").display());
@@ -173,6 +174,21 @@ async fn postgresql_tables_join_tpch_and_parquet_tables_with_filters_pushed_down
     let q = "SELECT n_name FROM nation WHERE n_regionkey = 2 AND n_nationkey IN (8, 9, 12)";
     let got = client.execute(&q.replace("FROM nation", "FROM pg.public.nation")).await.expect("filtered").rows;
     assert_same_rows("pushed filter", q, &got, &oracle("sf0_1", q).await);
+    // With a split column, a table is read by ranges of it, spread over the tasks.
+    let all = "SELECT n_nationkey, n_name, n_regionkey FROM nation";
+    let plan =
+        client.execute(&format!("EXPLAIN {}", all.replace("FROM nation", "FROM pg.public.nation"))).await.unwrap().rows;
+    let text: String = plan.iter().map(|r| r[0].as_str().unwrap_or_default().to_string()).collect();
+    let parts: usize = text
+        .split("PostgresScanExec: catalog=pg, partitions=")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(parts > 1, "nation is read in ranges: {text}");
+    assert!(text.contains("\"n_nationkey\" IS NULL OR (\"n_nationkey\" >= 0 AND"), "{text}");
+    let got = client.execute(&all.replace("FROM nation", "FROM pg.public.nation")).await.expect("split scan").rows;
+    assert_same_rows("split scan", all, &got, &oracle("sf0_1", all).await);
     c.cluster.assert_no_tasks_left().await;
     drop(c);
     let _ = std::fs::remove_dir_all(&root);

@@ -113,6 +113,9 @@ const METADATA_TTL: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 struct Database {
     catalog: String,
+    /// `split-column`: integer columns tables are read by ranges of, as `column`
+    /// (any table), `table.column` or `schema.table.column`.
+    split_columns: Vec<String>,
     config: tokio_postgres::Config,
     /// `host:port/database`, for messages.
     display: String,
@@ -221,7 +224,7 @@ pub struct PostgresConnector {
 
 impl PostgresConnector {
     pub const KEYS: &'static [&'static str] =
-        &["connector.name", "connection-url", "connection-user", "connection-password"];
+        &["connector.name", "connection-url", "connection-user", "connection-password", "split-column"];
 
     pub fn from_catalog(c: &CatalogFile) -> Result<Self, EtcError> {
         c.properties.check_keys(Self::KEYS, &|_| false)?;
@@ -237,8 +240,19 @@ impl PostgresConnector {
         config.application_name("flotilla").connect_timeout(Duration::from_secs(10));
         let display = url.trim_start_matches("jdbc:").trim_start_matches("postgresql://").to_string();
         let display = display.rsplit_once('@').map(|(_, d)| d.to_string()).unwrap_or(display);
+        let split_columns = c
+            .properties
+            .get("split-column")
+            .map(|v| v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+            .unwrap_or_default();
         Ok(PostgresConnector {
-            db: Arc::new(Database { catalog: c.name.clone(), config, display, metadata: Default::default() }),
+            db: Arc::new(Database {
+                catalog: c.name.clone(),
+                split_columns,
+                config,
+                display,
+                metadata: Default::default(),
+            }),
         })
     }
 
@@ -337,6 +351,37 @@ struct PostgresTable {
 }
 
 impl PostgresTable {
+    /// The integer column this table is read by ranges of, if one is configured.
+    fn split_column(&self) -> Option<String> {
+        let prefixes = [String::new(), format!("{}.", self.name), format!("{}.{}.", self.schema, self.name)];
+        self.table.schema.fields().iter().zip(&self.table.kinds).find_map(|(f, k)| {
+            let integer = matches!(k, ColumnKind::Int16 | ColumnKind::Int32 | ColumnKind::Int64);
+            let named = prefixes.iter().any(|p| self.db.split_columns.contains(&format!("{p}{}", f.name())));
+            (integer && named).then(|| f.name().clone())
+        })
+    }
+
+    /// Conditions cutting `[min, max]` of `column` (under `conditions`) into at most
+    /// `parts` ranges of equal width; NULLs go with the first.
+    async fn ranges(&self, column: &str, conditions: &[String], parts: usize) -> Result<Vec<String>> {
+        let c = quote_ident(column);
+        let mut sql = format!(
+            "SELECT min({c})::int8, max({c})::int8 FROM {}.{}",
+            quote_ident(&self.schema),
+            quote_ident(&self.name)
+        );
+        if !conditions.is_empty() {
+            sql.push_str(&format!(" WHERE {}", conditions.join(" AND ")));
+        }
+        let client = self.db.connect().await?;
+        let row = client.query_one(sql.as_str(), &[]).await.map_err(|e| self.db.error(e))?;
+        let (Some(lo), Some(hi)) = (row.get::<_, Option<i64>>(0), row.get::<_, Option<i64>>(1)) else {
+            // No row, or only NULLs: one range that takes them all.
+            return Ok(vec!["TRUE".to_string()]);
+        };
+        Ok(split_ranges(&c, lo, hi, parts))
+    }
+
     fn pushdown_columns(&self) -> Vec<PushdownColumn<'_>> {
         self.table
             .schema
@@ -371,7 +416,7 @@ impl TableProvider for PostgresTable {
 
     async fn scan(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         projection: Option<&Vec<usize>>,
         filters: &[Expr],
         limit: Option<usize>,
@@ -384,26 +429,70 @@ impl TableProvider for PostgresTable {
             projection.iter().map(|&i| self.table.kinds[i].select(self.table.schema.field(i).name())).collect();
         let columns = self.pushdown_columns();
         let conditions: Vec<String> = filters.iter().filter_map(|f| filter_sql(f, &columns)).collect();
-        let mut sql = format!(
-            "SELECT {} FROM {}.{}",
-            if select.is_empty() { "NULL".to_string() } else { select.join(", ") },
-            quote_ident(&self.schema),
-            quote_ident(&self.name)
-        );
-        if !conditions.is_empty() {
-            sql.push_str(&format!(" WHERE {}", conditions.join(" AND ")));
-        }
+        let from = format!("{}.{}", quote_ident(&self.schema), quote_ident(&self.name));
+        let select =
+            format!("SELECT {} FROM {from}", if select.is_empty() { "NULL".to_string() } else { select.join(", ") });
+        let with = |extra: Option<String>| {
+            let all: Vec<String> = conditions.iter().cloned().chain(extra).collect();
+            match all.is_empty() {
+                true => select.clone(),
+                false => format!("{select} WHERE {}", all.join(" AND ")),
+            }
+        };
         // Filters DataFusion keeps would have to run before a limit.
         if let Some(n) = limit.filter(|_| conditions.len() == filters.len()) {
-            sql.push_str(&format!(" LIMIT {n}"));
+            let sql = format!("{} LIMIT {n}", with(None));
+            return Ok(Arc::new(PostgresScanExec::new(self.db.clone(), vec![sql], schema, kinds)));
         }
-        Ok(Arc::new(PostgresScanExec::new(self.db.clone(), sql, schema, kinds)))
+        let parts = state.config().target_partitions().max(1);
+        let sqls = match (self.split_column(), parts > 1) {
+            (Some(column), true) => {
+                let ranges = self.ranges(&column, &conditions, parts).await?;
+                ranges.into_iter().map(|r| with(Some(r))).collect()
+            }
+            _ => vec![with(None)],
+        };
+        Ok(Arc::new(PostgresScanExec::new(self.db.clone(), sqls, schema, kinds)))
     }
+}
+
+/// `[lo, hi]` of column `c` as at most `parts` conditions over ranges of equal width,
+/// together covering every value, NULL (with the first) included.
+fn split_ranges(c: &str, lo: i64, hi: i64, parts: usize) -> Vec<String> {
+    let (lo, hi) = (lo as i128, hi as i128);
+    let span = (hi - lo + 1) as u128;
+    let parts = (parts as u128).clamp(1, span);
+    let step = span.div_ceil(parts) as i128;
+    let mut out = Vec::new();
+    let mut start = lo;
+    while start <= hi {
+        let end = start + step;
+        let range = match end > hi {
+            true => format!("{c} >= {start}"),
+            false => format!("{c} >= {start} AND {c} < {end}"),
+        };
+        out.push(match out.is_empty() {
+            true => format!("({c} IS NULL OR ({range}))"),
+            false => format!("({range})"),
+        });
+        start = end;
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_cover_every_key_once() {
+        assert_eq!(
+            split_ranges("k", 0, 24, 4),
+            ["(k IS NULL OR (k >= 0 AND k < 7))", "(k >= 7 AND k < 14)", "(k >= 14 AND k < 21)", "(k >= 21)"]
+        );
+        assert_eq!(split_ranges("k", 5, 6, 8).len(), 2, "no more ranges than keys");
+        assert_eq!(split_ranges("k", i64::MIN, i64::MAX, 3).len(), 3);
+    }
 
     #[test]
     fn trino_urls_and_types_map() {

@@ -1,7 +1,9 @@
-//! `PostgresScanExec`: one SQL query against PostgreSQL, its rows turned into Arrow
-//! batches as they arrive. It is a leaf with one partition, so one task of the leaf
-//! stage runs it; it travels to that worker as its SQL, column kinds and schema (the
-//! worker connects with its own copy of the catalog's settings).
+//! `PostgresScanExec`: SQL queries against PostgreSQL, one per partition, their rows
+//! turned into Arrow batches as they arrive. A table is one partition (one task of
+//! the leaf stage reads it), or, with a split column, one partition per range of that
+//! integer column, spread over tasks like any splits. It travels to workers as its
+//! SQL, column kinds and schema (a worker connects with its own copy of the catalog's
+//! settings).
 
 use std::fmt;
 use std::sync::Arc;
@@ -33,7 +35,8 @@ use crate::exchange::codec::{schema_from_bytes, schema_to_bytes};
 #[derive(Debug)]
 pub struct PostgresScanExec {
     db: Arc<Database>,
-    sql: String,
+    /// One statement per partition.
+    sqls: Vec<String>,
     schema: SchemaRef,
     kinds: Vec<ColumnKind>,
     properties: Arc<PlanProperties>,
@@ -41,34 +44,34 @@ pub struct PostgresScanExec {
 
 #[derive(Serialize, Deserialize)]
 struct ScanProto {
-    sql: String,
+    sqls: Vec<String>,
     kinds: Vec<ColumnKind>,
     /// Arrow IPC stream holding only the schema, base64.
     schema: String,
 }
 
 impl PostgresScanExec {
-    pub(super) fn new(db: Arc<Database>, sql: String, schema: SchemaRef, kinds: Vec<ColumnKind>) -> Self {
+    pub(super) fn new(db: Arc<Database>, sqls: Vec<String>, schema: SchemaRef, kinds: Vec<ColumnKind>) -> Self {
         let properties = Arc::new(PlanProperties::new(
             EquivalenceProperties::new(schema.clone()),
-            Partitioning::UnknownPartitioning(1),
+            Partitioning::UnknownPartitioning(sqls.len().max(1)),
             EmissionType::Incremental,
             Boundedness::Bounded,
         ));
-        PostgresScanExec { db, sql, schema, kinds, properties }
+        PostgresScanExec { db, sqls, schema, kinds, properties }
     }
 
     pub fn catalog(&self) -> &str {
         &self.db.catalog
     }
 
-    pub fn sql(&self) -> &str {
-        &self.sql
+    pub fn sqls(&self) -> &[String] {
+        &self.sqls
     }
 
     pub(super) fn encode(&self) -> Result<Vec<u8>> {
         let proto = ScanProto {
-            sql: self.sql.clone(),
+            sqls: self.sqls.clone(),
             kinds: self.kinds.clone(),
             schema: base64::engine::general_purpose::STANDARD.encode(schema_to_bytes(&self.schema)?),
         };
@@ -81,13 +84,26 @@ impl PostgresScanExec {
         let schema = base64::engine::general_purpose::STANDARD
             .decode(p.schema)
             .map_err(|e| DataFusionError::Internal(format!("bad PostgreSQL scan schema: {e}")))?;
-        Ok(PostgresScanExec::new(db, p.sql, schema_from_bytes(&schema)?, p.kinds))
+        if p.sqls.is_empty() {
+            return Err(DataFusionError::Internal("a PostgreSQL scan without SQL".into()));
+        }
+        Ok(PostgresScanExec::new(db, p.sqls, schema_from_bytes(&schema)?, p.kinds))
     }
 }
 
 impl DisplayAs for PostgresScanExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "PostgresScanExec: catalog={}, sql={}", self.db.catalog, self.sql)
+        write!(
+            f,
+            "PostgresScanExec: catalog={}, partitions={}, sql={}",
+            self.db.catalog,
+            self.sqls.len(),
+            self.sqls[0]
+        )?;
+        if self.sqls.len() > 1 {
+            write!(f, " ... {}", self.sqls[self.sqls.len() - 1])?;
+        }
+        Ok(())
     }
 }
 
@@ -217,12 +233,13 @@ impl ExecutionPlan for PostgresScanExec {
     }
 
     fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
-        if partition != 0 {
+        let Some(sql) = self.sqls.get(partition).cloned() else {
             return Err(DataFusionError::Internal(format!(
-                "PostgresScanExec has one partition, asked for {partition}"
+                "PostgresScanExec has {} partitions, asked for {partition}",
+                self.sqls.len()
             )));
-        }
-        let (db, sql, schema, kinds) = (self.db.clone(), self.sql.clone(), self.schema.clone(), self.kinds.clone());
+        };
+        let (db, schema, kinds) = (self.db.clone(), self.schema.clone(), self.kinds.clone());
         let out_schema = schema.clone();
         let rows = futures::stream::once(async move {
             let client = db.connect().await?;
