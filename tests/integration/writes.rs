@@ -105,6 +105,20 @@ async fn tables_written_by_workers_are_right_survive_a_restart_and_failed_writes
     );
     assert!(scanned.len() < total, "{} of {total} files are read", scanned.len());
 
+    // A write cancelled mid-way (DELETE /v1/query) leaves no table and no file.
+    let id = c.cluster.start_statement("sf1", "CREATE TABLE lake.w.cancelled AS SELECT * FROM tpch.sf1.lineitem").await;
+    c.cluster.wait_for_tasks(3).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let url = format!("{}/v1/query/{id}", c.cluster.coordinator.url);
+    let resp = reqwest::Client::new().delete(url).send().await.unwrap();
+    assert!(resp.status().is_success(), "cancel: {}", resp.status());
+    let info = wait_for_query_end(&c.cluster.coordinator.url, &id).await;
+    assert_eq!(info["state"], "FAILED", "{info}");
+    assert_no_files_below(&warehouse.join("w/cancelled")).await;
+    let tables = lake.execute("SHOW TABLES FROM lake.w").await.unwrap().rows;
+    assert!(!tables.contains(&vec![json!("cancelled")]), "{tables:?}");
+    c.cluster.assert_no_tasks_left().await;
+
     // A write whose worker is killed (retry_policy=none) fails and leaves no table and
     // no file behind.
     let id = c.cluster.start_statement("sf1", "CREATE TABLE lake.w.big AS SELECT * FROM tpch.sf1.lineitem").await;
