@@ -17,6 +17,8 @@ pub struct LocalCluster {
 #[derive(Debug, Clone, Default)]
 pub struct LocalOptions {
     pub output_buffer_bytes: Option<u64>,
+    /// Where the `files` catalog keeps its tables and writes new ones.
+    pub data_dir: Option<std::path::PathBuf>,
 }
 
 impl LocalCluster {
@@ -26,7 +28,10 @@ impl LocalCluster {
         let mut config = CoordinatorConfig::new("127.0.0.1:0");
         config.shared_secret = Some(secret.clone());
         // One user on their own machine: file tables may live anywhere they can read.
-        config.connectors = Connectors::builtin_with_files(&["/".to_string()]);
+        config.connectors = Connectors::builtin_with(crate::connector::files::FilesSettings::in_data_dir(
+            vec!["/".to_string()],
+            options.data_dir.as_deref(),
+        ));
         let coordinator = start_coordinator(config).await.map_err(|e| format!("cannot start the coordinator: {e}"))?;
         let mut handles = Vec::new();
         for _ in 0..workers {

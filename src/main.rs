@@ -23,6 +23,10 @@ enum Command {
     Local {
         #[arg(long, default_value_t = 2)]
         workers: usize,
+        /// Keep the `files` catalog's tables here (DIR/catalogs/files.json), and put
+        /// tables made by CREATE TABLE ... AS under DIR/warehouse.
+        #[arg(long)]
+        data_dir: Option<std::path::PathBuf>,
         #[command(flatten)]
         query: QueryArgs,
     },
@@ -47,6 +51,11 @@ enum Command {
         /// (files.allowed-locations of the built-in `files` catalog; default none).
         #[arg(long)]
         files_allowed_locations: Option<String>,
+        /// Keep the built-in `files` catalog's tables in DIR/catalogs/files.json and
+        /// put CREATE TABLE ... AS tables under DIR/warehouse (with catalog files, set
+        /// node.data-dir and files.warehouse instead).
+        #[arg(long)]
+        data_dir: Option<std::path::PathBuf>,
         /// Accept test-only failure hooks (for tests).
         #[arg(long)]
         enable_failure_injection: bool,
@@ -291,11 +300,12 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
-        Command::Local { workers, query } => {
+        Command::Local { workers, data_dir, query } => {
             if workers == 0 {
                 return Err("flotilla local needs at least one worker (--workers N)".into());
             }
-            let cluster = LocalCluster::start(workers, LocalOptions::default()).await?;
+            let data_dir = data_dir.map(|d| std::path::absolute(&d).unwrap_or(d));
+            let cluster = LocalCluster::start(workers, LocalOptions { data_dir, ..Default::default() }).await?;
             let result = run_queries(client_for(cluster.url(), &query), &query).await;
             cluster.shutdown().await;
             result
@@ -307,6 +317,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             query_client_timeout,
             process_forwarded,
             files_allowed_locations,
+            data_dir,
             enable_failure_injection,
             password_file,
             access_rules,
@@ -344,15 +355,22 @@ async fn run(cli: Cli) -> Result<(), String> {
                 )
                 .map_err(|e| e.to_string())?;
             }
-            if let Some(dirs) = files_allowed_locations {
+            if files_allowed_locations.is_some() || data_dir.is_some() {
                 if etc.as_ref().is_some_and(|e| !e.catalogs.is_empty()) {
-                    return Err("--files-allowed-locations is for the built-in catalogs; with catalog files, set \
-                                files.allowed-locations in the files catalog's file"
+                    return Err("--files-allowed-locations and --data-dir are for the built-in catalogs; with \
+                                catalog files, set files.allowed-locations in the files catalog's file and \
+                                node.data-dir"
                         .into());
                 }
-                let allowed = flotilla::connector::files::FilesConnector::parse_allowed(&dirs)
-                    .map_err(|e| format!("--files-allowed-locations: {e}"))?;
-                config.connectors = flotilla::connector::Connectors::builtin_with_files(&allowed);
+                let allowed = match files_allowed_locations {
+                    Some(dirs) => flotilla::connector::files::FilesConnector::parse_allowed(&dirs)
+                        .map_err(|e| format!("--files-allowed-locations: {e}"))?,
+                    None => Vec::new(),
+                };
+                let data_dir = data_dir.map(|d| std::path::absolute(&d).unwrap_or(d));
+                config.connectors = flotilla::connector::Connectors::builtin_with(
+                    flotilla::connector::files::FilesSettings::in_data_dir(allowed, data_dir.as_deref()),
+                );
             }
             let bind = config.bind.clone();
             let handle = flotilla::coordinator::start_coordinator(config)

@@ -40,6 +40,19 @@ pub struct FilesSettings {
     pub metastore: Option<PathBuf>,
 }
 
+impl FilesSettings {
+    /// Files allowed under `allowed`; with a data directory, the catalog's tables kept
+    /// in `DATA_DIR/catalogs/files.json` and written under `DATA_DIR/warehouse`.
+    pub fn in_data_dir(allowed: Vec<String>, data_dir: Option<&Path>) -> Self {
+        FilesSettings {
+            allowed,
+            s3: None,
+            warehouse: data_dir.map(|d| d.join("warehouse").display().to_string()),
+            metastore: data_dir.map(|d| d.join("catalogs").join(format!("{FILES_CATALOG}.json"))),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct FilesConnector {
     name: String,
