@@ -63,7 +63,7 @@ pub struct FilesConnector {
     allowed_remote: Vec<String>,
     s3: Option<S3Settings>,
     warehouse: Option<String>,
-    metastore: Option<Arc<Metastore>>,
+    metastore: Arc<Metastore>,
 }
 
 impl FilesConnector {
@@ -83,7 +83,7 @@ impl FilesConnector {
                 None => allowed.push(resolve(&local_path(a).unwrap_or_else(|| PathBuf::from(a)))),
             }
         }
-        let metastore = settings.metastore.map(|p| Arc::new(Metastore::new(p)));
+        let metastore = Arc::new(Metastore::new(settings.metastore));
         FilesConnector {
             name: name.to_string(),
             catalog: Arc::new(catalog),
@@ -105,14 +105,21 @@ impl FilesConnector {
         Ok(all)
     }
 
-    /// Where `CREATE TABLE schema.table AS` puts the table's files, ending in `/`.
-    pub fn managed_location(&self, schema: &str, table: &str) -> Option<String> {
-        self.warehouse.as_ref().map(|w| format!("{w}/{schema}/{table}/"))
+    /// Where `CREATE TABLE schema.table AS` puts the table's files, ending in `/`;
+    /// None without a warehouse. Names that would lead elsewhere as path segments
+    /// (`.`, `..`, separators, `%`) are refused.
+    pub fn managed_location(&self, schema: &str, table: &str) -> Result<Option<String>, String> {
+        for name in [schema, table] {
+            if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\', '%']) {
+                return Err(format!("'{name}' cannot name a directory of the warehouse"));
+            }
+        }
+        Ok(self.warehouse.as_ref().map(|w| format!("{w}/{schema}/{table}/")))
     }
 
     /// The store that keeps this catalog's tables across restarts, if it has one.
     pub fn metastore(&self) -> Option<&Arc<Metastore>> {
-        self.metastore.as_ref()
+        Some(&self.metastore)
     }
 }
 
@@ -191,6 +198,10 @@ impl Connector for FilesConnector {
     }
 
     fn allows_location(&self, location: &str) -> bool {
+        // URLs decode `%2e%2e` into `..` after this check would have passed it.
+        if location.contains('%') {
+            return false;
+        }
         if let Some(prefix) = remote_prefix(location) {
             return !prefix.contains("/../")
                 && self.allowed_remote.iter().any(|root| prefix.starts_with(root.as_str()));
@@ -204,8 +215,12 @@ impl Connector for FilesConnector {
         self.catalog.clone()
     }
 
+    /// Every catalog naming buckets has a scope, settings or not: a bucket is reached
+    /// only as the catalog that allows it says (the AWS environment when it says
+    /// nothing), never with another catalog's endpoint and keys.
     fn s3_scope(&self) -> Option<S3Scope> {
-        self.s3.clone().map(|settings| S3Scope { prefixes: self.allowed_remote.clone(), settings })
+        (!self.allowed_remote.is_empty())
+            .then(|| S3Scope { prefixes: self.allowed_remote.clone(), settings: self.s3.clone().unwrap_or_default() })
     }
 
     fn files(&self) -> Option<&FilesConnector> {
@@ -242,6 +257,8 @@ mod tests {
         assert!(s3.allows_location("s3://bucket/warehouse"));
         assert!(!s3.allows_location("s3://bucket/warehouse-other/t/"));
         assert!(!s3.allows_location("s3://bucket/warehouse/../secret/"));
+        assert!(!s3.allows_location("s3://bucket/warehouse/%2e%2e/secret/"), "no way out encoded");
+        assert!(!c.allows_location(&format!("file://{}/t/%2e%2e/%2e%2e/etc/", data.display())));
         assert!(!s3.allows_location("s3://other/warehouse/t/"));
         #[cfg(unix)]
         {

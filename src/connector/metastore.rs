@@ -68,29 +68,33 @@ struct Contents {
 
 #[derive(Debug)]
 pub struct Metastore {
-    path: PathBuf,
+    /// The file; None keeps the catalog in memory only (it still knows each table's
+    /// definition, which writes need).
+    path: Option<PathBuf>,
     contents: parking_lot::Mutex<Contents>,
 }
 
 impl Metastore {
-    /// A metastore kept in `path` (read by `load`).
-    pub fn new(path: PathBuf) -> Self {
+    /// A metastore kept in `path` (read by `load`), or in memory only.
+    pub fn new(path: Option<PathBuf>) -> Self {
         Metastore { path, contents: parking_lot::Mutex::new(Contents { version: 1, ..Default::default() }) }
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Where it is kept, for messages.
+    pub fn describe(&self) -> String {
+        self.path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "memory".into())
     }
 
     /// Reads the file; a missing one is an empty catalog.
     pub fn load(&self) -> Result<(), String> {
-        let text = match std::fs::read_to_string(&self.path) {
+        let Some(path) = &self.path else { return Ok(()) };
+        let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(format!("cannot read {}: {e}", self.path.display())),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
         };
         let contents: Contents =
-            serde_json::from_str(&text).map_err(|e| format!("{} is not a metastore: {e}", self.path.display()))?;
+            serde_json::from_str(&text).map_err(|e| format!("{} is not a metastore: {e}", path.display()))?;
         *self.contents.lock() = contents;
         Ok(())
     }
@@ -143,7 +147,9 @@ impl Metastore {
         let mut guard = self.contents.lock();
         let mut next = guard.clone();
         f(&mut next);
-        write_atomically(&self.path, &serde_json::to_vec_pretty(&next).map_err(std::io::Error::other)?)?;
+        if let Some(path) = &self.path {
+            write_atomically(path, &serde_json::to_vec_pretty(&next).map_err(std::io::Error::other)?)?;
+        }
         *guard = next;
         Ok(())
     }
@@ -183,11 +189,11 @@ mod tests {
             .await
             .unwrap();
         let LogicalPlan::Ddl(DdlStatement::CreateExternalTable(create)) = plan else { panic!("not a create") };
-        let m = Metastore::new(path.clone());
+        let m = Metastore::new(Some(path.clone()));
         m.load().unwrap();
         m.put_schema("sales").unwrap();
         m.put_table(TableEntry::new("sales", &create, true).unwrap()).unwrap();
-        let again = Metastore::new(path.clone());
+        let again = Metastore::new(Some(path.clone()));
         again.load().unwrap();
         assert_eq!(again.schemas(), ["sales"]);
         let t = again.table("sales", "t").unwrap();
@@ -200,11 +206,14 @@ mod tests {
         };
         assert_eq!(back.schema, create.schema, "column types come back exactly");
         assert_eq!(again.remove_table("sales", "t").unwrap().map(|t| t.name), Some("t".into()));
-        assert!(Metastore::new(path.clone()).tables().is_empty() || { again.tables().is_empty() });
+        let reloaded = Metastore::new(Some(path.clone()));
+        reloaded.load().unwrap();
+        assert!(reloaded.tables().is_empty(), "the removal was written");
+        assert_eq!(reloaded.schemas(), ["sales"]);
         let leftovers: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "no temporary file is left beside the metastore");
         std::fs::write(&path, "not json").unwrap();
-        assert!(Metastore::new(path.clone()).load().unwrap_err().contains("lake.json"));
+        assert!(Metastore::new(Some(path.clone())).load().unwrap_err().contains("lake.json"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -211,7 +211,7 @@ impl Connectors {
                     ),
                 }
             }
-            tracing::info!("catalog {}: {restored} tables from {}", c.catalog_name(), store.path().display());
+            tracing::info!("catalog {}: {restored} tables from {}", c.catalog_name(), store.describe());
         }
         Ok(())
     }

@@ -4,8 +4,8 @@
 //! coordinator lists and infers schemas with it, workers scan and write with it.
 //!
 //! A bucket's client is made on first use, from the settings of the catalog whose
-//! allowed locations name that bucket (else the first catalog with S3 settings, else
-//! the standard AWS environment variables alone). Retries and timeouts are bounded so
+//! allowed locations name that bucket (else from the standard AWS environment
+//! variables alone). Retries and timeouts are bounded so
 //! that an endpoint that is down or a bucket that is missing is a query error within
 //! seconds, never a hang.
 
@@ -133,13 +133,13 @@ impl ObjectStores {
         ObjectStores { known: DefaultObjectStoreRegistry::new(), scopes, making: parking_lot::Mutex::new(()) }
     }
 
-    /// The settings for `bucket`: its catalog's, else the first catalog's, else none.
+    /// The settings for `bucket`: those of the catalog whose allowed locations name
+    /// it, else none (the AWS environment alone).
     fn settings_for(&self, bucket: &str) -> S3Settings {
         let url = format!("s3://{bucket}/");
         self.scopes
             .iter()
             .find(|s| s.prefixes.iter().any(|p| p.starts_with(&url) || url.starts_with(p.as_str())))
-            .or(self.scopes.first())
             .map(|s| s.settings.clone())
             .unwrap_or_default()
     }
@@ -208,7 +208,7 @@ mod tests {
         ]);
         assert_eq!(stores.settings_for("two"), b);
         assert_eq!(stores.settings_for("one"), a);
-        assert_eq!(stores.settings_for("elsewhere"), a, "the first catalog's otherwise");
+        assert_eq!(stores.settings_for("elsewhere"), S3Settings::default(), "no other catalog's keys");
         let url = Url::parse("s3://two/data/x.parquet").unwrap();
         let first = stores.get_store(&url).unwrap();
         assert!(Arc::ptr_eq(&first, &stores.get_store(&url).unwrap()), "one client per bucket");

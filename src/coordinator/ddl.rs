@@ -18,8 +18,8 @@ use crate::error_code::ErrorCode;
 
 /// What `after` needs from before the statement ran.
 pub struct Pending {
-    /// The entry of a table being dropped.
-    dropped: Option<TableEntry>,
+    /// The entries of tables being dropped (one table, or a schema's).
+    dropped: Vec<TableEntry>,
 }
 
 fn metastore<'a>(connectors: &'a Connectors, catalog: &str) -> Option<&'a std::sync::Arc<Metastore>> {
@@ -38,15 +38,21 @@ pub fn before(logical: &LogicalPlan, connectors: &Connectors, catalog: &str, sch
     let dropped = match logical {
         LogicalPlan::Ddl(DdlStatement::DropTable(d)) => {
             let (c, s, t) = resolve(&d.name, catalog, schema);
-            metastore(connectors, &c).and_then(|m| m.table(&s, &t))
+            metastore(connectors, &c).and_then(|m| m.table(&s, &t)).into_iter().collect()
         }
-        _ => None,
+        LogicalPlan::Ddl(DdlStatement::DropCatalogSchema(d)) => {
+            let (c, s) = schema_of(&d.name, catalog);
+            metastore(connectors, &c)
+                .map(|m| m.tables().into_iter().filter(|t| t.schema == s).collect())
+                .unwrap_or_default()
+        }
+        _ => Vec::new(),
     };
     Pending { dropped }
 }
 
 fn recording_error(m: &Metastore, e: std::io::Error) -> QueryError {
-    QueryError::new(ErrorCode::GenericInternalError, format!("cannot update {}: {e}", m.path().display()))
+    QueryError::new(ErrorCode::GenericInternalError, format!("cannot update {}: {e}", m.describe()))
 }
 
 /// Records what the statement did, once it has run.
@@ -82,25 +88,45 @@ pub async fn after(
             }
         }
         DdlStatement::DropCatalogSchema(d) => {
-            let (cat, sch) = match &d.name {
-                SchemaReference::Bare { schema } => (catalog.to_string(), schema.to_string()),
-                SchemaReference::Full { schema, catalog } => (catalog.to_string(), schema.to_string()),
-            };
-            match metastore(connectors, &cat) {
-                Some(m) => m.remove_schema(&sch).map_err(|e| recording_error(m, e)),
-                None => Ok(()),
-            }
+            let (cat, sch) = schema_of(&d.name, catalog);
+            let Some(m) = metastore(connectors, &cat) else { return Ok(()) };
+            m.remove_schema(&sch).map_err(|e| recording_error(m, e))?;
+            remove_managed_files(ctx, connectors, &cat, pending.dropped).await;
+            Ok(())
         }
         DdlStatement::DropTable(d) => {
             let (cat, sch, table) = resolve(&d.name, catalog, schema);
             let Some(m) = metastore(connectors, &cat) else { return Ok(()) };
             m.remove_table(&sch, &table).map_err(|e| recording_error(m, e))?;
-            if let Some(entry) = pending.dropped.filter(|e| e.managed) {
-                remove_files(ctx, &entry.location).await;
-            }
+            remove_managed_files(ctx, connectors, &cat, pending.dropped).await;
             Ok(())
         }
         _ => Ok(()),
+    }
+}
+
+fn schema_of(name: &SchemaReference, catalog: &str) -> (String, String) {
+    match name {
+        SchemaReference::Bare { schema } => (catalog.to_string(), schema.to_string()),
+        SchemaReference::Full { schema, catalog } => (catalog.to_string(), schema.to_string()),
+    }
+}
+
+/// Deletes the files of the dropped tables that the catalog wrote itself, and only
+/// where it would have put them (`WAREHOUSE/SCHEMA/TABLE/`): a metastore entry is
+/// never trusted to name what may be deleted.
+async fn remove_managed_files(ctx: &SessionContext, connectors: &Connectors, catalog: &str, dropped: Vec<TableEntry>) {
+    let Some(files) = connectors.get(catalog).and_then(|c| c.files()) else { return };
+    for entry in dropped.into_iter().filter(|e| e.managed) {
+        match files.managed_location(&entry.schema, &entry.name) {
+            Ok(Some(location)) if location == entry.location => remove_files(ctx, &location).await,
+            _ => tracing::warn!(
+                "table {}.{}: its files at {} are not where the warehouse puts tables; left in place",
+                entry.schema,
+                entry.name,
+                entry.location
+            ),
+        }
     }
 }
 

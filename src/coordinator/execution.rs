@@ -96,7 +96,14 @@ async fn run_attempts(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, ru
             remove_stage_tasks(&coord.nodes, q).await;
         }
         match outcome {
-            Err(e) if attempt + 1 < attempts && e.is_retryable() && q.output_rows() == 0 && !*q.cancel.borrow() => {
+            // A write whose publishing began may have put rows in the table: never again.
+            Err(e)
+                if attempt + 1 < attempts
+                    && e.is_retryable()
+                    && q.output_rows() == 0
+                    && !*q.cancel.borrow()
+                    && !q.writes.lock().iter().any(|w| w.commit_started()) =>
+            {
                 tracing::warn!(query = %q.id, attempt, "query attempt failed, retrying: {e}");
                 attempt += 1;
                 q.retries.fetch_add(1, Ordering::Relaxed);
@@ -435,7 +442,7 @@ pub(crate) fn root_error(e: &datafusion::error::DataFusionError) -> QueryError {
     QueryError::new(ErrorCode::ExecutionError, failure.message)
 }
 
-fn find_commit_error(e: &datafusion::error::DataFusionError) -> Option<&super::write::CommitError> {
+fn find_commit_error(e: &datafusion::error::DataFusionError) -> Option<&super::table_commit::CommitError> {
     use datafusion::error::DataFusionError as E;
     match e {
         E::External(inner) => inner.downcast_ref(),

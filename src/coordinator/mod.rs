@@ -13,6 +13,7 @@ pub mod query;
 pub mod remote_task;
 pub mod root_stage;
 pub mod statement;
+pub mod table_commit;
 pub mod ui;
 pub mod write;
 

@@ -21,7 +21,8 @@ use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, Visit, Visitor};
 
 use super::planner::{planning_error, QueryError};
-use super::write::{self, TableCommit};
+use super::table_commit::TableCommit;
+use super::write;
 use crate::connector::Connectors;
 use crate::plan::distribute::prepare_for_distribution;
 use crate::plan::fragmenter::{fragment_plan, reads_tables, FragmentedPlan};

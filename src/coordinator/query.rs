@@ -36,9 +36,9 @@ pub struct QueryExecution {
     pub(super) stages: Mutex<Vec<Arc<StageExecution>>>,
     pub(super) fragments: Mutex<Option<Arc<FragmentedPlan>>>,
     /// Writes of the query's attempts, finished (staging removed) when it ends.
-    pub(super) writes: Mutex<Vec<Arc<super::write::TableCommit>>>,
+    pub(super) writes: Mutex<Vec<Arc<super::table_commit::TableCommit>>>,
     /// The write whose update count the client gets (the last attempt's).
-    pub(super) update: Mutex<Option<Arc<super::write::TableCommit>>>,
+    pub(super) update: Mutex<Option<Arc<super::table_commit::TableCommit>>>,
     /// The `ExecutionGraph` as text (retry_policy=task), kept current by its scheduler.
     pub(super) graph: Mutex<Option<Arc<Mutex<String>>>>,
     pub(super) cancel: watch::Sender<bool>,

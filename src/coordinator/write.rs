@@ -2,8 +2,8 @@
 //! partitioned_by = ARRAY['col'])] AS SELECT ...` and `INSERT INTO c.s.t SELECT ...`.
 //! Planning (`plan_ctas`, `plan_insert`) turns the statement into writers over the
 //! query's partitions (`TableWriterExec`, run by workers like any stage) under a
-//! `TableCommitExec` root that runs on the coordinator; `QueryExecution` keeps the
-//! `TableCommit` and calls `finish` when the query ends.
+//! `TableCommitExec` root that runs on the coordinator (`table_commit`);
+//! `QueryExecution` keeps the `TableCommit` and calls `finish` when the query ends.
 //!
 //! Why staging: the writers put their files under `LOCATION/.flotilla-staging-QUERY/`,
 //! a directory DataFusion's listing skips, and the commit moves into the table only
@@ -13,35 +13,23 @@
 //! that was told to stop). A CTAS table appears in the catalog (and its metastore)
 //! only after its files are in place.
 
-use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
-use datafusion::arrow::array::{Array, Int64Array, RecordBatch, StringArray, UInt64Array};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::common::{Constraints, DFSchema, TableReference};
 use datafusion::datasource::listing::{ListingTable, ListingTableUrl};
 use datafusion::datasource::source_as_provider;
 use datafusion::error::{DataFusionError, Result};
-use datafusion::execution::TaskContext;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{CreateExternalTable, DdlStatement, DmlStatement, LogicalPlan, WriteOp};
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, Partitioning, PlanProperties, ReplaceChildrenOptions,
-    SendableRecordBatchStream,
-};
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{CreateTable, CreateTableOptions, Expr as SqlExpr, SqlOption, Statement};
-use futures::{StreamExt, TryStreamExt};
-use object_store::{ObjectStore, ObjectStoreExt};
+use futures::StreamExt;
 
 use super::planner::QueryError;
-use crate::connector::metastore::TableEntry;
+use super::table_commit::{external, TableCommit, TableCommitExec};
 use crate::connector::{Connector, Connectors};
 use crate::error_code::ErrorCode;
 use crate::plan::table_writer::{TableWriterExec, WriteTarget};
@@ -189,7 +177,8 @@ pub async fn plan_ctas(
         }
         return Err(user_error(ErrorCode::GenericUserError, format!("Table '{full}' already exists")));
     }
-    let location = files.managed_location(&schema, &table).ok_or_else(|| {
+    let location = files.managed_location(&schema, &table).map_err(|m| user_error(ErrorCode::GenericUserError, m))?;
+    let location = location.ok_or_else(|| {
         user_error(
             ErrorCode::NotSupported,
             format!(
@@ -197,6 +186,9 @@ pub async fn plan_ctas(
             ),
         )
     })?;
+    if !connector.allows_location(&location) {
+        return Err(user_error(ErrorCode::PermissionDenied, format!("Access Denied: '{location}' is not allowed")));
+    }
     let input_schema = c.input.schema().clone();
     let names: Vec<String> = input_schema.fields().iter().map(|f| f.name().clone()).collect();
     let p = props.partitioned_by.len();
@@ -314,303 +306,6 @@ fn planning(e: &DataFusionError) -> QueryError {
     super::planner::planning_error(e)
 }
 
-fn external(e: &dyn fmt::Display, location: &str) -> QueryError {
-    QueryError::new(ErrorCode::ObjectStoreError, format!("{location}: {e}"))
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum CommitState {
-    Pending,
-    Committed,
-    Finished,
-}
-
-/// The end of one write: publishing the writers' files, and removing what is left.
-pub struct TableCommit {
-    ctx: SessionContext,
-    connector: Arc<dyn Connector>,
-    table: TableReference,
-    /// The table's location, ending in `/`.
-    location: String,
-    staging: String,
-    /// For `CREATE TABLE ... AS`: the table to make once its files are in place.
-    create: Option<CreateExternalTable>,
-    state: parking_lot::Mutex<CommitState>,
-    /// Rows the committed write added (Trino's update count).
-    rows: std::sync::OnceLock<u64>,
-}
-
-impl fmt::Debug for TableCommit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TableCommit").field("table", &self.table).field("staging", &self.staging).finish()
-    }
-}
-
-impl TableCommit {
-    fn new(
-        ctx: &SessionContext,
-        connector: Arc<dyn Connector>,
-        table: TableReference,
-        location: String,
-        create: Option<CreateExternalTable>,
-    ) -> Self {
-        let location = if location.ends_with('/') { location } else { format!("{location}/") };
-        TableCommit {
-            ctx: ctx.clone(),
-            connector,
-            table,
-            location,
-            staging: String::new(),
-            create,
-            state: parking_lot::Mutex::new(CommitState::Pending),
-            rows: std::sync::OnceLock::new(),
-        }
-    }
-
-    fn with_staging(mut self, staging: String) -> Self {
-        self.staging = staging;
-        self
-    }
-
-    pub fn table(&self) -> &TableReference {
-        &self.table
-    }
-
-    /// Trino's `updateType` of the statement.
-    pub fn update_type(&self) -> &'static str {
-        if self.create.is_some() {
-            "CREATE TABLE"
-        } else {
-            "INSERT"
-        }
-    }
-
-    /// The rows the write added, once it is committed.
-    pub fn rows_written(&self) -> Option<u64> {
-        self.rows.get().copied()
-    }
-
-    fn store(&self, location: &str) -> Result<(Arc<dyn ObjectStore>, ListingTableUrl)> {
-        let url = ListingTableUrl::parse(location)?;
-        Ok((self.ctx.runtime_env().object_store(url.object_store())?, url))
-    }
-
-    /// Moves every file of the reported writer directories into the table, then makes
-    /// the table of a CTAS. Called once every writer has succeeded.
-    async fn publish(&self, fragments: &[String], rows: u64) -> Result<(), QueryError> {
-        {
-            let mut s = self.state.lock();
-            if *s != CommitState::Pending {
-                return Err(QueryError::new(ErrorCode::GenericInternalError, "a write was committed twice"));
-            }
-            *s = CommitState::Committed;
-        }
-        let (store, table_url) = self.store(&self.location).map_err(|e| planning(&e))?;
-        let mut moved = Vec::new();
-        for dir in fragments {
-            if !dir.starts_with(&self.staging) {
-                return Err(QueryError::new(ErrorCode::GenericInternalError, format!("a writer reported '{dir}'")));
-            }
-            let (_, frag_url) = self.store(dir).map_err(|e| planning(&e))?;
-            let files: Vec<_> =
-                store.list(Some(frag_url.prefix())).try_collect().await.map_err(|e| external(&e, dir))?;
-            for f in files {
-                let Some(rest) = f.location.prefix_match(frag_url.prefix()) else { continue };
-                let mut dest = table_url.prefix().clone();
-                for part in rest {
-                    dest = dest.clone().join(part);
-                }
-                store.rename(&f.location, &dest).await.map_err(|e| external(&e, &self.location))?;
-                moved.push(dest);
-            }
-        }
-        if let Some(create) = &self.create {
-            let made = self.make_table(create).await;
-            if let Err(e) = made {
-                // The table could not be made: its files must not stay behind.
-                for f in &moved {
-                    let _ = store.delete(f).await;
-                }
-                return Err(e);
-            }
-        }
-        let _ = self.rows.set(rows);
-        Ok(())
-    }
-
-    async fn make_table(&self, create: &CreateExternalTable) -> Result<(), QueryError> {
-        self.ctx
-            .execute_logical_plan(LogicalPlan::Ddl(DdlStatement::CreateExternalTable(Box::new(create.clone()))))
-            .await
-            .map_err(|e| planning(&e))?;
-        if let Some(store) = self.connector.files().and_then(|f| f.metastore()) {
-            let schema = self.table.schema().unwrap_or_default();
-            let entry = TableEntry::new(schema, create, true).map_err(|e| planning(&e))?;
-            if let Err(e) = store.put_table(entry) {
-                let _ = self.ctx.deregister_table(self.table.clone());
-                return Err(QueryError::new(
-                    ErrorCode::GenericInternalError,
-                    format!("cannot record table '{}' in {}: {e}", self.table, store.path().display()),
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// Removes the staging directory, whatever the outcome (the query has ended);
-    /// once more a little later, for files of writers still stopping then.
-    pub async fn finish(self: &Arc<Self>) {
-        let committed = {
-            let mut s = self.state.lock();
-            let was = *s;
-            *s = CommitState::Finished;
-            was == CommitState::Committed
-        };
-        if !committed {
-            tracing::info!(table = %self.table, "write not committed; removing its staged files");
-        }
-        self.remove_staging().await;
-        let again = self.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            again.remove_staging().await;
-        });
-    }
-
-    async fn remove_staging(&self) {
-        if let Some(path) = local_dir(&self.staging) {
-            let _ = tokio::fs::remove_dir_all(path).await;
-            return;
-        }
-        let Ok((store, url)) = self.store(&self.staging) else { return };
-        let files: Vec<_> = store.list(Some(url.prefix())).filter_map(|r| async { r.ok() }).collect().await;
-        for f in files {
-            let _ = store.delete(&f.location).await;
-        }
-    }
-}
-
-fn local_dir(location: &str) -> Option<std::path::PathBuf> {
-    let url = url::Url::parse(location).ok().filter(|u| u.scheme() == "file");
-    match url {
-        Some(u) => u.to_file_path().ok(),
-        None if !location.contains("://") => Some(std::path::PathBuf::from(location)),
-        None => None,
-    }
-}
-
-/// The root of a write, on the coordinator: gathers what the writers report,
-/// publishes it, and answers Trino's update count (`rows`).
-#[derive(Debug)]
-pub struct TableCommitExec {
-    input: Arc<dyn ExecutionPlan>,
-    commit: Arc<TableCommit>,
-    properties: Arc<PlanProperties>,
-}
-
-pub fn rows_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![Field::new("rows", DataType::Int64, false)]))
-}
-
-impl TableCommitExec {
-    fn new(input: Arc<dyn ExecutionPlan>, commit: Arc<TableCommit>) -> Self {
-        let properties = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(rows_schema()),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        ));
-        TableCommitExec { input, commit, properties }
-    }
-}
-
-impl DisplayAs for TableCommitExec {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "TableCommitExec: table={}, location={}", self.commit.table, self.commit.location)
-    }
-}
-
-impl ExecutionPlan for TableCommitExec {
-    fn name(&self) -> &str {
-        "TableCommitExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
-
-    fn required_input_distribution(&self) -> Vec<Distribution> {
-        vec![Distribution::SinglePartition]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn replace_children(
-        self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
-        _options: ReplaceChildrenOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.len() != 1 {
-            return Err(DataFusionError::Internal("TableCommitExec has one child".into()));
-        }
-        Ok(Arc::new(TableCommitExec::new(children.remove(0), self.commit.clone())))
-    }
-
-    #[allow(deprecated)]
-    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
-        self.replace_children(
-            children,
-            ReplaceChildrenOptions::new(datafusion::physical_plan::ChildrenPropertiesMode::Recompute),
-        )
-    }
-
-    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
-        if partition != 0 {
-            return Err(DataFusionError::Internal(format!("TableCommitExec has one partition, asked for {partition}")));
-        }
-        let mut input = self.input.execute(0, context)?;
-        let commit = self.commit.clone();
-        let stream = futures::stream::once(async move {
-            let (mut rows, mut fragments) = (0u64, Vec::new());
-            while let Some(batch) = input.next().await {
-                let batch = batch?;
-                let (Some(r), Some(f)) = (
-                    batch.column(0).as_any().downcast_ref::<UInt64Array>(),
-                    batch.column(1).as_any().downcast_ref::<StringArray>(),
-                ) else {
-                    return Err(DataFusionError::Internal("writers answered an unexpected schema".into()));
-                };
-                rows += r.values().iter().sum::<u64>();
-                fragments.extend((0..f.len()).map(|i| f.value(i).to_string()));
-            }
-            commit.publish(&fragments, rows).await.map_err(|e| DataFusionError::External(Box::new(CommitError(e))))?;
-            Ok(RecordBatch::try_new(rows_schema(), vec![Arc::new(Int64Array::from(vec![rows as i64]))])?)
-        });
-        Ok(Box::pin(RecordBatchStreamAdapter::new(rows_schema(), stream)))
-    }
-}
-
-/// A commit failure, carried through DataFusion to keep its error code.
-#[derive(Debug)]
-pub struct CommitError(pub QueryError);
-
-impl fmt::Display for CommitError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
-    }
-}
-
-impl std::error::Error for CommitError {}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -643,7 +338,7 @@ mod tests {
         let s = staging_of("s3://b/w/s/t/", "20261201_000001_00001_abcde");
         assert!(s.starts_with("s3://b/w/s/t/.flotilla-staging-20261201_000001_00001_abcde-"));
         assert!(s.ends_with('/') && !s.contains('='));
-        assert_eq!(local_dir("file:///tmp/x/"), Some(std::path::PathBuf::from("/tmp/x/")));
-        assert_eq!(local_dir("s3://b/x/"), None);
+        assert_eq!(super::super::table_commit::local_dir("file:///tmp/x/"), Some(std::path::PathBuf::from("/tmp/x/")));
+        assert_eq!(super::super::table_commit::local_dir("s3://b/x/"), None);
     }
 }

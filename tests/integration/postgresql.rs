@@ -186,7 +186,7 @@ async fn postgresql_tables_join_tpch_and_parquet_tables_with_filters_pushed_down
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("{text}"));
     assert!(parts > 1, "nation is read in ranges: {text}");
-    assert!(text.contains("\"n_nationkey\" IS NULL OR (\"n_nationkey\" >= 0 AND"), "{text}");
+    assert!(text.contains("(\"n_nationkey\" IS NULL OR \"n_nationkey\" < "), "{text}");
     let got = client.execute(&all.replace("FROM nation", "FROM pg.public.nation")).await.expect("split scan").rows;
     assert_same_rows("split scan", all, &got, &oracle("sf0_1", all).await);
     c.cluster.assert_no_tasks_left().await;

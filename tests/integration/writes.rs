@@ -56,6 +56,12 @@ async fn tables_written_by_workers_are_right_survive_a_restart_and_failed_writes
     assert_eq!(files_below(&table_dir).len(), files.len(), "nothing but the table's files is left");
     assert_same_rows("ctas aggregate", AGG, &lake.execute(AGG).await.unwrap().rows, &oracle("sf0_1", AGG).await);
 
+    // A table name cannot lead out of its directory in the warehouse.
+    for name in ["\".\"", "\"..\"", "\"a/b\""] {
+        let e = lake.execute(&format!("CREATE TABLE lake.w.{name} AS SELECT 1 AS x")).await.expect_err(name);
+        assert!(e.to_string().contains("cannot name a directory"), "{name}: {e}");
+    }
+
     // INSERT INTO appends.
     let inserted = lake
         .execute("INSERT INTO lake.w.lineitem SELECT * FROM tpch.sf0_1.lineitem WHERE l_orderkey <= 60000")

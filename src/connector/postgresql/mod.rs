@@ -50,8 +50,11 @@ pub enum ColumnKind {
     Timestamp {
         utc: bool,
     },
-    /// Text, and anything else as its text form.
+    /// `text`, `character varying`, `name`: compared as DataFusion compares strings.
     Text,
+    /// Any other type, read as its text form; its own comparison rules (uuid, citext,
+    /// char(n) padding, json) differ from its text's, so no filter on it is pushed.
+    Other,
 }
 
 impl ColumnKind {
@@ -67,7 +70,10 @@ impl ColumnKind {
             "numeric" => {
                 // Unconstrained numeric: the widest decimal, scale as Trino maps it.
                 let (p, s) = match (precision, scale) {
-                    (Some(p), Some(s)) if (1..=38).contains(&p) => (p as u8, s as i8),
+                    // A negative scale (PostgreSQL 15) rounds to tens, hundreds...:
+                    // whole numbers with that many more digits.
+                    (Some(p), Some(s)) if s < 0 && (1..=38).contains(&(p - s)) => ((p - s) as u8, 0),
+                    (Some(p), Some(s)) if (1..=38).contains(&p) && (0..=p).contains(&s) => (p as u8, s as i8),
                     _ => (38, 10),
                 };
                 (ColumnKind::Numeric { scale: s }, DataType::Decimal128(p, s))
@@ -79,7 +85,8 @@ impl ColumnKind {
             "timestamp with time zone" => {
                 (ColumnKind::Timestamp { utc: true }, DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())))
             }
-            _ => (ColumnKind::Text, DataType::Utf8),
+            "text" | "character varying" | "name" => (ColumnKind::Text, DataType::Utf8),
+            _ => (ColumnKind::Other, DataType::Utf8),
         }
     }
 
@@ -87,7 +94,7 @@ impl ColumnKind {
     pub fn select(self, name: &str) -> String {
         let c = quote_ident(name);
         match self {
-            ColumnKind::Numeric { .. } | ColumnKind::Text => format!("{c}::text"),
+            ColumnKind::Numeric { .. } | ColumnKind::Text | ColumnKind::Other => format!("{c}::text"),
             ColumnKind::Date => format!("({c} - DATE '1970-01-01')"),
             ColumnKind::Timestamp { .. } => format!("(EXTRACT(EPOCH FROM {c}) * 1000000)::int8"),
             _ => c,
@@ -109,6 +116,10 @@ struct Metadata {
 
 /// How long catalog metadata is trusted before it is read again.
 const METADATA_TTL: Duration = Duration::from_secs(5);
+
+/// Longest wait for the catalog's metadata: a stalled server must not hold planning
+/// (or the thread asking) for ever.
+const METADATA_TIMEOUT: Duration = Duration::from_secs(15);
 
 #[derive(Debug)]
 struct Database {
@@ -184,7 +195,9 @@ impl Database {
         if fresh && !force {
             return Ok(());
         }
-        let schemas = self.read_metadata().await?;
+        let schemas = tokio::time::timeout(METADATA_TIMEOUT, self.read_metadata())
+            .await
+            .map_err(|_| self.error(format!("reading the catalog took longer than {METADATA_TIMEOUT:?}")))??;
         *self.metadata.lock() = Metadata { fetched: Some(Instant::now()), schemas };
         Ok(())
     }
@@ -237,9 +250,23 @@ impl PostgresConnector {
         if let Some(p) = c.properties.get("connection-password") {
             config.password(p);
         }
-        config.application_name("flotilla").connect_timeout(Duration::from_secs(10));
-        let display = url.trim_start_matches("jdbc:").trim_start_matches("postgresql://").to_string();
-        let display = display.rsplit_once('@').map(|(_, d)| d.to_string()).unwrap_or(display);
+        // Literals are quoted the standard way; a server set otherwise would read a
+        // backslash in one as an escape. Statements cannot stall a scan forever.
+        config
+            .application_name("flotilla")
+            .connect_timeout(Duration::from_secs(10))
+            .options("-c standard_conforming_strings=on");
+        // Never the URL itself in messages: it may carry the password.
+        let hosts: Vec<String> = config
+            .get_hosts()
+            .iter()
+            .zip(config.get_ports().iter().chain(std::iter::repeat(&5432)))
+            .map(|(h, p)| match h {
+                tokio_postgres::config::Host::Tcp(h) => format!("{h}:{p}"),
+                tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+            })
+            .collect();
+        let display = format!("{}/{}", hosts.join(","), config.get_dbname().unwrap_or_default());
         let split_columns = c
             .properties
             .get("split-column")
@@ -260,7 +287,7 @@ impl PostgresConnector {
     fn parse_url(url: &str) -> Result<tokio_postgres::Config, String> {
         let url = url.strip_prefix("jdbc:").unwrap_or(url);
         if !url.starts_with("postgresql://") && !url.starts_with("postgres://") {
-            return Err(format!("connection-url '{url}' is not jdbc:postgresql://host:port/database"));
+            return Err("connection-url is not jdbc:postgresql://host:port/database".into());
         }
         url.parse::<tokio_postgres::Config>().map_err(|e| format!("connection-url: {e}"))
     }
@@ -471,9 +498,11 @@ fn split_ranges(c: &str, lo: i64, hi: i64, parts: usize) -> Vec<String> {
             true => format!("{c} >= {start}"),
             false => format!("{c} >= {start} AND {c} < {end}"),
         };
-        out.push(match out.is_empty() {
-            true => format!("({c} IS NULL OR ({range}))"),
-            false => format!("({range})"),
+        // The first range is open below (keys added since the minimum was read).
+        out.push(match (out.is_empty(), end > hi) {
+            (true, true) => "TRUE".to_string(),
+            (true, false) => format!("({c} IS NULL OR {c} < {end})"),
+            (false, _) => format!("({range})"),
         });
         start = end;
     }
@@ -488,7 +517,7 @@ mod tests {
     fn ranges_cover_every_key_once() {
         assert_eq!(
             split_ranges("k", 0, 24, 4),
-            ["(k IS NULL OR (k >= 0 AND k < 7))", "(k >= 7 AND k < 14)", "(k >= 14 AND k < 21)", "(k >= 21)"]
+            ["(k IS NULL OR k < 7)", "(k >= 7 AND k < 14)", "(k >= 14 AND k < 21)", "(k >= 21)"]
         );
         assert_eq!(split_ranges("k", 5, 6, 8).len(), 2, "no more ranges than keys");
         assert_eq!(split_ranges("k", i64::MIN, i64::MAX, 3).len(), 3);
@@ -502,6 +531,8 @@ mod tests {
         assert_eq!(ColumnKind::of("numeric", Some(15), Some(2)).1, DataType::Decimal128(15, 2));
         assert_eq!(ColumnKind::of("numeric", None, None).1, DataType::Decimal128(38, 10));
         assert_eq!(ColumnKind::of("character varying", None, None).0, ColumnKind::Text);
+        assert_eq!(ColumnKind::of("uuid", None, None).0, ColumnKind::Other);
+        assert_eq!(ColumnKind::of("numeric", Some(5), Some(-2)).1, DataType::Decimal128(7, 0));
         assert_eq!(ColumnKind::Date.select("d"), "(\"d\" - DATE '1970-01-01')");
         assert_eq!(ColumnKind::Int64.select("k"), "\"k\"");
     }

@@ -69,6 +69,10 @@ impl Translator<'_> {
     /// An operand: a column or a literal, with whether it is text.
     fn operand(&self, e: &Expr) -> Option<(String, bool)> {
         if let Some(c) = self.column(e) {
+            // Types read as their text form compare by their own rules there.
+            if c.kind == ColumnKind::Other {
+                return None;
+            }
             return Some((quote_ident(c.name), c.kind == ColumnKind::Text));
         }
         match e {
@@ -101,7 +105,8 @@ impl Translator<'_> {
             Expr::IsNull(inner) => Some(format!("({} IS NULL)", quote_ident(self.column(inner)?.name))),
             Expr::IsNotNull(inner) => Some(format!("({} IS NOT NULL)", quote_ident(self.column(inner)?.name))),
             Expr::InList(l) => {
-                let c = quote_ident(self.column(&l.expr)?.name);
+                let c = self.operand(&l.expr)?.0;
+                self.column(&l.expr)?;
                 let items: Option<Vec<String>> = l.list.iter().map(|i| self.operand(i).map(|(s, _)| s)).collect();
                 let items = items?;
                 if items.is_empty() || l.list.iter().any(|i| self.column(i).is_some()) {
@@ -125,8 +130,8 @@ impl Translator<'_> {
                     (false, true) => "ILIKE",
                     (true, true) => "NOT ILIKE",
                 };
-                // DataFusion has no escape character by default; PostgreSQL's is '\'.
-                Some(format!("({} {op} {} ESCAPE '')", quote_ident(c.name), literal(v)?))
+                // Both escape with '\\' when no ESCAPE is given.
+                Some(format!("({} {op} {})", quote_ident(c.name), literal(v)?))
             }
             Expr::Between(b) => {
                 let c = self.column(&b.expr)?;
@@ -171,7 +176,10 @@ mod tests {
             filter_sql(&col("n_nationkey").in_list(vec![lit(1i64), lit(2i64)], true), &c).unwrap(),
             "(\"n_nationkey\" NOT IN (1, 2))"
         );
-        assert_eq!(filter_sql(&col("n_name").like(lit("A%")), &c).unwrap(), "(\"n_name\" LIKE 'A%' ESCAPE '')");
+        assert_eq!(filter_sql(&col("n_name").like(lit("A%")), &c).unwrap(), "(\"n_name\" LIKE 'A%')");
+        assert_eq!(filter_sql(&col("n_name").like(lit("a\\%")), &c).unwrap(), "(\"n_name\" LIKE 'a\\%')");
+        let other = [PushdownColumn { name: "id", kind: ColumnKind::Other }];
+        assert_eq!(filter_sql(&col("id").eq(lit("A0EE")), &other), None, "a uuid compares by its own rules");
         assert_eq!(filter_sql(&col("unknown").eq(lit(1i64)), &c), None);
         assert_eq!(filter_sql(&lit(1i64).eq(lit(1i64)), &c), None);
         assert_eq!(

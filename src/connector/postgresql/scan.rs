@@ -179,7 +179,7 @@ fn append(b: &mut Box<dyn ArrayBuilder>, kind: ColumnKind, row: &Row, i: usize) 
             };
             downcast::<Decimal128Builder>(b).append_option(value)
         }
-        ColumnKind::Text => {
+        ColumnKind::Text | ColumnKind::Other => {
             downcast::<StringBuilder>(b).append_option(row.try_get::<_, Option<String>>(i).map_err(bad)?)
         }
     }
