@@ -136,6 +136,37 @@ async fn tpch_in_a_bucket_is_written_read_and_survives_a_killed_worker() {
         .expect("query succeeds");
     assert_same_rows("s3 join after kill -9", sql, &got.rows, &oracle("sf0_1", sql).await);
 
+    // A write under retry_policy=task whose worker is killed: the rows are written
+    // once (only the successful attempts' files are published), no staging is left.
+    let client = lake.clone().with_session("retry_policy", "task");
+    let ctas = tokio::spawn(async move {
+        client.execute("CREATE TABLE lake.tpch.orders_sf1 AS SELECT * FROM tpch.sf1.orders").await
+    });
+    c.cluster.wait_for_tasks(2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut victim = c.cluster.workers.remove(0);
+    victim.child.kill().expect("kill -9");
+    let _ = victim.child.wait();
+    let made = tokio::time::timeout(Duration::from_secs(180), ctas)
+        .await
+        .expect("write must end")
+        .expect("join")
+        .expect("write succeeds");
+    let count = "SELECT count(*) FROM orders";
+    assert_eq!(made.rows, oracle("sf1", count).await);
+    let got = lake.execute("SELECT count(*) FROM lake.tpch.orders_sf1").await.unwrap().rows;
+    assert_eq!(got, oracle("sf1", count).await, "every row once");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let url = format!("{}/{BUCKET}?list-type=2&prefix=warehouse/tpch/orders_sf1/", moto.endpoint);
+        let listing = reqwest::get(url).await.unwrap().text().await.unwrap();
+        if !listing.contains(".flotilla-staging") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "staging left in the bucket: {listing}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
     // INSERT INTO a table in the bucket.
     let n = lake.execute("INSERT INTO lake.tpch.nation SELECT * FROM tpch.sf0_1.nation").await.expect("insert");
     assert_eq!(n.rows, oracle("sf0_1", "SELECT count(*) FROM nation").await);
