@@ -42,6 +42,7 @@ pub enum ColumnKind {
     Float64,
     /// `numeric(p, s)`, read as text and parsed exactly.
     Numeric {
+        precision: u8,
         scale: i8,
     },
     /// Days since 1970-01-01.
@@ -76,7 +77,7 @@ impl ColumnKind {
                     (Some(p), Some(s)) if (1..=38).contains(&p) && (0..=p).contains(&s) => (p as u8, s as i8),
                     _ => (38, 10),
                 };
-                (ColumnKind::Numeric { scale: s }, DataType::Decimal128(p, s))
+                (ColumnKind::Numeric { precision: p, scale: s }, DataType::Decimal128(p, s))
             }
             "date" => (ColumnKind::Date, DataType::Date32),
             "timestamp without time zone" => {

@@ -162,7 +162,7 @@ mod tests {
         vec![
             PushdownColumn { name: "n_nationkey", kind: ColumnKind::Int64 },
             PushdownColumn { name: "n_name", kind: ColumnKind::Text },
-            PushdownColumn { name: "price", kind: ColumnKind::Numeric { scale: 2 } },
+            PushdownColumn { name: "price", kind: ColumnKind::Numeric { precision: 15, scale: 2 } },
         ]
     }
 

@@ -129,6 +129,11 @@ fn downcast<T: 'static>(b: &mut Box<dyn ArrayBuilder>) -> &mut T {
     b.as_any_mut().downcast_mut::<T>().expect("builder of the column's type")
 }
 
+/// Whether `v` has at most `precision` digits.
+fn fits(v: i128, precision: u8) -> bool {
+    10u128.checked_pow(u32::from(precision)).is_none_or(|limit| v.unsigned_abs() < limit)
+}
+
 /// `123.4` at scale 2 as 12340; None when the text is not a number that fits.
 fn parse_decimal(text: &str, scale: i8) -> Option<i128> {
     let (negative, digits) = match text.strip_prefix('-') {
@@ -169,10 +174,10 @@ fn append(b: &mut Box<dyn ArrayBuilder>, kind: ColumnKind, row: &Row, i: usize) 
         ColumnKind::Float64 => {
             downcast::<Float64Builder>(b).append_option(row.try_get::<_, Option<f64>>(i).map_err(bad)?)
         }
-        ColumnKind::Numeric { scale } => {
+        ColumnKind::Numeric { precision, scale } => {
             let text = row.try_get::<_, Option<String>>(i).map_err(bad)?;
             let value = match text {
-                Some(t) => Some(parse_decimal(&t, scale).ok_or_else(|| {
+                Some(t) => Some(parse_decimal(&t, scale).filter(|v| fits(*v, precision)).ok_or_else(|| {
                     DataFusionError::Execution(format!("PostgreSQL numeric '{t}' does not fit its decimal type"))
                 })?),
                 None => None,
@@ -276,5 +281,7 @@ mod tests {
         assert_eq!(parse_decimal("-0.05", 2), Some(-5));
         assert_eq!(parse_decimal("7", 3), Some(7000));
         assert_eq!(parse_decimal("NaN", 2), None);
+        assert!(fits(99_999, 5) && !fits(100_000, 5) && !fits(-100_000, 5));
+        assert!(!fits(parse_decimal("1e39", 0).unwrap_or(i128::MAX), 38), "too many digits for decimal(38)");
     }
 }
