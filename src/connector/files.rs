@@ -129,6 +129,9 @@ pub fn check_location(a: &str) -> Result<(), String> {
         if rest.is_empty() || rest.starts_with('/') {
             return Err(format!("'{a}' names no bucket"));
         }
+        if has_dot_segments(a) || a.contains('%') {
+            return Err(format!("'{a}' holds '.', '..' or '%' segments"));
+        }
         return Ok(());
     }
     match local_path(a) {
@@ -138,14 +141,15 @@ pub fn check_location(a: &str) -> Result<(), String> {
     }
 }
 
-/// `s3://bucket/prefix` as a prefix ending in `/`; None for local paths. A path
-/// with `.` or `..` segments is refused (None is never returned for it: it gets a
-/// prefix no location matches).
+/// Whether an object store location has `.` or `..` segments, which URL parsing
+/// would apply after a prefix check had passed them.
+fn has_dot_segments(location: &str) -> bool {
+    location.split('/').any(|seg| seg == ".." || seg == ".")
+}
+
+/// `s3://bucket/prefix` as a prefix ending in `/`; None for local paths.
 fn remote_prefix(location: &str) -> Option<String> {
     let rest = location.strip_prefix("s3://")?;
-    if rest.split('/').any(|seg| seg == ".." || seg == ".") {
-        return Some("s3://invalid/../".into());
-    }
     let mut p = format!("s3://{rest}");
     if !p.ends_with('/') {
         p.push('/');
@@ -203,7 +207,7 @@ impl Connector for FilesConnector {
             return false;
         }
         if let Some(prefix) = remote_prefix(location) {
-            return !prefix.contains("/../")
+            return !has_dot_segments(location)
                 && self.allowed_remote.iter().any(|root| prefix.starts_with(root.as_str()));
         }
         let Some(path) = local_path(location) else { return false };
@@ -268,6 +272,7 @@ mod tests {
         assert!(!FilesConnector::new("files", &[]).allows_location(&format!("{}/t/", data.display())));
         assert!(FilesConnector::parse_allowed("/a, s3://b/x").unwrap().len() == 2);
         assert!(FilesConnector::parse_allowed("s3://").is_err());
+        assert!(FilesConnector::parse_allowed("s3://b/../x").is_err());
         assert!(FilesConnector::parse_allowed("gs://b/x").is_err());
         assert!(FilesConnector::parse_allowed("relative").is_err());
         let _ = std::fs::remove_dir_all(&root);

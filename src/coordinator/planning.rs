@@ -131,7 +131,8 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
     // (Trino's) are ours to read, DataFusion plans the rest.
     let mut ctas = None;
     if let DFStatement::Statement(s) = &mut statement {
-        if write::is_ctas_into_files(s, connectors, catalog, schema) {
+        let normalize = state.config().options().sql_parser.enable_ident_normalization;
+        if write::is_ctas_into_files(s, connectors, catalog, schema, normalize) {
             if let datafusion::sql::sqlparser::ast::Statement::CreateTable(ct) = s.as_mut() {
                 ctas = Some(write::take_table_properties(ct)?);
             }

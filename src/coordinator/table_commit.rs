@@ -36,10 +36,6 @@ use crate::connector::metastore::TableEntry;
 use crate::connector::Connector;
 use crate::error_code::ErrorCode;
 
-fn planning(e: &DataFusionError) -> QueryError {
-    planning_error(e)
-}
-
 pub(super) fn external(e: &dyn fmt::Display, location: &str) -> QueryError {
     QueryError::new(ErrorCode::ObjectStoreError, format!("{location}: {e}"))
 }
@@ -106,10 +102,6 @@ impl TableCommit {
         self
     }
 
-    pub fn table(&self) -> &TableReference {
-        &self.table
-    }
-
     /// Trino's `updateType` of the statement.
     pub fn update_type(&self) -> &'static str {
         if self.create.is_some() {
@@ -159,7 +151,7 @@ impl TableCommit {
     /// Moves every file of the reported writer directories into the table, then makes
     /// the table of a CTAS; on a failure, the files already moved are taken back out.
     async fn publish_now(&self, fragments: &[String], rows: u64) -> Result<(), QueryError> {
-        let (store, table_url) = self.store(&self.location).map_err(|e| planning(&e))?;
+        let (store, table_url) = self.store(&self.location).map_err(|e| planning_error(&e))?;
         let mut moved = Vec::new();
         let outcome = self.move_files(&store, &table_url, fragments, &mut moved).await;
         let outcome = match (outcome, &self.create) {
@@ -189,7 +181,7 @@ impl TableCommit {
             if !dir.starts_with(&self.staging) {
                 return Err(QueryError::new(ErrorCode::GenericInternalError, format!("a writer reported '{dir}'")));
             }
-            let (_, frag_url) = self.store(dir).map_err(|e| planning(&e))?;
+            let (_, frag_url) = self.store(dir).map_err(|e| planning_error(&e))?;
             let files: Vec<_> =
                 store.list(Some(frag_url.prefix())).try_collect().await.map_err(|e| external(&e, dir))?;
             for f in files {
@@ -209,10 +201,10 @@ impl TableCommit {
         self.ctx
             .execute_logical_plan(LogicalPlan::Ddl(DdlStatement::CreateExternalTable(Box::new(create.clone()))))
             .await
-            .map_err(|e| planning(&e))?;
+            .map_err(|e| planning_error(&e))?;
         if let Some(store) = self.connector.files().and_then(|f| f.metastore()) {
             let schema = self.table.schema().unwrap_or_default();
-            let entry = TableEntry::new(schema, create, true).map_err(|e| planning(&e))?;
+            let entry = TableEntry::new(schema, create, true).map_err(|e| planning_error(&e))?;
             if let Err(e) = store.put_table(entry) {
                 let _ = self.ctx.deregister_table(self.table.clone());
                 return Err(QueryError::new(

@@ -19,16 +19,17 @@ use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::common::{Constraints, DFSchema, TableReference};
 use datafusion::datasource::listing::{ListingTable, ListingTableUrl};
 use datafusion::datasource::source_as_provider;
-use datafusion::error::{DataFusionError, Result};
+use datafusion::error::Result;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{CreateExternalTable, DdlStatement, DmlStatement, LogicalPlan, WriteOp};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
+use datafusion::sql::planner::object_name_to_table_reference;
 use datafusion::sql::sqlparser::ast::{CreateTable, CreateTableOptions, Expr as SqlExpr, SqlOption, Statement};
 use futures::StreamExt;
 
-use super::planner::QueryError;
+use super::planner::{planning_error, QueryError};
 use super::table_commit::{external, TableCommit, TableCommitExec};
 use crate::connector::{Connector, Connectors};
 use crate::error_code::ErrorCode;
@@ -89,10 +90,6 @@ pub fn take_table_properties(ct: &mut CreateTable) -> Result<TableProperties, Qu
     Ok(props)
 }
 
-fn user_error(code: ErrorCode, m: impl Into<String>) -> QueryError {
-    QueryError::new(code, m)
-}
-
 /// The files catalog named by `name`, with its schema and table names resolved.
 fn files_target<'a>(
     connectors: &'a Connectors,
@@ -108,23 +105,21 @@ fn files_target<'a>(
 }
 
 /// Whether a statement creates a table from a query in a catalog of files.
-pub fn is_ctas_into_files(statement: &Statement, connectors: &Connectors, catalog: &str, schema: &str) -> bool {
+/// `normalize`: the session's `enable_ident_normalization`, as DataFusion resolves
+/// the same name.
+pub fn is_ctas_into_files(
+    statement: &Statement,
+    connectors: &Connectors,
+    catalog: &str,
+    schema: &str,
+    normalize: bool,
+) -> bool {
     let Statement::CreateTable(ct) = statement else { return false };
     if ct.query.is_none() {
         return false;
     }
-    let Ok(name) = object_name_to_reference(&ct.name) else { return false };
+    let Ok(name) = object_name_to_table_reference(ct.name.clone(), normalize) else { return false };
     files_target(connectors, &name, catalog, schema).is_some()
-}
-
-fn object_name_to_reference(name: &datafusion::sql::sqlparser::ast::ObjectName) -> Result<TableReference> {
-    let parts: Vec<String> = name.0.iter().map(|p| p.to_string().trim_matches('"').to_string()).collect();
-    match parts.as_slice() {
-        [t] => Ok(TableReference::bare(t.as_str())),
-        [s, t] => Ok(TableReference::partial(s.as_str(), t.as_str())),
-        [c, s, t] => Ok(TableReference::full(c.as_str(), s.as_str(), t.as_str())),
-        _ => Err(DataFusionError::Plan(format!("'{name}' is not a table name"))),
-    }
 }
 
 /// A planned write: the query whose rows are written, where they go, and the commit
@@ -166,20 +161,21 @@ pub async fn plan_ctas(
     let files = connector.files().expect("a files catalog");
     let full = TableReference::full(catalog.as_str(), schema.as_str(), table.as_str());
     let Some(schema_provider) = connector.catalog().schema(&schema) else {
-        return Err(user_error(ErrorCode::SchemaNotFound, format!("Schema '{catalog}.{schema}' does not exist")));
+        return Err(QueryError::new(ErrorCode::SchemaNotFound, format!("Schema '{catalog}.{schema}' does not exist")));
     };
     if c.or_replace {
-        return Err(user_error(ErrorCode::NotSupported, "CREATE OR REPLACE TABLE ... AS"));
+        return Err(QueryError::new(ErrorCode::NotSupported, "CREATE OR REPLACE TABLE ... AS"));
     }
     if schema_provider.table_exist(&table) {
         if c.if_not_exists {
             return Ok(None);
         }
-        return Err(user_error(ErrorCode::GenericUserError, format!("Table '{full}' already exists")));
+        return Err(QueryError::new(ErrorCode::GenericUserError, format!("Table '{full}' already exists")));
     }
-    let location = files.managed_location(&schema, &table).map_err(|m| user_error(ErrorCode::GenericUserError, m))?;
+    let location =
+        files.managed_location(&schema, &table).map_err(|m| QueryError::new(ErrorCode::GenericUserError, m))?;
     let location = location.ok_or_else(|| {
-        user_error(
+        QueryError::new(
             ErrorCode::NotSupported,
             format!(
                 "catalog '{catalog}' has no files.warehouse: CREATE TABLE ... AS needs one to place the table's files"
@@ -187,13 +183,16 @@ pub async fn plan_ctas(
         )
     })?;
     if !connector.allows_location(&location) {
-        return Err(user_error(ErrorCode::PermissionDenied, format!("Access Denied: '{location}' is not allowed")));
+        return Err(QueryError::new(
+            ErrorCode::PermissionDenied,
+            format!("Access Denied: '{location}' is not allowed"),
+        ));
     }
     let input_schema = c.input.schema().clone();
     let names: Vec<String> = input_schema.fields().iter().map(|f| f.name().clone()).collect();
     let p = props.partitioned_by.len();
     if p > 0 && (p >= names.len() || names[names.len() - p..] != props.partitioned_by[..]) {
-        return Err(user_error(
+        return Err(QueryError::new(
             ErrorCode::GenericUserError,
             format!(
                 "partitioned_by {:?} must name the last columns of the query, in order (the query has {:?})",
@@ -204,20 +203,20 @@ pub async fn plan_ctas(
     let format = props.format.unwrap_or_else(|| "PARQUET".into());
     // Refuse to write into files another table (or a person) left there.
     let runtime = ctx.runtime_env();
-    let url = ListingTableUrl::parse(&location).map_err(|e| planning(&e))?;
-    let store = runtime.object_store(url.object_store()).map_err(|e| planning(&e))?;
+    let url = ListingTableUrl::parse(&location).map_err(|e| planning_error(&e))?;
+    let store = runtime.object_store(url.object_store()).map_err(|e| planning_error(&e))?;
     match store.list(Some(url.prefix())).next().await {
         None | Some(Err(object_store::Error::NotFound { .. })) => {}
         Some(Err(e)) => return Err(external(&e, &location)),
         Some(Ok(first)) => {
-            return Err(user_error(
+            return Err(QueryError::new(
                 ErrorCode::GenericUserError,
                 format!("Target location for table '{full}' already holds files: {location} ({})", first.location),
             ))
         }
     }
     let fields: Vec<Field> = input_schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-    let table_schema = Arc::new(DFSchema::try_from(Schema::new(fields)).map_err(|e| planning(&e))?);
+    let table_schema = Arc::new(DFSchema::try_from(Schema::new(fields)).map_err(|e| planning_error(&e))?);
     let create = CreateExternalTable {
         schema: table_schema,
         name: full.clone(),
@@ -234,7 +233,7 @@ pub async fn plan_ctas(
         constraints: Constraints::default(),
         column_defaults: Default::default(),
     };
-    let input = ctx.state().create_physical_plan(&c.input).await.map_err(|e| planning(&e))?;
+    let input = ctx.state().create_physical_plan(&c.input).await.map_err(|e| planning_error(&e))?;
     let target = WriteTarget {
         staging: staging_of(&location, query_id),
         format,
@@ -261,29 +260,29 @@ pub async fn plan_insert(
     };
     let full = TableReference::full(catalog.as_str(), schema.as_str(), table.as_str());
     if *op != InsertOp::Append {
-        return Err(user_error(ErrorCode::NotSupported, format!("INSERT {op} into '{full}': only appending")));
+        return Err(QueryError::new(ErrorCode::NotSupported, format!("INSERT {op} into '{full}': only appending")));
     }
-    let provider = source_as_provider(target).map_err(|e| planning(&e))?;
+    let provider = source_as_provider(target).map_err(|e| planning_error(&e))?;
     let Some(listing) = provider.downcast_ref::<ListingTable>() else {
-        return Err(user_error(ErrorCode::NotSupported, format!("'{full}' cannot be written")));
+        return Err(QueryError::new(ErrorCode::NotSupported, format!("'{full}' cannot be written")));
     };
     let [path] = listing.table_paths().as_slice() else {
-        return Err(user_error(ErrorCode::NotSupported, format!("'{full}' has several locations: cannot insert")));
+        return Err(QueryError::new(ErrorCode::NotSupported, format!("'{full}' has several locations: cannot insert")));
     };
     if !path.is_collection() {
-        return Err(user_error(ErrorCode::NotSupported, format!("'{full}' is one file: cannot insert")));
+        return Err(QueryError::new(ErrorCode::NotSupported, format!("'{full}' is one file: cannot insert")));
     }
     let location = path.as_str().to_string();
     let entry = connector.files().and_then(|f| f.metastore()).and_then(|m| m.table(&schema, &table));
     let definition = match &entry {
-        Some(e) => match e.plan(&ctx.task_ctx()).map_err(|e| planning(&e))? {
+        Some(e) => match e.plan(&ctx.task_ctx()).map_err(|e| planning_error(&e))? {
             LogicalPlan::Ddl(DdlStatement::CreateExternalTable(c)) => Some(c),
             _ => None,
         },
         None => None,
     };
     let format = listing.options().format.get_ext().to_uppercase();
-    let input = ctx.state().create_physical_plan(input).await.map_err(|e| planning(&e))?;
+    let input = ctx.state().create_physical_plan(input).await.map_err(|e| planning_error(&e))?;
     let target = WriteTarget {
         staging: staging_of(&location, query_id),
         format,
@@ -300,10 +299,6 @@ fn writing(input: Arc<dyn ExecutionPlan>, target: WriteTarget, commit: TableComm
 
 fn staging_of(location: &str, query_id: &str) -> String {
     format!("{}/.flotilla-staging-{}-{}/", location.trim_end_matches('/'), query_id, crate::util::random_suffix(6))
-}
-
-fn planning(e: &DataFusionError) -> QueryError {
-    super::planner::planning_error(e)
 }
 
 #[cfg(test)]

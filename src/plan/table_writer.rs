@@ -88,10 +88,6 @@ impl TableWriterExec {
         &self.target
     }
 
-    pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
-        &self.input
-    }
-
     /// A sink writing into `dir` with the target's format and options.
     fn sink(&self, dir: &str, ctx: &TaskContext) -> Result<Arc<dyn DataSink>> {
         let schema = self.input.schema();

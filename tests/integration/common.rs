@@ -83,6 +83,15 @@ impl Cluster {
         cluster
     }
 
+    /// Kills worker `i` with SIGKILL, waits for it to be gone, and hands it back
+    /// (its URL names what it left behind).
+    pub fn kill_worker(&mut self, i: usize) -> Proc {
+        let mut victim = self.workers.remove(i);
+        victim.child.kill().expect("kill -9");
+        let _ = victim.child.wait();
+        victim
+    }
+
     pub async fn wait_for_workers(&self, n: usize) {
         let deadline = Instant::now() + Duration::from_secs(20);
         let url = format!("{}/v1/node", self.coordinator.url);

@@ -111,10 +111,8 @@ async fn a_killed_worker_fails_the_query_cleanly() {
         (r, started)
     });
     cluster.wait_for_tasks(3).await;
-    let mut victim = cluster.workers.remove(0);
     let killed_at = Instant::now();
-    victim.child.kill().expect("kill -9");
-    let _ = victim.child.wait();
+    let victim = cluster.kill_worker(0);
     let (result, _) =
         tokio::time::timeout(Duration::from_secs(60), query).await.expect("query must end").expect("join");
     let waited = killed_at.elapsed();
@@ -173,9 +171,7 @@ async fn retry_policy_query_finishes_on_the_survivors_of_a_killed_worker() {
         cluster.client("sf1").with_session("retry_policy", "query").with_session("exchange_max_error_duration", "3s");
     let query = tokio::spawn(async move { client.execute(sql).await });
     cluster.wait_for_tasks(3).await;
-    let mut victim = cluster.workers.remove(0);
-    victim.child.kill().expect("kill -9");
-    let _ = victim.child.wait();
+    cluster.kill_worker(0);
     let got = tokio::time::timeout(Duration::from_secs(120), query)
         .await
         .expect("query must end")

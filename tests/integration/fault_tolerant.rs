@@ -197,10 +197,8 @@ async fn retry_policy_task_finishes_on_the_survivors_of_a_killed_worker() {
         assert!(Instant::now() < deadline, "nothing was spooled");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let mut victim = cluster.workers.remove(0);
-    victim.child.kill().expect("kill -9");
+    let victim = cluster.kill_worker(0);
     let killed_at = Instant::now();
-    let _ = victim.child.wait();
     let got = tokio::time::timeout(Duration::from_secs(180), query)
         .await
         .expect("query must end")

@@ -126,9 +126,7 @@ async fn tpch_in_a_bucket_is_written_read_and_survives_a_killed_worker() {
     let client = lake.clone().with_session("retry_policy", "task");
     let query = tokio::spawn(async move { client.execute(sql).await });
     c.cluster.wait_for_tasks(2).await;
-    let mut victim = c.cluster.workers.remove(0);
-    victim.child.kill().expect("kill -9");
-    let _ = victim.child.wait();
+    c.cluster.kill_worker(0);
     let got = tokio::time::timeout(Duration::from_secs(180), query)
         .await
         .expect("query must end")
@@ -144,9 +142,7 @@ async fn tpch_in_a_bucket_is_written_read_and_survives_a_killed_worker() {
     });
     c.cluster.wait_for_tasks(2).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut victim = c.cluster.workers.remove(0);
-    victim.child.kill().expect("kill -9");
-    let _ = victim.child.wait();
+    c.cluster.kill_worker(0);
     let made = tokio::time::timeout(Duration::from_secs(180), ctas)
         .await
         .expect("write must end")

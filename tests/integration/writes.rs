@@ -62,6 +62,11 @@ async fn tables_written_by_workers_are_right_survive_a_restart_and_failed_writes
         assert!(e.to_string().contains("cannot name a directory"), "{name}: {e}");
     }
 
+    // Unquoted names resolve as DataFusion resolves them (lower-cased): still a write.
+    lake.execute("CREATE TABLE LAKE.W.Upper AS SELECT 1 AS x").await.expect("mixed-case ctas");
+    assert!(!parquet_files(&warehouse.join("w/upper")).is_empty(), "written as files, not kept in memory");
+    lake.execute("DROP TABLE lake.w.upper").await.expect("drop");
+
     // INSERT INTO appends.
     let inserted = lake
         .execute("INSERT INTO lake.w.lineitem SELECT * FROM tpch.sf0_1.lineitem WHERE l_orderkey <= 60000")
@@ -130,9 +135,7 @@ async fn tables_written_by_workers_are_right_survive_a_restart_and_failed_writes
     let id = c.cluster.start_statement("sf1", "CREATE TABLE lake.w.big AS SELECT * FROM tpch.sf1.lineitem").await;
     c.cluster.wait_for_tasks(3).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let mut victim = c.cluster.workers.remove(0);
-    victim.child.kill().expect("kill -9");
-    let _ = victim.child.wait();
+    c.cluster.kill_worker(0);
     let info = wait_for_query_end(&c.cluster.coordinator.url, &id).await;
     assert_eq!(info["state"], "FAILED", "{info}");
     let tables = lake.execute("SHOW TABLES FROM lake.w").await.unwrap().rows;

@@ -56,18 +56,23 @@ if ! "$PY" -m pip install --quiet --disable-pip-version-check trino sqlalchemy; 
 fi
 "$PY" -c 'import importlib.metadata as m; print("trino", m.version("trino"), "sqlalchemy", m.version("sqlalchemy"))'
 
-# The coordinator prints "flotilla coordinator listening on http://HOST:PORT" first.
+# A coordinator prints "flotilla coordinator listening on SCHEME://HOST:PORT" first.
+# Prints that URL once it appears in FILE (up to 10 s), nothing if process PID ends first.
+coordinator_url() {
+    local file=$1 pid=$2 line
+    for _ in $(seq 1 100); do
+        line=$(head -n 1 "$file" 2>/dev/null)
+        case "$line" in
+            *" listening on http"*) echo "${line##* listening on }"; return ;;
+        esac
+        if ! kill -0 "$pid" 2>/dev/null; then return; fi
+        sleep 0.1
+    done
+}
+
 "$BIN" coordinator --bind 127.0.0.1:0 >"$TMP/coordinator.out" 2>"$TMP/coordinator.err" &
 PIDS+=($!)
-URL=
-for _ in $(seq 1 100); do
-    line=$(head -n 1 "$TMP/coordinator.out" 2>/dev/null)
-    case "$line" in
-        *" listening on http://"*) URL=${line##* listening on }; break ;;
-    esac
-    if ! kill -0 "${PIDS[0]}" 2>/dev/null; then break; fi
-    sleep 0.1
-done
+URL=$(coordinator_url "$TMP/coordinator.out" "${PIDS[0]}")
 if [ -z "$URL" ]; then
     echo "coordinator did not print its URL" >&2
     cat "$TMP/coordinator.out" "$TMP/coordinator.err" >&2
@@ -137,16 +142,8 @@ SECRET=secret-$RANDOM$RANDOM
     --truststore "$TLS/ca.pem" --password-file "$TLS/password.db" >"$TMP/tls-coordinator.out" 2>"$TMP/tls-coordinator.err" &
 PIDS+=($!)
 TLS_PID=$!
-HTTPS_URL=
-for _ in $(seq 1 100); do
-    line=$(head -n 1 "$TMP/tls-coordinator.out" 2>/dev/null)
-    case "$line" in
-        *" listening on https://"*) HTTPS_URL=${line##* listening on }; break ;;
-    esac
-    if ! kill -0 "$TLS_PID" 2>/dev/null; then break; fi
-    sleep 0.1
-done
-if [ -z "$HTTPS_URL" ]; then
+HTTPS_URL=$(coordinator_url "$TMP/tls-coordinator.out" "$TLS_PID")
+if [ -z "$HTTPS_URL" ] || [ "${HTTPS_URL#https://}" = "$HTTPS_URL" ]; then
     echo "the HTTPS coordinator did not print its URL" >&2
     cat "$TMP/tls-coordinator.err" >&2
     exit 1

@@ -65,10 +65,6 @@ impl PostgresScanExec {
         &self.db.catalog
     }
 
-    pub fn sqls(&self) -> &[String] {
-        &self.sqls
-    }
-
     pub(super) fn encode(&self) -> Result<Vec<u8>> {
         let proto = ScanProto {
             sqls: self.sqls.clone(),
