@@ -122,7 +122,10 @@ async fn rejected_requests_are_json_and_uris_ignore_untrusted_headers() {
     let base = cluster.coordinator.url.clone();
     let http = reqwest::Client::new();
     // axum's own rejections: a body over the limit, a bad query parameter.
-    let resp = http.post(format!("{base}/v1/statement")).body(vec![b' '; 18 << 20]).send().await.unwrap();
+    // On a client of its own: the server answers before reading the whole body and
+    // drops the connection, which a shared pool could hand to the next request.
+    let oversized = reqwest::Client::new();
+    let resp = oversized.post(format!("{base}/v1/statement")).body(vec![b' '; 18 << 20]).send().await.unwrap();
     assert_eq!(resp.status().as_u16(), 413);
     let body: Value = resp.json().await.expect("JSON error body");
     assert_eq!(body["error"]["code"], "REQUEST_TOO_LARGE", "{body}");
