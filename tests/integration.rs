@@ -4,6 +4,8 @@
 
 mod integration {
     pub mod common;
+    #[cfg(feature = "delta-lake")]
+    pub mod delta_lake;
     pub mod deployment;
     pub mod failure_matrix;
     pub mod failures;

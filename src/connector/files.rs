@@ -38,6 +38,9 @@ pub struct FilesSettings {
     /// `files.metastore-path`: the JSON file keeping the catalog's schemas and tables
     /// (on the coordinator); without one they last as long as the process.
     pub metastore: Option<PathBuf>,
+    /// A Delta Lake catalog (`connector.name=delta_lake`): its tables are Delta
+    /// tables (`STORED AS DELTA`), read only.
+    pub delta_lake: bool,
 }
 
 impl FilesSettings {
@@ -49,6 +52,7 @@ impl FilesSettings {
             s3: None,
             warehouse: data_dir.map(|d| d.join("warehouse").display().to_string()),
             metastore: data_dir.map(|d| d.join("catalogs").join(format!("{FILES_CATALOG}.json"))),
+            delta_lake: false,
         }
     }
 }
@@ -56,7 +60,7 @@ impl FilesSettings {
 #[derive(Debug)]
 pub struct FilesConnector {
     name: String,
-    catalog: Arc<MemoryCatalogProvider>,
+    catalog: Arc<dyn CatalogProvider>,
     /// Resolved directories under which tables may live.
     allowed: Vec<PathBuf>,
     /// `s3://bucket/prefix/` under which tables may live (ending in `/`).
@@ -64,6 +68,7 @@ pub struct FilesConnector {
     s3: Option<S3Settings>,
     warehouse: Option<String>,
     metastore: Arc<Metastore>,
+    delta_lake: bool,
 }
 
 impl FilesConnector {
@@ -84,15 +89,26 @@ impl FilesConnector {
             }
         }
         let metastore = Arc::new(Metastore::new(settings.metastore));
+        let catalog: Arc<dyn CatalogProvider> = match settings.delta_lake {
+            #[cfg(feature = "delta-lake")]
+            true => Arc::new(super::delta_lake::DeltaCatalog::new(catalog)),
+            _ => Arc::new(catalog),
+        };
         FilesConnector {
             name: name.to_string(),
-            catalog: Arc::new(catalog),
+            catalog,
             allowed,
             allowed_remote,
             s3: settings.s3,
             warehouse: settings.warehouse.map(|w| w.trim_end_matches('/').to_string()),
             metastore,
+            delta_lake: settings.delta_lake,
         }
+    }
+
+    /// Whether this is a Delta Lake catalog: tables `STORED AS DELTA`, not written.
+    pub fn is_delta_lake(&self) -> bool {
+        self.delta_lake
     }
 
     /// `files.allowed-locations`: comma-separated absolute directories or

@@ -9,6 +9,8 @@
 //! from the catalog itself, so a new connector needs nothing more to be listed.
 //! Built in: `tpch` (generated data) and `files` (external Parquet/CSV tables).
 
+#[cfg(feature = "delta-lake")]
+pub mod delta_lake;
 pub mod files;
 pub mod information_schema;
 pub mod metastore;
@@ -130,7 +132,15 @@ impl Connectors {
                     c.properties.check_keys(&["connector.name"], &|_| false)?;
                     Arc::new(tpch::TpchConnector::new(&c.name))
                 }
-                "files" | "hive" => {
+                "files" | "hive" | "delta_lake" => {
+                    if c.connector == "delta_lake" && cfg!(not(feature = "delta-lake")) {
+                        return Err(EtcError::Invalid {
+                            path: c.properties.path.display().to_string(),
+                            message:
+                                "this flotilla was built without the Delta Lake connector (cargo feature delta-lake)"
+                                    .into(),
+                        });
+                    }
                     let keys = ["connector.name", "files.allowed-locations", "files.warehouse", "files.metastore-path"];
                     c.properties.check_keys(&keys, &|k| object_storage::S3_KEYS.contains(&k))?;
                     let allowed =
@@ -148,6 +158,7 @@ impl Connectors {
                         s3: object_storage::S3Settings::from_properties(&c.properties)?,
                         warehouse,
                         metastore,
+                        delta_lake: c.connector == "delta_lake",
                     };
                     Arc::new(files::FilesConnector::with_settings(&c.name, settings))
                 }
@@ -155,7 +166,9 @@ impl Connectors {
                 other => {
                     return Err(EtcError::Invalid {
                         path: c.properties.path.display().to_string(),
-                        message: format!("unknown connector.name '{other}' (known: tpch, files, hive, postgresql)"),
+                        message: format!(
+                            "unknown connector.name '{other}' (known: tpch, files, hive, delta_lake, postgresql)"
+                        ),
                     })
                 }
             };
@@ -173,10 +186,19 @@ impl Connectors {
         self.list.iter().any(|c| c.allows_location(location))
     }
 
-    /// Registers every catalog, each with its `information_schema`.
+    /// Registers every catalog, each with its `information_schema`, and the table
+    /// formats they declare tables in.
     pub fn register(&self, ctx: &SessionContext) {
         for c in &self.list {
             ctx.register_catalog(c.catalog_name(), Arc::new(WithInformationSchema::new(c.catalog_name(), c.catalog())));
+        }
+        #[cfg(feature = "delta-lake")]
+        if self.list.iter().any(|c| c.files().is_some_and(|f| f.is_delta_lake())) {
+            let state = ctx.state_ref();
+            let mut state = state.write();
+            for format in delta_lake::DELTA_FORMATS {
+                state.table_factories_mut().insert(format.to_string(), Arc::new(delta_lake::DeltaTableFactory));
+            }
         }
     }
 

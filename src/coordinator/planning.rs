@@ -123,6 +123,9 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
     let (ctx, connectors, workers) = (&request.ctx, &request.connectors, request.workers);
     let state = ctx.state();
     let dialect = state.config().options().sql_parser.dialect;
+    let normalize = state.config().options().sql_parser.enable_ident_normalization;
+    let versioned = versioned_tables(sql, &dialect, normalize, connectors, &state)?;
+    let sql = versioned.as_deref().unwrap_or(sql);
     let mut statement = state.sql_to_statement(sql, &dialect).map_err(|e| planning_error(&e))?;
     check_depth(&statement)?;
     let defaults = state.config().options().catalog.clone();
@@ -131,7 +134,6 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
     // (Trino's) are ours to read, DataFusion plans the rest.
     let mut ctas = None;
     if let DFStatement::Statement(s) = &mut statement {
-        let normalize = state.config().options().sql_parser.enable_ident_normalization;
         if write::is_ctas_into_files(s, connectors, catalog, schema, normalize) {
             if let datafusion::sql::sqlparser::ast::Statement::CreateTable(ct) = s.as_mut() {
                 ctas = Some(write::take_table_properties(ct)?);
@@ -197,6 +199,47 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
     Ok(Planned::Query { physical, fragments, analyze, write: None })
 }
 
+/// The statement with Trino's `FOR VERSION AS OF n` taken out (see
+/// `delta_lake::time_travel`), when it has one; only Delta tables have versions.
+#[cfg(feature = "delta-lake")]
+fn versioned_tables(
+    sql: &str,
+    dialect: &datafusion::config::Dialect,
+    normalize: bool,
+    connectors: &Connectors,
+    state: &datafusion::execution::SessionState,
+) -> Result<Option<String>, QueryError> {
+    use crate::connector::delta_lake::time_travel;
+    let dialect = datafusion::sql::sqlparser::dialect::dialect_from_str(dialect)
+        .unwrap_or_else(|| Box::new(datafusion::sql::sqlparser::dialect::GenericDialect {}));
+    let rewritten = time_travel::rewrite(sql, dialect.as_ref(), normalize)
+        .map_err(|e| QueryError::new(ErrorCode::SyntaxError, e))?;
+    let Some(rewritten) = rewritten else { return Ok(None) };
+    let default_catalog = state.config().options().catalog.default_catalog.clone();
+    for t in &rewritten.tables {
+        let catalog = if t.parts.len() == 3 { t.parts[0].as_str() } else { default_catalog.as_str() };
+        let delta = connectors.get(catalog).and_then(|c| c.files()).is_some_and(|f| f.is_delta_lake());
+        if !delta {
+            return Err(QueryError::new(
+                ErrorCode::NotSupported,
+                format!("FOR VERSION AS OF: '{}' is not a table of a delta_lake catalog", t.parts.join(".")),
+            ));
+        }
+    }
+    Ok(Some(rewritten.sql))
+}
+
+#[cfg(not(feature = "delta-lake"))]
+fn versioned_tables(
+    _sql: &str,
+    _dialect: &datafusion::config::Dialect,
+    _normalize: bool,
+    _connectors: &Connectors,
+    _state: &datafusion::execution::SessionState,
+) -> Result<Option<String>, QueryError> {
+    Ok(None)
+}
+
 /// A table location or `COPY TO` target must be one its catalog allows: a file
 /// catalog's allowed locations (`files.allowed-locations`), and no other catalog's.
 fn check_file_locations(
@@ -209,6 +252,9 @@ fn check_file_locations(
         LogicalPlan::Ddl(DdlStatement::CreateExternalTable(c)) => {
             let catalog = c.name.catalog().unwrap_or(default_catalog);
             let connector = connectors.get(catalog);
+            if let Some(files) = connector.and_then(|k| k.files()) {
+                check_table_format(files, c)?;
+            }
             match (connector, c.locations.iter().find(|l| !connector.is_some_and(|k| k.allows_location(l)))) {
                 (Some(_), None) => Ok(()),
                 (Some(_), Some(location)) => Err(denied(format!(
@@ -224,6 +270,25 @@ fn check_file_locations(
         ))),
         LogicalPlan::Explain(e) => check_file_locations(&e.plan, connectors, default_catalog),
         LogicalPlan::Analyze(a) => check_file_locations(&a.input, connectors, default_catalog),
+        _ => Ok(()),
+    }
+}
+
+/// A Delta Lake catalog holds Delta tables only, and only it holds them.
+fn check_table_format(
+    files: &crate::connector::files::FilesConnector,
+    c: &datafusion::logical_expr::CreateExternalTable,
+) -> Result<(), QueryError> {
+    let delta = ["DELTA", "DELTATABLE"].iter().any(|f| f.eq_ignore_ascii_case(&c.file_type));
+    match (files.is_delta_lake(), delta) {
+        (true, false) => Err(QueryError::new(
+            ErrorCode::NotSupported,
+            format!("Cannot create table {}: a delta_lake catalog holds Delta tables only (STORED AS DELTA)", c.name),
+        )),
+        (false, true) => Err(QueryError::new(
+            ErrorCode::NotSupported,
+            format!("Cannot create table {}: Delta tables belong in a catalog with connector.name=delta_lake", c.name),
+        )),
         _ => Ok(()),
     }
 }

@@ -160,6 +160,7 @@ pub async fn plan_ctas(
     };
     let files = connector.files().expect("a files catalog");
     let full = TableReference::full(catalog.as_str(), schema.as_str(), table.as_str());
+    refuse_delta_lake(files, &full)?;
     let Some(schema_provider) = connector.catalog().schema(&schema) else {
         return Err(QueryError::new(ErrorCode::SchemaNotFound, format!("Schema '{catalog}.{schema}' does not exist")));
     };
@@ -243,6 +244,17 @@ pub async fn plan_ctas(
     Ok(Some(writing(input, target, TableCommit::new(ctx, connector.clone(), full, location, Some(create)))))
 }
 
+/// Delta tables are read, not written: a write would need a commit to their log.
+fn refuse_delta_lake(files: &crate::connector::files::FilesConnector, full: &TableReference) -> Result<(), QueryError> {
+    match files.is_delta_lake() {
+        true => Err(QueryError::new(
+            ErrorCode::NotSupported,
+            format!("Writing Delta Lake tables is not supported ('{full}' is in a delta_lake catalog)"),
+        )),
+        false => Ok(()),
+    }
+}
+
 /// Plans `INSERT INTO` a table of a catalog of files.
 pub async fn plan_insert(
     ctx: &SessionContext,
@@ -259,6 +271,7 @@ pub async fn plan_insert(
         return Ok(None);
     };
     let full = TableReference::full(catalog.as_str(), schema.as_str(), table.as_str());
+    refuse_delta_lake(connector.files().expect("a files catalog"), &full)?;
     if *op != InsertOp::Append {
         return Err(QueryError::new(ErrorCode::NotSupported, format!("INSERT {op} into '{full}': only appending")));
     }
