@@ -5,7 +5,8 @@
 //! current snapshot or with `FOR VERSION AS OF`, equals single-node DataFusion's
 //! answer over `tpch` with the same filter; filters on the partition column and on
 //! columns with log statistics drop files before any is opened; the table survives
-//! a coordinator restart; writes and misplaced tables are clear errors.
+//! a coordinator restart; writes and misplaced tables are clear errors. With moto's
+//! S3 server at hand, the same table uploaded into a bucket reads the same.
 //!
 //! `.ci/run` installs `deltalake` and `pyarrow` into a throwaway virtualenv and names
 //! its Python in `FLOTILLA_PYTHON`; without a Python that has them the test says it
@@ -17,7 +18,10 @@ use std::process::Command;
 use flotilla::client::ClientError;
 use serde_json::Value;
 
-use super::common::{assert_same_rows, oracle, EtcCluster};
+use super::common::{assert_same_rows, files_below, oracle, EtcCluster};
+use super::object_storage::{moto_server, start_moto};
+
+const BUCKET: &str = "flotilla-delta";
 
 /// A Python that can import `deltalake` and `pyarrow`.
 fn python() -> Option<PathBuf> {
@@ -67,7 +71,24 @@ async fn delta_table_versions_read_right_with_files_pruned_by_the_log() {
     std::fs::create_dir_all(&delta_dir).unwrap();
     let lake = format!("connector.name=files\nfiles.warehouse={}\n", root.join("warehouse").display());
     let delta = format!("connector.name=delta_lake\nfiles.allowed-locations={}\n", delta_dir.display());
-    let mut c = EtcCluster::start(&root, &[("lake", &lake), ("delta", &delta)], 2).await;
+    // The same table in a bucket of moto's S3 server, when there is one.
+    let moto = match moto_server() {
+        Some(bin) => Some(start_moto(&bin, &root).await),
+        None => {
+            eprintln!("SKIPPED delta_lake in S3: no S3-compatible server (PyPI moto[server], as .ci/run installs)");
+            None
+        }
+    };
+    let s3_delta = moto.as_ref().map(|m| {
+        format!(
+            "connector.name=delta_lake\nfiles.allowed-locations=s3://{BUCKET}/\ns3.endpoint={}\ns3.region=us-east-1\n\
+             s3.path-style-access=true\ns3.aws-access-key=testing\ns3.aws-secret-key=testing\n",
+            m.endpoint
+        )
+    });
+    let mut catalogs = vec![("lake", lake.as_str()), ("delta", delta.as_str())];
+    catalogs.extend(s3_delta.as_deref().map(|text| ("s3delta", text)));
+    let mut c = EtcCluster::start(&root, &catalogs, 2).await;
     let client = c.client("tpch", "sf0_1");
 
     // The Parquet files the Python writer reads: orders, written by flotilla.
@@ -117,6 +138,31 @@ async fn delta_table_versions_read_right_with_files_pruned_by_the_log() {
     )
     .await;
     assert_same_rows("join", join, &client.execute(join).await.expect("join").rows, &want);
+
+    if let Some(moto) = &moto {
+        // Uploaded as it is (moto checks no signature), read through the catalog's
+        // S3 settings: the log and the data files both come from the bucket.
+        let http = reqwest::Client::new();
+        let made = http.put(format!("{}/{BUCKET}", moto.endpoint)).send().await.unwrap();
+        assert!(made.status().is_success(), "create bucket: {}", made.status());
+        for file in files_below(&table_dir) {
+            let key = file.strip_prefix(&delta_dir).unwrap().display().to_string();
+            let put = http.put(format!("{}/{BUCKET}/{key}", moto.endpoint)).body(std::fs::read(&file).unwrap());
+            assert!(put.send().await.unwrap().status().is_success(), "upload {key}");
+        }
+        client.execute("CREATE SCHEMA s3delta.s").await.expect("s3 schema");
+        let create = format!("CREATE EXTERNAL TABLE s3delta.s.orders STORED AS DELTA LOCATION 's3://{BUCKET}/orders/'");
+        client.execute(&create).await.expect("register the Delta table in the bucket");
+        for (label, version, filter) in [versions[0], versions[3]] {
+            let want = oracle("sf0_1", &per_status.replace("{FILTER}", filter)).await;
+            let sql = per_status.replace("FROM orders {FILTER}", &format!("FROM s3delta.s.orders{version}"));
+            let got = client.execute(&sql).await.unwrap_or_else(|e| panic!("s3 {label}: {e:?}")).rows;
+            assert_same_rows(&format!("s3 {label}"), &sql, &got, &want);
+        }
+        let plan = client.execute("EXPLAIN SELECT count(*) FROM s3delta.s.orders WHERE o_orderstatus = 'F'").await;
+        let f_only = scanned_files(&plan.unwrap().rows);
+        assert!(!f_only.is_empty() && f_only.iter().all(|f| f.starts_with("orders/o_orderstatus=F/")), "{f_only:?}");
+    }
 
     // Every live file is read by a full scan, spread over more than one task.
     let plan = client.execute("EXPLAIN SELECT * FROM delta.s.orders").await.unwrap().rows;
@@ -191,5 +237,6 @@ async fn delta_table_versions_read_right_with_files_pruned_by_the_log() {
     check_versions(c.client("tpch", "sf0_1")).await;
     c.cluster.assert_no_tasks_left().await;
     drop(c);
+    drop(moto);
     let _ = std::fs::remove_dir_all(&root);
 }

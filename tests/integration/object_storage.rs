@@ -19,7 +19,7 @@ use super::common::{assert_same_rows, free_port, oracle, EtcCluster};
 const TABLES: [&str; 8] = ["nation", "region", "part", "supplier", "partsupp", "customer", "orders", "lineitem"];
 const BUCKET: &str = "flotilla-test";
 
-fn moto_server() -> Option<PathBuf> {
+pub fn moto_server() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("FLOTILLA_MOTO_SERVER").map(PathBuf::from).filter(|p| p.exists()) {
         return Some(p);
     }
@@ -27,9 +27,9 @@ fn moto_server() -> Option<PathBuf> {
 }
 
 /// The S3 server, stopped when dropped.
-struct Moto {
+pub struct Moto {
     child: Child,
-    endpoint: String,
+    pub endpoint: String,
 }
 
 impl Drop for Moto {
@@ -39,7 +39,7 @@ impl Drop for Moto {
     }
 }
 
-async fn start_moto(bin: &std::path::Path, dir: &std::path::Path) -> Moto {
+pub async fn start_moto(bin: &std::path::Path, dir: &std::path::Path) -> Moto {
     let port = free_port();
     let child = Command::new(bin)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
