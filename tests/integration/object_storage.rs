@@ -1,7 +1,7 @@
 //! Tables in S3, on a real S3-compatible server (moto's, from PyPI, started here in a
 //! temporary directory): TPC-H sf0_1 written into a bucket by `CREATE TABLE ... AS`,
 //! all 22 queries over it equal to single-node DataFusion, `INSERT INTO` a bucket
-//! table, a missing bucket and an unreachable endpoint as clear errors, and a worker
+//! table, a missing bucket, an unreachable endpoint and a wrong key as clear errors, and a worker
 //! killed mid-scan under `retry_policy=task` with the right rows anyway.
 //!
 //! `.ci/run` installs moto into a throwaway virtualenv and names its `moto_server` in
@@ -40,9 +40,14 @@ impl Drop for Moto {
 }
 
 pub async fn start_moto(bin: &std::path::Path, dir: &std::path::Path) -> Moto {
+    start_moto_with(bin, dir, &[]).await
+}
+
+async fn start_moto_with(bin: &std::path::Path, dir: &std::path::Path, env: &[(&str, &str)]) -> Moto {
     let port = free_port();
     let child = Command::new(bin)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .envs(env.iter().copied())
         .current_dir(dir)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -72,6 +77,11 @@ async fn tpch_in_a_bucket_is_written_read_and_survives_a_killed_worker() {
     // The bucket, made with the server's own API (moto checks no signature).
     let made = reqwest::Client::new().put(format!("{}/{BUCKET}", moto.endpoint)).send().await.unwrap();
     assert!(made.status().is_success(), "create bucket: {}", made.status());
+    // A server that checks keys after two requests (the start-up probe and the one
+    // making the bucket); it knows none, so the catalog's key is wrong.
+    let locked = start_moto_with(&bin, &root, &[("INITIAL_NO_AUTH_ACTION_COUNT", "2")]).await;
+    let made = reqwest::Client::new().put(format!("{}/flotilla-locked", locked.endpoint)).send().await.unwrap();
+    assert!(made.status().is_success(), "create bucket: {}", made.status());
     let s3 = |endpoint: &str, allowed: &str| {
         format!(
             "connector.name=files\nfiles.allowed-locations={allowed}\n\
@@ -85,8 +95,10 @@ async fn tpch_in_a_bucket_is_written_read_and_survives_a_killed_worker() {
     let lake_catalog = s3(&moto.endpoint, &format!("s3://{BUCKET}/,s3://flotilla-missing/"))
         + &format!("files.warehouse=s3://{BUCKET}/warehouse\n");
     let gone_catalog = s3(&closed, "s3://flotilla-gone/");
+    let locked_catalog = s3(&locked.endpoint, "s3://flotilla-locked/");
     println!("moto at {}, nothing at {closed}", moto.endpoint);
-    let mut c = EtcCluster::start(&root, &[("lake", &lake_catalog), ("gone", &gone_catalog)], 3).await;
+    let catalogs = [("lake", lake_catalog.as_str()), ("gone", &gone_catalog), ("locked", &locked_catalog)];
+    let mut c = EtcCluster::start(&root, &catalogs, 3).await;
     let lake = c.client("lake", "tpch");
     lake.execute("CREATE SCHEMA lake.tpch").await.expect("create schema");
     let started = Instant::now();
@@ -104,19 +116,31 @@ async fn tpch_in_a_bucket_is_written_read_and_survives_a_killed_worker() {
         assert_same_rows(&label, sql, &got.rows, &oracle("sf0_1", sql).await);
     }
 
-    // A missing bucket and an endpoint nobody listens on: errors naming the location.
-    for (sql, place) in [
+    // A missing bucket, an endpoint nobody listens on and a key the server does not
+    // know: errors naming the location.
+    for (sql, place, why) in [
+        (
+            "CREATE EXTERNAL TABLE locked.default.t STORED AS PARQUET LOCATION 's3://flotilla-locked/t/'",
+            "flotilla-locked",
+            "InvalidAccessKeyId",
+        ),
         (
             "CREATE EXTERNAL TABLE lake.tpch.nowhere STORED AS PARQUET LOCATION 's3://flotilla-missing/t/'",
             "flotilla-missing",
+            "NoSuchBucket",
         ),
-        ("CREATE EXTERNAL TABLE gone.default.t STORED AS PARQUET LOCATION 's3://flotilla-gone/t/'", "flotilla-gone"),
+        (
+            "CREATE EXTERNAL TABLE gone.default.t STORED AS PARQUET LOCATION 's3://flotilla-gone/t/'",
+            "flotilla-gone",
+            "error sending request",
+        ),
     ] {
         let t = Instant::now();
         let e = lake.execute(sql).await.expect_err("no such place");
         let flotilla::client::ClientError::Query { error_name, message, .. } = &e else { panic!("{sql}: {e}") };
+        println!("{sql}: {error_name}: {message}");
         assert_eq!(error_name, "OBJECT_STORE_ERROR", "{sql}: {message}");
-        assert!(message.contains(place), "{sql}: {message}");
+        assert!(message.contains(place) && message.contains(why), "{sql}: {message}");
         assert!(t.elapsed() < Duration::from_secs(60), "{sql}: took {:?}", t.elapsed());
     }
 
