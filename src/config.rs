@@ -37,6 +37,9 @@ pub struct SessionProperties {
     pub exchange_max_error_duration: Option<Duration>,
     pub hash_partition_count: Option<usize>,
     pub query_max_planning_time: Duration,
+    /// What the query's tasks on one worker may hold together; the worker's
+    /// `query.max-memory-per-node` without it.
+    pub query_max_memory_per_node: Option<u64>,
 }
 
 impl Default for SessionProperties {
@@ -53,6 +56,7 @@ impl Default for SessionProperties {
             exchange_max_error_duration: None,
             hash_partition_count: None,
             query_max_planning_time: Duration::from_secs(600),
+            query_max_memory_per_node: None,
         }
     }
 }
@@ -132,6 +136,16 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         default: "workers x cores",
         description: "partitions of hash exchanges, the query's H (1 to 4096); by default live workers x the coordinator's cores, at least 2 per worker",
         set: |p, v| { p.hash_partition_count = Some(count("hash_partition_count", v, 1, MAX_HASH_PARTITIONS)?); Ok(()) },
+    },
+    PropertyDef {
+        name: "query_max_memory_per_node",
+        default: "worker's query.max-memory-per-node",
+        description: "bytes the query's tasks on one worker may hold together (1MB to 1PB); over it the query fails with EXCEEDED_LOCAL_MEMORY_LIMIT",
+        set: |p, v| {
+            let n = parse_bytes(v).map_err(|e| format!("session property 'query_max_memory_per_node': {e}"))?;
+            p.query_max_memory_per_node = Some(ranged("query_max_memory_per_node", n, 1 << 20, 1 << 50)?);
+            Ok(())
+        },
     },
     PropertyDef {
         name: "output_buffer_max_bytes",

@@ -101,7 +101,12 @@ error_codes! {
     /// A worker dropped a task nobody asked about (`task.client.timeout`).
     AbandonedTask = ("ABANDONED_TASK", 65553, InternalError, Retryable),
     RemoteHostGone = ("REMOTE_HOST_GONE", 65558, InternalError, Retryable),
+    /// A query held more memory across the cluster than `query_max_memory`.
+    ExceededGlobalMemoryLimit = ("EXCEEDED_GLOBAL_MEMORY_LIMIT", 131073, InsufficientResources, Never),
     ExceededTimeLimit = ("EXCEEDED_TIME_LIMIT", 131075, InsufficientResources, Never),
+    /// A query's tasks on one worker wanted more than `query_max_memory_per_node`, or
+    /// than the worker's pool had left with spilling done.
+    ExceededLocalMemoryLimit = ("EXCEEDED_LOCAL_MEMORY_LIMIT", 131079, InsufficientResources, Never),
     /// DataFusion failed while running the plan: a failing cast, a division by zero.
     ExecutionError = ("EXECUTION_ERROR", FLOTILLA, UserError, Never),
     /// A task could not reach an upstream task's output (it names the upstream).

@@ -153,6 +153,10 @@ const SERVER_KEYS: &[&str] = &[
     "sink.max-buffer-size",
     "exchange.base-directories",
     "shutdown.grace-period",
+    "memory.heap-headroom-per-node",
+    "query.max-memory-per-node",
+    "spiller-spill-path",
+    "max-spill-per-node",
     "node.id",
     "node.environment",
     "node.internal-address",
@@ -179,6 +183,12 @@ pub struct ServerConfig {
     pub output_buffer_max_bytes: Option<u64>,
     pub spool_dir: Option<PathBuf>,
     pub shutdown_grace_period: Option<Duration>,
+    /// `memory.heap-headroom-per-node`: memory a worker leaves outside its pool.
+    pub memory_heap_headroom: Option<u64>,
+    /// `query.max-memory-per-node`, `spiller-spill-path`, `max-spill-per-node`.
+    pub query_max_memory_per_node: Option<u64>,
+    pub spill_path: Option<PathBuf>,
+    pub max_spill_per_node: Option<u64>,
     pub https_port: Option<u16>,
     /// Set when `http-server.https.enabled=true`.
     pub tls: Option<crate::tls::TlsConfig>,
@@ -317,6 +327,12 @@ fn merge_server(server: &mut ServerConfig, f: &PropertiesFile) -> Result<(), Etc
     server.worker_timeout = or(server.worker_timeout, f.parsed("failure-detector.timeout", parse_duration)?);
     server.output_buffer_max_bytes = or(server.output_buffer_max_bytes, f.parsed("sink.max-buffer-size", parse_bytes)?);
     server.spool_dir = or(server.spool_dir.take(), f.get("exchange.base-directories").map(PathBuf::from));
+    server.memory_heap_headroom =
+        or(server.memory_heap_headroom, f.parsed("memory.heap-headroom-per-node", parse_bytes)?);
+    server.query_max_memory_per_node =
+        or(server.query_max_memory_per_node, f.parsed("query.max-memory-per-node", parse_bytes)?);
+    server.spill_path = or(server.spill_path.take(), f.get("spiller-spill-path").map(PathBuf::from));
+    server.max_spill_per_node = or(server.max_spill_per_node, f.parsed("max-spill-per-node", parse_bytes)?);
     server.shutdown_grace_period = or(server.shutdown_grace_period, f.parsed("shutdown.grace-period", parse_duration)?);
     server.https_port = or(server.https_port, f.parsed("http-server.https.port", port)?);
     server.truststore =

@@ -40,6 +40,9 @@ impl LocalCluster {
             if let Some(b) = options.output_buffer_bytes {
                 config.settings.output_buffer_bytes = b;
             }
+            // The workers share this process's memory: the default pool is split.
+            config.memory.pool_bytes /= workers.max(1);
+            config.memory.query_max_per_node = config.memory.pool_bytes;
             handles.push(start_worker(config).await.map_err(|e| format!("cannot start a worker: {e}"))?);
         }
         if !coordinator.wait_for_workers(workers, Duration::from_secs(10)).await {

@@ -102,6 +102,23 @@ enum Command {
         /// the worker's queries before aborting their tasks (shutdown.grace-period; 2m).
         #[arg(long, value_parser = flotilla::config::parse_duration)]
         shutdown_grace_period: Option<Duration>,
+        /// The memory pool every task of the worker reserves from, e.g. 2GB (default:
+        /// 70% of the machine's or the cgroup's memory; memory.heap-headroom-per-node
+        /// in --etc leaves that much outside it).
+        #[arg(long)]
+        memory: Option<String>,
+        /// What one query's tasks on this worker may hold together (Trino's
+        /// query.max-memory-per-node; default: the whole pool).
+        #[arg(long)]
+        query_max_memory_per_node: Option<String>,
+        /// Where operators spill (spiller-spill-path; a subdirectory per worker).
+        /// Default: the system temp directory.
+        #[arg(long)]
+        spill_path: Option<String>,
+        /// Bytes of spill files the worker may hold at once (max-spill-per-node;
+        /// default 100GB).
+        #[arg(long)]
+        max_spill_per_node: Option<String>,
     },
     /// Run SQL against a coordinator.
     Sql {
@@ -391,6 +408,10 @@ async fn run(cli: Cli) -> Result<(), String> {
             spool_dir,
             task_client_timeout,
             shutdown_grace_period,
+            memory,
+            query_max_memory_per_node,
+            spill_path,
+            max_spill_per_node,
         } => {
             use flotilla::worker::WorkerConfig;
             let mut config = match node.etc()? {
@@ -430,6 +451,22 @@ async fn run(cli: Cli) -> Result<(), String> {
             }
             if let Some(b) = output_buffer_max_bytes {
                 config.settings.output_buffer_bytes = flotilla::config::parse_bytes(&b)?;
+            }
+            if let Some(m) = memory {
+                let pool = flotilla::config::parse_bytes(&m)? as usize;
+                if config.memory.query_max_per_node == config.memory.pool_bytes {
+                    config.memory.query_max_per_node = pool;
+                }
+                config.memory.pool_bytes = pool;
+            }
+            if let Some(q) = query_max_memory_per_node {
+                config.memory.query_max_per_node = flotilla::config::parse_bytes(&q)? as usize;
+            }
+            if let Some(p) = spill_path {
+                config.memory.spill_path = p.into();
+            }
+            if let Some(m) = max_spill_per_node {
+                config.memory.max_spill_bytes = flotilla::config::parse_bytes(&m)?;
             }
             let bind = config.bind.clone();
             let handle = flotilla::worker::start_worker(config)

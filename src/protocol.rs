@@ -199,6 +199,14 @@ pub struct TaskStats {
     pub output_rows: u64,
     pub output_bytes: u64,
     pub elapsed_ms: u64,
+    /// Bytes the task holds in its worker's memory pool now, and at most so far.
+    #[serde(default)]
+    pub memory_reserved_bytes: u64,
+    #[serde(default)]
+    pub memory_peak_bytes: u64,
+    /// Bytes its operators wrote to spill files.
+    #[serde(default)]
+    pub spilled_bytes: u64,
 }
 
 /// `GET /v1/task/{taskId}/status`.

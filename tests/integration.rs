@@ -12,6 +12,7 @@ mod integration {
     pub mod fault_tolerant;
     pub mod files;
     pub mod lifecycle;
+    pub mod memory;
     pub mod netns;
     pub mod object_storage;
     pub mod postgresql;

@@ -404,7 +404,7 @@ fn explain_analyze(plan: &FragmentedPlan, stages: &[Arc<StageExecution>], elapse
         for t in &info.tasks {
             let _ = writeln!(
                 out,
-                "    task {} on {} {}: input {} rows / {} B, output {} rows / {} B, {} ms",
+                "    task {} on {} {}: input {} rows / {} B, output {} rows / {} B, {} ms, memory peak {} B, spilled {} B",
                 t.task_id,
                 t.node_id,
                 format!("{:?}", t.state).to_uppercase(),
@@ -412,7 +412,9 @@ fn explain_analyze(plan: &FragmentedPlan, stages: &[Arc<StageExecution>], elapse
                 t.stats.input_bytes,
                 t.stats.output_rows,
                 t.stats.output_bytes,
-                t.stats.elapsed_ms
+                t.stats.elapsed_ms,
+                t.stats.memory_peak_bytes,
+                t.stats.spilled_bytes
             );
         }
     }
@@ -463,6 +465,8 @@ fn task_failure_error(r: &crate::scheduling::pipelined::TaskFailureReport) -> Qu
         Some(ErrorCode::RemoteTaskUnreachable) => ErrorCode::PageTransportError,
         Some(ErrorCode::TooManyRequestsFailed) => ErrorCode::TooManyRequestsFailed,
         Some(c) if c.error_type() == crate::error_code::ErrorType::UserError => c,
+        // Memory limits say what the query needed: the user's to act on.
+        Some(c) if c.error_type() == crate::error_code::ErrorType::InsufficientResources => c,
         Some(_) => ErrorCode::RemoteTaskError,
     };
     QueryError::new(code, message)
@@ -504,6 +508,9 @@ mod tests {
         assert_eq!(task_failure_error(&report("TASK_LOST")).error_name, "REMOTE_HOST_GONE");
         assert_eq!(task_failure_error(&report("REMOTE_TASK_UNREACHABLE")).error_name, "PAGE_TRANSPORT_ERROR");
         assert_eq!(task_failure_error(&report("SPOOL_ERROR")).error_name, "REMOTE_TASK_ERROR");
+        let memory = task_failure_error(&report("EXCEEDED_LOCAL_MEMORY_LIMIT"));
+        assert_eq!((memory.error_name.as_str(), memory.error_code), ("EXCEEDED_LOCAL_MEMORY_LIMIT", 131079));
+        assert_eq!(memory.error_type, "INSUFFICIENT_RESOURCES");
         let unknown = task_failure_error(&report("DISK_ON_FIRE"));
         assert_eq!((unknown.error_name.as_str(), unknown.error_code), ("DISK_ON_FIRE", 65536));
         // Unknown names are a newer peer's internal failures, retried; our own catch-all

@@ -354,6 +354,9 @@ fn stats(q: &QueryExecution) -> Value {
         .map(|t| t.status().stats.output_rows)
         .sum();
     let processed_bytes: u64 = tasks.iter().map(|t| t.stats.output_bytes).sum();
+    // Each task's peak, added up: at least the query's peak, at most its sum.
+    let peak_memory: u64 = tasks.iter().map(|t| t.stats.memory_peak_bytes).sum();
+    let spilled: u64 = tasks.iter().map(|t| t.stats.spilled_bytes).sum();
     let elapsed = q.elapsed().as_millis() as u64;
     let state = q.state();
     let stages_done =
@@ -377,8 +380,8 @@ fn stats(q: &QueryExecution) -> Value {
         "processedBytes": processed_bytes,
         "outputRows": q.output_rows(),
         "physicalInputBytes": 0,
-        "peakMemoryBytes": 0,
-        "spilledBytes": 0,
+        "peakMemoryBytes": peak_memory,
+        "spilledBytes": spilled,
     })
 }
 

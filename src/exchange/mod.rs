@@ -42,6 +42,15 @@ pub fn failure_from_error(e: &DataFusionError) -> TaskFailure {
             upstream_url: None,
         };
     }
+    if matches!(e.find_root(), DataFusionError::ResourcesExhausted(_)) {
+        // Memory, not the query's logic: the worker's pool or the query's share of it.
+        return TaskFailure {
+            code: ErrorCode::ExceededLocalMemoryLimit.name().into(),
+            message: e.find_root().to_string(),
+            upstream: None,
+            upstream_url: None,
+        };
+    }
     if matches!(e.find_root(), DataFusionError::ObjectStore(_)) {
         // Object storage, not the query: worth another attempt (an external error).
         return TaskFailure {

@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod failure_injector;
+pub mod memory;
 pub mod task;
 pub mod task_manager;
 pub mod task_output;
@@ -114,6 +115,8 @@ pub struct WorkerConfig {
     pub tls: Option<crate::tls::TlsConfig>,
     /// CA certificates internal requests trust besides the system's.
     pub truststore: Option<std::path::PathBuf>,
+    /// The memory pool, spill directory and per-query limit.
+    pub memory: memory::MemorySettings,
 }
 
 impl WorkerConfig {
@@ -136,6 +139,7 @@ impl WorkerConfig {
             shutdown_grace_period: Duration::from_secs(120),
             tls: None,
             truststore: None,
+            memory: memory::MemorySettings::default_for_machine(std::env::temp_dir().join("flotilla-spill")),
         }
     }
 }
@@ -171,6 +175,19 @@ impl WorkerConfig {
         }
         if let Some(g) = etc.server.shutdown_grace_period {
             c.shutdown_grace_period = g;
+        }
+        if let Some(headroom) = etc.server.memory_heap_headroom {
+            c.memory.pool_bytes = (memory::available_memory().saturating_sub(headroom) as usize).max(64 << 20);
+            c.memory.query_max_per_node = c.memory.pool_bytes;
+        }
+        if let Some(q) = etc.server.query_max_memory_per_node {
+            c.memory.query_max_per_node = q as usize;
+        }
+        if let Some(dir) = &etc.server.spill_path {
+            c.memory.spill_path = dir.clone();
+        }
+        if let Some(m) = etc.server.max_spill_per_node {
+            c.memory.max_spill_bytes = m;
         }
         c.shared_secret = etc.server.shared_secret.clone();
         c.node_id = Some(etc.node.id.clone());
@@ -232,8 +249,10 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
     let injector = config.enable_failure_injection.then(|| Arc::new(failure_injector::FailureInjector::default()));
     let spool_dir = config.spool_root.join(&node_id);
     crate::exchange::spool::prepare_spool_root(&spool_dir)?;
+    let memory = memory::WorkerMemory::new(config.memory.clone(), &config.connectors.runtime(), &node_id)
+        .map_err(std::io::Error::other)?;
     let manager =
-        Arc::new(SqlTaskManager::new(node_id.clone(), url.clone(), http.clone(), &config, injector, spool_dir));
+        Arc::new(SqlTaskManager::new(node_id.clone(), url.clone(), http.clone(), &config, injector, spool_dir, memory));
     let auth = crate::http::InternalAuth(config.shared_secret.as_deref().map(Arc::from));
     // Scrapers do not carry the cluster secret; /metrics stays outside it.
     let app = api::router(manager.clone())

@@ -77,6 +77,9 @@ pub struct SqlTask {
     /// When a client (the coordinator, or a consumer task) last asked about this task;
     /// a task nobody asks about for the client timeout is abandoned.
     last_contact: Mutex<Instant>,
+    memory: Arc<super::memory::TaskMemoryPool>,
+    /// The running plan, for what its operators spilled.
+    plan: Arc<dyn ExecutionPlan>,
 }
 
 impl std::fmt::Debug for SqlTask {
@@ -102,6 +105,8 @@ pub struct TaskStart {
     pub spool: Option<Arc<SpoolWriter>>,
     /// Decodes the fragment: the worker's connectors.
     pub codec: FlotillaCodec,
+    /// The task's share of the worker's memory pool (its `task_ctx` reserves there).
+    pub memory: Arc<super::memory::TaskMemoryPool>,
 }
 
 impl SqlTask {
@@ -128,6 +133,7 @@ impl SqlTask {
                 "an output of {buffer_count} buffers is out of range (1 to {MAX_OUTPUT_BUFFERS})"
             )));
         }
+        let exec_plan = cooperative(exec_plan)?;
         let status_changed = Arc::new(Notify::new());
         let output = match start.spool {
             Some(spool) => TaskOutput::spool(spool),
@@ -166,10 +172,11 @@ impl SqlTask {
             created: Instant::now(),
             ended: Mutex::new(None),
             last_contact: Mutex::new(Instant::now()),
+            memory: start.memory,
+            plan: exec_plan.clone(),
         });
         task.add_sources(start.sources);
         task.transition(TaskState::Running);
-        let exec_plan = cooperative(exec_plan)?;
         // On the compute runtime: CPU-bound operators there cannot starve the task API.
         let driver = crate::runtime::compute().spawn(task.clone().drive(
             exec_plan,
@@ -328,6 +335,9 @@ impl SqlTask {
                 output_rows: self.output_rows.load(Ordering::Relaxed),
                 output_bytes: self.output_bytes.load(Ordering::Relaxed),
                 elapsed_ms: elapsed.as_millis() as u64,
+                memory_reserved_bytes: self.memory.reserved() as u64,
+                memory_peak_bytes: self.memory.peak() as u64,
+                spilled_bytes: spilled_bytes(&self.plan),
             },
         }
     }
@@ -512,4 +522,10 @@ fn cooperative(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>, D
         Ok(Transformed::yes(Arc::new(CooperativeExec::new(node)) as Arc<dyn ExecutionPlan>))
     })?;
     Ok(wrapped.data)
+}
+
+/// Bytes the operators of `plan` wrote to spill files so far.
+fn spilled_bytes(plan: &Arc<dyn ExecutionPlan>) -> u64 {
+    let own = plan.metrics().and_then(|m| m.spilled_bytes()).unwrap_or(0) as u64;
+    own + plan.children().into_iter().map(spilled_bytes).sum::<u64>()
 }

@@ -29,8 +29,8 @@ pub struct SqlTaskManager {
     /// Function registry and runtime shared by every task: building a session per
     /// task would dominate the cost of creating small tasks.
     base: Arc<TaskContext>,
-    /// Task contexts by batch size; tasks share them as partitions of one session do.
-    contexts: parking_lot::Mutex<HashMap<usize, Arc<TaskContext>>>,
+    /// The worker's memory pool and spill directory, and each query's share here.
+    memory: super::memory::WorkerMemory,
     pub injector: Option<Arc<FailureInjector>>,
     /// Set by a graceful shutdown.
     shutting_down: tokio::sync::watch::Sender<bool>,
@@ -53,6 +53,7 @@ impl SqlTaskManager {
         config: &super::WorkerConfig,
         injector: Option<Arc<FailureInjector>>,
         spool_root: std::path::PathBuf,
+        memory: super::memory::WorkerMemory,
     ) -> Self {
         let (defaults, exchange) = (config.settings.clone(), config.exchange.clone());
         let base = SessionContext::new_with_config_rt(SessionConfig::new(), config.connectors.runtime()).task_ctx();
@@ -67,7 +68,7 @@ impl SqlTaskManager {
             base,
             codec: FlotillaCodec::new(config.connectors.clone()),
             shutting_down: tokio::sync::watch::channel(false).0,
-            contexts: Default::default(),
+            memory,
             injector,
             creating: Default::default(),
             deleted_while_creating: Default::default(),
@@ -162,7 +163,10 @@ impl SqlTaskManager {
         let exchange = self.exchange.with_properties(&props);
         let input_stats = Arc::new(ExchangeStats::default());
         let client = ExchangeClient::new(self.http.clone(), exchange, input_stats.clone());
-        let task_ctx = self.task_context(settings.batch_size);
+        let limit = props.query_max_memory_per_node.map(|b| b as usize);
+        let (runtime, memory) =
+            self.memory.task_runtime(&id.query_id, limit).map_err(|e| WorkerError::BadRequest(e.to_string()))?;
+        let task_ctx = self.task_context(settings.batch_size, runtime);
         // Decoding a plan and creating a spool take a while; they happen outside the
         // worker-wide lock so that status and results requests of other tasks go on.
         // A disk problem is this worker's, not the plan's: a 5xx the coordinator
@@ -190,6 +194,7 @@ impl SqlTaskManager {
             task_ctx,
             spool: spool.clone(),
             codec: self.codec.clone(),
+            memory,
         });
         let task = match started {
             Ok(task) => task,
@@ -216,28 +221,33 @@ impl SqlTaskManager {
         Ok(info)
     }
 
-    fn task_context(&self, batch_size: usize) -> Arc<TaskContext> {
-        let mut contexts = self.contexts.lock();
+    /// A task's context: the worker's functions, and a runtime whose memory pool is
+    /// the task's own share of the worker's.
+    fn task_context(
+        &self,
+        batch_size: usize,
+        runtime: Arc<datafusion::execution::runtime_env::RuntimeEnv>,
+    ) -> Arc<TaskContext> {
         let b = &self.base;
-        contexts
-            .entry(batch_size)
-            .or_insert_with(|| {
-                let mut config = SessionConfig::new().with_batch_size(batch_size);
-                // A task runs only some partitions of a file scan; with work stealing
-                // they would also read the file groups of partitions other tasks own.
-                config.options_mut().execution.enable_file_stream_work_stealing = false;
-                Arc::new(TaskContext::new(
-                    None,
-                    b.session_id(),
-                    config,
-                    b.scalar_functions().clone(),
-                    b.higher_order_functions().clone(),
-                    b.aggregate_functions().clone(),
-                    b.window_functions().clone(),
-                    b.runtime_env(),
-                ))
-            })
-            .clone()
+        let mut config = SessionConfig::new().with_batch_size(batch_size);
+        // A task runs only some partitions of a file scan; with work stealing they
+        // would also read the file groups of partitions other tasks own.
+        config.options_mut().execution.enable_file_stream_work_stealing = false;
+        Arc::new(TaskContext::new(
+            None,
+            b.session_id(),
+            config,
+            b.scalar_functions().clone(),
+            b.higher_order_functions().clone(),
+            b.aggregate_functions().clone(),
+            b.window_functions().clone(),
+            runtime,
+        ))
+    }
+
+    /// The worker's memory: its pool, spill directory and limits.
+    pub fn memory(&self) -> &super::memory::WorkerMemory {
+        &self.memory
     }
 
     /// Ends and forgets a task; its final status is returned so the coordinator learns

@@ -1,0 +1,323 @@
+//! A worker's memory: one bounded pool that the tasks running here share fairly
+//! (DataFusion's `FairSpillPool`: sorts, aggregations and joins that can spill get
+//! an equal share each, and spill when it runs out), spill files in a directory of
+//! the worker's own with a cap on their bytes, and for each query a limit on what
+//! its tasks here hold together (`query_max_memory_per_node`).
+//!
+//! The task manager builds one `WorkerMemory` and asks it for each new task's
+//! runtime: DataFusion's `RuntimeEnv` with the worker's object stores, caches and
+//! spill directory, and the task's own `TaskMemoryPool`, which counts what the task
+//! holds (reported in its status) and checks the query's limit before the shared
+//! pool is asked.
+
+use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::disk_manager::{DiskManager, DiskManagerMode};
+use datafusion::execution::memory_pool::{
+    FairSpillPool, MemoryConsumer, MemoryLimit, MemoryPool, MemoryReservation, TrackConsumersPool,
+};
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
+
+/// Marks the message of a failure over a query's per-node limit, so that the task's
+/// failure gets `EXCEEDED_LOCAL_MEMORY_LIMIT` (as does a full worker pool).
+pub const LOCAL_LIMIT_MARK: &str = "Query exceeded per-node memory limit";
+
+/// How much memory a worker's tasks may hold and where they spill.
+#[derive(Debug, Clone)]
+pub struct MemorySettings {
+    /// The pool every task of the worker reserves from.
+    pub pool_bytes: usize,
+    /// `spiller-spill-path`: spill files go to a directory of their own below it.
+    pub spill_path: PathBuf,
+    /// `max-spill-per-node`: bytes of spill files the worker may hold at once.
+    pub max_spill_bytes: u64,
+    /// `query.max-memory-per-node`: what one query's tasks here may hold together,
+    /// unless its `query_max_memory_per_node` says otherwise.
+    pub query_max_per_node: usize,
+}
+
+impl MemorySettings {
+    /// The default pool: 70% of the machine's memory, or of the cgroup's limit when
+    /// that is lower (a container's), and a query may use all of it.
+    pub fn default_for_machine(spill_path: PathBuf) -> Self {
+        let pool_bytes = (available_memory() as f64 * 0.7) as usize;
+        MemorySettings { pool_bytes, spill_path, max_spill_bytes: 100 << 30, query_max_per_node: pool_bytes }
+    }
+}
+
+/// The smaller of the machine's memory and the cgroup's limit.
+pub fn available_memory() -> u64 {
+    let machine = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(4 << 30);
+    let cgroup = ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok().and_then(|v| v.trim().parse::<u64>().ok()));
+    cgroup.map_or(machine, |c| c.min(machine))
+}
+
+/// What one query holds on this worker, over all its tasks here.
+#[derive(Debug)]
+struct QueryMemory {
+    limit: usize,
+    reserved: AtomicUsize,
+}
+
+/// The worker's memory, shared by its tasks.
+pub struct WorkerMemory {
+    settings: MemorySettings,
+    pool: Arc<dyn MemoryPool>,
+    base: Arc<RuntimeEnv>,
+    node_id: String,
+    queries: parking_lot::Mutex<HashMap<String, Weak<QueryMemory>>>,
+}
+
+impl WorkerMemory {
+    /// The pool and the spill directory (`SPILL_PATH/NODE_ID`), over the object
+    /// stores and caches of `connectors` (the process's runtime).
+    pub fn new(settings: MemorySettings, connectors: &RuntimeEnv, node_id: &str) -> Result<Self> {
+        let fair = FairSpillPool::new(settings.pool_bytes);
+        let pool: Arc<dyn MemoryPool> =
+            Arc::new(TrackConsumersPool::new(fair, NonZeroUsize::new(3).expect("three is not zero")));
+        let dir = settings.spill_path.join(node_id);
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            DataFusionError::Execution(format!("cannot make the spill directory {}: {e}", dir.display()))
+        })?;
+        let disk = DiskManager::builder()
+            .with_mode(DiskManagerMode::Directories(vec![dir]))
+            .with_max_temp_directory_size(settings.max_spill_bytes)
+            .build()?;
+        let mut base = RuntimeEnvBuilder::new()
+            .with_memory_pool(pool.clone())
+            .with_object_store_registry(connectors.object_store_registry.clone())
+            .build()?;
+        base.cache_manager = connectors.cache_manager.clone();
+        base.disk_manager = Arc::new(disk);
+        Ok(WorkerMemory {
+            settings,
+            pool,
+            base: Arc::new(base),
+            node_id: node_id.to_string(),
+            queries: Default::default(),
+        })
+    }
+
+    pub fn settings(&self) -> &MemorySettings {
+        &self.settings
+    }
+
+    /// Bytes reserved in the pool now, by every task.
+    pub fn reserved(&self) -> usize {
+        self.pool.reserved()
+    }
+
+    /// Bytes of spill files on disk now.
+    pub fn spilled_on_disk(&self) -> u64 {
+        self.base.disk_manager.used_disk_space()
+    }
+
+    /// The runtime of a new task of `query_id`, whose tasks here may hold `limit`
+    /// bytes together (the worker's default without one), and the task's pool.
+    pub fn task_runtime(&self, query_id: &str, limit: Option<usize>) -> Result<(Arc<RuntimeEnv>, Arc<TaskMemoryPool>)> {
+        let query = {
+            let mut queries = self.queries.lock();
+            queries.retain(|_, q| q.strong_count() > 0);
+            match queries.get(query_id).and_then(Weak::upgrade) {
+                Some(q) => q,
+                None => {
+                    let limit = limit.unwrap_or(self.settings.query_max_per_node);
+                    let q = Arc::new(QueryMemory { limit, reserved: AtomicUsize::new(0) });
+                    queries.insert(query_id.to_string(), Arc::downgrade(&q));
+                    q
+                }
+            }
+        };
+        let task_pool = Arc::new(TaskMemoryPool {
+            inner: self.pool.clone(),
+            query,
+            node_id: self.node_id.clone(),
+            reserved: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+        });
+        let mut env = RuntimeEnvBuilder::new()
+            .with_memory_pool(task_pool.clone())
+            .with_object_store_registry(self.base.object_store_registry.clone())
+            .build()?;
+        env.cache_manager = self.base.cache_manager.clone();
+        env.disk_manager = self.base.disk_manager.clone();
+        Ok((Arc::new(env), task_pool))
+    }
+}
+
+/// One task's view of the worker's pool: what it holds now and at most, and the
+/// query's limit checked before the pool is asked.
+#[derive(Debug)]
+pub struct TaskMemoryPool {
+    inner: Arc<dyn MemoryPool>,
+    query: Arc<QueryMemory>,
+    node_id: String,
+    reserved: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl TaskMemoryPool {
+    /// Bytes the task holds now.
+    pub fn reserved(&self) -> usize {
+        self.reserved.load(Ordering::Relaxed)
+    }
+
+    /// The most the task has held at once.
+    pub fn peak(&self) -> usize {
+        self.peak.load(Ordering::Relaxed)
+    }
+
+    fn added(&self, n: usize) {
+        let now = self.reserved.fetch_add(n, Ordering::Relaxed) + n;
+        self.peak.fetch_max(now, Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Display for TaskMemoryPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "task pool over {}", self.inner)
+    }
+}
+
+impl MemoryPool for TaskMemoryPool {
+    fn name(&self) -> &str {
+        "task"
+    }
+
+    fn register(&self, consumer: &MemoryConsumer) {
+        self.inner.register(consumer)
+    }
+
+    fn unregister(&self, consumer: &MemoryConsumer) {
+        self.inner.unregister(consumer)
+    }
+
+    fn grow(&self, reservation: &MemoryReservation, additional: usize) {
+        self.inner.grow(reservation, additional);
+        self.query.reserved.fetch_add(additional, Ordering::Relaxed);
+        self.added(additional);
+    }
+
+    fn shrink(&self, reservation: &MemoryReservation, shrink: usize) {
+        self.inner.shrink(reservation, shrink);
+        self.query.reserved.fetch_sub(shrink, Ordering::Relaxed);
+        self.reserved.fetch_sub(shrink, Ordering::Relaxed);
+    }
+
+    fn try_grow(&self, reservation: &MemoryReservation, additional: usize) -> Result<()> {
+        let held = self.query.reserved.fetch_add(additional, Ordering::Relaxed);
+        if held + additional > self.query.limit {
+            self.query.reserved.fetch_sub(additional, Ordering::Relaxed);
+            return Err(DataFusionError::ResourcesExhausted(format!(
+                "{LOCAL_LIMIT_MARK} of {} on worker {}: {} asked for {} more with the query holding {} here \
+                 (query_max_memory_per_node)",
+                human(self.query.limit),
+                self.node_id,
+                reservation.consumer().name(),
+                human(additional),
+                human(held),
+            )));
+        }
+        if let Err(e) = self.inner.try_grow(reservation, additional) {
+            self.query.reserved.fetch_sub(additional, Ordering::Relaxed);
+            return Err(e);
+        }
+        self.added(additional);
+        Ok(())
+    }
+
+    fn reserved(&self) -> usize {
+        self.reserved()
+    }
+
+    fn memory_limit(&self) -> MemoryLimit {
+        self.inner.memory_limit()
+    }
+}
+
+/// Bytes as people read them (`200.0 MiB`).
+pub fn human(n: usize) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < units.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", units[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memory(pool: usize, query: usize) -> (WorkerMemory, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("flotilla-memory-{}", crate::util::random_suffix(8)));
+        let settings = MemorySettings {
+            pool_bytes: pool,
+            spill_path: dir.clone(),
+            max_spill_bytes: 1 << 20,
+            query_max_per_node: query,
+        };
+        let connectors = RuntimeEnvBuilder::new().build().unwrap();
+        (WorkerMemory::new(settings, &connectors, "w1").unwrap(), dir)
+    }
+
+    #[test]
+    fn a_query_is_held_to_its_limit_over_all_its_tasks_here() {
+        let (m, dir) = memory(1000, 600);
+        let (_, a) = m.task_runtime("q1", None).unwrap();
+        let (_, b) = m.task_runtime("q1", None).unwrap();
+        let (_, other) = m.task_runtime("q2", None).unwrap();
+        let (a, b, other): (Arc<dyn MemoryPool>, Arc<dyn MemoryPool>, Arc<dyn MemoryPool>) = (a, b, other);
+        let ra = MemoryConsumer::new("HashJoinInput").register(&a);
+        let rb = MemoryConsumer::new("ExternalSorter").register(&b);
+        ra.try_grow(400).unwrap();
+        let err = rb.try_grow(300).unwrap_err().to_string();
+        assert!(err.contains(LOCAL_LIMIT_MARK) && err.contains("ExternalSorter") && err.contains("w1"), "{err}");
+        rb.try_grow(200).unwrap();
+        assert_eq!(m.reserved(), 600);
+        // Another query has a limit of its own; the pool still bounds both.
+        let ro = MemoryConsumer::new("Aggregate").register(&other);
+        assert!(ro.try_grow(500).is_err(), "the pool has 400 left");
+        ro.try_grow(400).unwrap();
+        ra.free();
+        rb.shrink(100);
+        assert_eq!(m.reserved(), 500);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_task_reports_what_it_holds_and_its_peak() {
+        let (m, dir) = memory(1000, 1000);
+        let (env, task) = m.task_runtime("q", Some(800)).unwrap();
+        let r = MemoryConsumer::new("c").register(&env.memory_pool);
+        r.try_grow(700).unwrap();
+        assert!(r.try_grow(200).unwrap_err().to_string().contains("800 B"), "the query's own limit");
+        r.shrink(500);
+        assert_eq!((task.reserved(), task.peak()), (200, 700));
+        drop(r);
+        assert_eq!(task.reserved(), 0);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -1,0 +1,96 @@
+//! Memory governance on real workers: TPC-H sf1 q9, q18 and q21 on 2 workers whose
+//! pools hold 200 MiB each either answer as single-node DataFusion does or fail with
+//! `EXCEEDED_LOCAL_MEMORY_LIMIT` (their hash joins' build sides cannot spill); a
+//! sort too big for its share spills and answers right; no worker dies and the next
+//! query runs. A query over its `query_max_memory_per_node` fails with that code,
+//! naming the limit, while a small query beside it answers. Spill files are gone
+//! after every query, failed or not.
+
+use std::time::Duration;
+
+use flotilla::client::ClientError;
+use flotilla::local::TPCH_QUERIES;
+
+use super::common::{assert_same_rows, files_below, oracle, query_info, Cluster};
+
+/// Spilled bytes and peak memory over the query's tasks, from query info.
+async fn spilled_and_peak(base: &str, id: &str) -> (u64, u64) {
+    let info = query_info(base, id).await;
+    let tasks: Vec<&serde_json::Value> = info["stages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["tasks"].as_array().into_iter().flatten())
+        .collect();
+    assert!(!tasks.is_empty(), "query info lists the tasks: {info}");
+    let sum = |key: &str| tasks.iter().map(|t| t["stats"][key].as_u64().unwrap_or(0)).sum::<u64>();
+    (sum("spilled_bytes"), sum("memory_peak_bytes"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_spill_or_fail_clearly_within_a_200_mib_pool() {
+    let spill = std::env::temp_dir().join(format!("flotilla-spill-test-{}", flotilla::util::random_suffix(8)));
+    let spill_arg = spill.display().to_string();
+    let c = Cluster::start(2, &["--memory", "200MB", "--spill-path", &spill_arg]).await;
+    let client = c.client("sf1");
+    let base = c.coordinator.url.clone();
+    let mut spilled_somewhere = false;
+    for q in [9, 18, 21] {
+        let sql = TPCH_QUERIES[q - 1];
+        match client.execute(sql).await {
+            Ok(got) => {
+                assert_same_rows(&format!("q{q}"), sql, &got.rows, &oracle("sf1", sql).await);
+                let (spilled, peak) = spilled_and_peak(&base, &got.id).await;
+                println!("q{q}: right, spilled {spilled} B, task peaks {peak} B");
+                assert!(peak > 0, "q{q}: the tasks report what they held");
+                spilled_somewhere |= spilled > 0;
+            }
+            Err(ClientError::Query { error_name, message, .. }) => {
+                println!("q{q}: {error_name}: {message}");
+                assert_eq!(error_name, "EXCEEDED_LOCAL_MEMORY_LIMIT", "q{q}: {message}");
+            }
+            Err(e) => panic!("q{q}: {e}"),
+        }
+        c.assert_no_tasks_left().await;
+        assert!(files_below(&spill).is_empty(), "spill files left after q{q}: {:?}", files_below(&spill));
+    }
+    // A sort of all of lineitem by a text column cannot fit in its share of the
+    // pool: it spills, and the answer is still DataFusion's.
+    let sort_sql = "SELECT count(*), sum(rn) FROM (SELECT l_comment, row_number() OVER (PARTITION BY l_suppkey \
+        ORDER BY l_comment, l_orderkey, l_linenumber) AS rn FROM lineitem) t WHERE rn <= 2";
+    let got = client.execute(sort_sql).await.expect("the sort spills and answers");
+    assert_same_rows("spilling sort", sort_sql, &got.rows, &oracle("sf1", sort_sql).await);
+    let (spilled, peak) = spilled_and_peak(&base, &got.id).await;
+    println!("spilling sort: spilled {spilled} B, task peaks {peak} B");
+    spilled_somewhere |= spilled > 0;
+    assert!(spilled_somewhere, "a 200 MiB pool makes the sort spill");
+    assert!(got.stats["spilledBytes"].as_u64().unwrap_or(0) <= spilled, "{}", got.stats);
+    c.assert_no_tasks_left().await;
+    assert!(files_below(&spill).is_empty(), "spill files left after the sort: {:?}", files_below(&spill));
+    c.wait_for_live_workers_exactly(2).await;
+
+    // One query's share of a worker: over it the query fails, naming the limit; a
+    // small query beside it answers.
+    let heavy = client.clone().with_session("query_max_memory_per_node", "4MB");
+    // A hash join's build side cannot spill (DataFusion 55): orders does not fit in 4MB.
+    let heavy_sql = "SELECT count(*), sum(o_totalprice) FROM lineitem JOIN orders ON l_orderkey = o_orderkey";
+    let small_sql = "SELECT count(*) FROM nation";
+    let (big, small) = tokio::join!(heavy.execute(heavy_sql), async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        client.execute(small_sql).await
+    });
+    match big {
+        Err(ClientError::Query { error_name, message, .. }) => {
+            assert_eq!(error_name, "EXCEEDED_LOCAL_MEMORY_LIMIT", "{message}");
+            assert!(message.contains("4.0 MiB") && message.contains("query_max_memory_per_node"), "{message}");
+        }
+        other => panic!("a 4MB share cannot hold that join: {other:?}"),
+    }
+    let small = small.expect("the small query answers");
+    assert_same_rows("small", small_sql, &small.rows, &oracle("sf1", small_sql).await);
+    c.assert_no_tasks_left().await;
+    assert!(files_below(&spill).is_empty(), "spill files left: {:?}", files_below(&spill));
+    c.wait_for_live_workers_exactly(2).await;
+    drop(c);
+    let _ = std::fs::remove_dir_all(&spill);
+}
