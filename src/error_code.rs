@@ -103,6 +103,8 @@ error_codes! {
     RemoteHostGone = ("REMOTE_HOST_GONE", 65558, InternalError, Retryable),
     /// A query held more memory across the cluster than `query_max_memory`.
     ExceededGlobalMemoryLimit = ("EXCEEDED_GLOBAL_MEMORY_LIMIT", 131073, InsufficientResources, Never),
+    /// More queries wait for a slot than `query.max-queued-queries`.
+    QueryQueueFull = ("QUERY_QUEUE_FULL", 131074, InsufficientResources, Never),
     ExceededTimeLimit = ("EXCEEDED_TIME_LIMIT", 131075, InsufficientResources, Never),
     /// A query's tasks on one worker wanted more than `query_max_memory_per_node`, or
     /// than the worker's pool had left with spilling done.

@@ -157,6 +157,8 @@ const SERVER_KEYS: &[&str] = &[
     "query.max-memory-per-node",
     "spiller-spill-path",
     "max-spill-per-node",
+    "query.max-concurrent-queries",
+    "query.max-queued-queries",
     "node.id",
     "node.environment",
     "node.internal-address",
@@ -189,6 +191,9 @@ pub struct ServerConfig {
     pub query_max_memory_per_node: Option<u64>,
     pub spill_path: Option<PathBuf>,
     pub max_spill_per_node: Option<u64>,
+    /// `query.max-concurrent-queries`, `query.max-queued-queries` (coordinator).
+    pub max_concurrent_queries: Option<usize>,
+    pub max_queued_queries: Option<usize>,
     pub https_port: Option<u16>,
     /// Set when `http-server.https.enabled=true`.
     pub tls: Option<crate::tls::TlsConfig>,
@@ -333,6 +338,9 @@ fn merge_server(server: &mut ServerConfig, f: &PropertiesFile) -> Result<(), Etc
         or(server.query_max_memory_per_node, f.parsed("query.max-memory-per-node", parse_bytes)?);
     server.spill_path = or(server.spill_path.take(), f.get("spiller-spill-path").map(PathBuf::from));
     server.max_spill_per_node = or(server.max_spill_per_node, f.parsed("max-spill-per-node", parse_bytes)?);
+    let count = |v: &str| v.trim().parse::<usize>().map_err(|_| format!("expected a whole number, got '{v}'"));
+    server.max_concurrent_queries = or(server.max_concurrent_queries, f.parsed("query.max-concurrent-queries", count)?);
+    server.max_queued_queries = or(server.max_queued_queries, f.parsed("query.max-queued-queries", count)?);
     server.shutdown_grace_period = or(server.shutdown_grace_period, f.parsed("shutdown.grace-period", parse_duration)?);
     server.https_port = or(server.https_port, f.parsed("http-server.https.port", port)?);
     server.truststore =

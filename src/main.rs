@@ -59,6 +59,14 @@ enum Command {
         /// Accept test-only failure hooks (for tests).
         #[arg(long)]
         enable_failure_injection: bool,
+        /// Queries that run at once; the others wait QUEUED
+        /// (query.max-concurrent-queries; default no limit).
+        #[arg(long)]
+        max_concurrent_queries: Option<usize>,
+        /// Queries that may wait for a slot; beyond, QUERY_QUEUE_FULL
+        /// (query.max-queued-queries; default 1000).
+        #[arg(long)]
+        max_queued_queries: Option<usize>,
         /// Require logins: Trino's password file (bcrypt or PBKDF2 entries); needs HTTPS.
         #[arg(long)]
         password_file: Option<std::path::PathBuf>,
@@ -336,6 +344,8 @@ async fn run(cli: Cli) -> Result<(), String> {
             files_allowed_locations,
             data_dir,
             enable_failure_injection,
+            max_concurrent_queries,
+            max_queued_queries,
             password_file,
             access_rules,
             groups_file,
@@ -357,6 +367,12 @@ async fn run(cli: Cli) -> Result<(), String> {
             }
             config.process_forwarded |= process_forwarded;
             config.enable_failure_injection = enable_failure_injection;
+            if let Some(n) = max_concurrent_queries {
+                config.admission.max_concurrent = Some(n.max(1));
+            }
+            if let Some(n) = max_queued_queries {
+                config.admission.max_queued = n;
+            }
             node.apply(
                 &mut config.shared_secret,
                 &mut config.insecure_internal,

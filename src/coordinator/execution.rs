@@ -45,6 +45,18 @@ impl RootSourceSink for SourceLocations {
 
 /// Runs the query to a final state.
 pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
+    // QUEUED until a slot frees (query.max-concurrent-queries); held to the end.
+    let admitted = tokio::select! {
+        slot = coord.admission.admit() => slot,
+        _ = q.cancelled() => Err(q.cancel_reason.lock().clone().unwrap_or_else(|| QueryError::new(ErrorCode::UserCanceled, "Query was canceled"))),
+    };
+    let _slot = match admitted {
+        Ok(slot) => slot,
+        Err(e) => {
+            q.fail(e);
+            return;
+        }
+    };
     let outcome = match prepare_run(&coord, &q) {
         Ok(run) => run_attempts(&coord, &q, &run).await,
         Err(e) => Err(e),

@@ -3,6 +3,7 @@
 //! statement protocol, query info, worker announcements. Started by
 //! `flotilla coordinator` and by `flotilla local`.
 
+pub mod admission;
 pub mod ddl;
 pub mod execute_immediate;
 pub mod execution;
@@ -133,6 +134,8 @@ pub struct CoordinatorConfig {
     pub https_required: bool,
     /// Password logins and access rules.
     pub security: crate::security::Security,
+    /// `query.max-concurrent-queries` and `query.max-queued-queries`.
+    pub admission: admission::AdmissionLimits,
 }
 
 impl CoordinatorConfig {
@@ -156,6 +159,7 @@ impl CoordinatorConfig {
             truststore: None,
             https_required: false,
             security: Default::default(),
+            admission: Default::default(),
         }
     }
 }
@@ -187,6 +191,12 @@ impl CoordinatorConfig {
         c.shared_secret = etc.server.shared_secret.clone();
         c.environment = etc.node.environment.clone();
         c.session_defaults = etc.server.session_defaults.clone();
+        if let Some(n) = etc.server.max_concurrent_queries {
+            c.admission.max_concurrent = Some(n);
+        }
+        if let Some(n) = etc.server.max_queued_queries {
+            c.admission.max_queued = n;
+        }
         c.security = crate::security::Security::load(
             etc.password_file.as_deref(),
             etc.access_rules.as_deref(),
@@ -216,6 +226,8 @@ pub struct CoordinatorState {
     /// The catalogs, shared by every query's planning context (so external file
     /// tables stay), and the plan codec that ships their scans.
     pub connectors: Connectors,
+    /// Slots for running queries, and the queue for them.
+    pub admission: admission::Admission,
     /// Workers refused for their environment, so each is logged once.
     refused: parking_lot::Mutex<std::collections::HashSet<String>>,
     queries: RwLock<BTreeMap<String, Arc<QueryExecution>>>,
@@ -423,6 +435,7 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
         http: crate::http::internal_client(config.shared_secret.as_deref(), &roots),
         exchange_http: crate::http::internal_client(config.shared_secret.as_deref(), &roots),
         connectors: config.connectors.clone(),
+        admission: admission::Admission::new(config.admission),
         refused: parking_lot::Mutex::new(std::collections::HashSet::new()),
         queries: RwLock::new(BTreeMap::new()),
         history: parking_lot::Mutex::new(VecDeque::new()),

@@ -94,3 +94,53 @@ async fn queries_spill_or_fail_clearly_within_a_200_mib_pool() {
     drop(c);
     let _ = std::fs::remove_dir_all(&spill);
 }
+
+/// States of every query the coordinator lists.
+async fn states(base: &str) -> Vec<String> {
+    let list: serde_json::Value = reqwest::get(format!("{base}/v1/query")).await.unwrap().json().await.unwrap();
+    list.as_array().into_iter().flatten().map(|q| q["state"].as_str().unwrap_or_default().to_string()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_beyond_the_slots_wait_queued_and_a_full_queue_refuses() {
+    let c = Cluster::start_with(&["--max-concurrent-queries", "2", "--max-queued-queries", "8"], 2, &[]).await;
+    let client = c.client("sf1");
+    let base = c.coordinator.url.clone();
+    let sql = "SELECT l_returnflag, count(*), sum(l_extendedprice) FROM lineitem GROUP BY 1 ORDER BY 1";
+    let running: Vec<_> = (0..10)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.execute(sql).await })
+        })
+        .collect();
+    // Watch the list: never more than 2 past QUEUED and not yet done; the queue full
+    // at 8 waiting, when an 11th query is refused.
+    let (mut most_active, mut refused) = (0, false);
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    while running.iter().any(|r| !r.is_finished()) {
+        assert!(std::time::Instant::now() < deadline, "the 10 queries did not end");
+        let now = states(&base).await;
+        let active = now.iter().filter(|s| !matches!(s.as_str(), "QUEUED" | "FINISHED" | "FAILED")).count();
+        most_active = most_active.max(active);
+        if !refused && now.iter().filter(|s| *s == "QUEUED").count() == 8 {
+            match client.execute("SELECT 1").await {
+                Err(ClientError::Query { error_name, message, .. }) => {
+                    assert_eq!(error_name, "QUERY_QUEUE_FULL", "{message}");
+                    refused = true;
+                }
+                other => panic!("an 11th query with 8 waiting: {other:?}"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(most_active <= 2, "{most_active} queries ran at once");
+    assert!(refused, "the queue was seen full");
+    let want = oracle("sf1", sql).await;
+    for r in running {
+        let got = r.await.unwrap().expect("a queued query runs in the end");
+        assert_same_rows("queued", sql, &got.rows, &want);
+    }
+    // Slots are given back: the next query runs.
+    assert_eq!(client.execute("SELECT 1").await.expect("a slot is free").rows, vec![vec![serde_json::json!(1)]]);
+    c.assert_no_tasks_left().await;
+}
