@@ -40,6 +40,9 @@ pub struct SessionProperties {
     /// What the query's tasks on one worker may hold together; the worker's
     /// `query.max-memory-per-node` without it.
     pub query_max_memory_per_node: Option<u64>,
+    /// What the query's tasks may hold together over the cluster; the coordinator's
+    /// `query.max-memory` without it.
+    pub query_max_memory: Option<u64>,
 }
 
 impl Default for SessionProperties {
@@ -57,6 +60,7 @@ impl Default for SessionProperties {
             hash_partition_count: None,
             query_max_planning_time: Duration::from_secs(600),
             query_max_memory_per_node: None,
+            query_max_memory: None,
         }
     }
 }
@@ -144,6 +148,16 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         set: |p, v| {
             let n = parse_bytes(v).map_err(|e| format!("session property 'query_max_memory_per_node': {e}"))?;
             p.query_max_memory_per_node = Some(ranged("query_max_memory_per_node", n, 1 << 20, 1 << 50)?);
+            Ok(())
+        },
+    },
+    PropertyDef {
+        name: "query_max_memory",
+        default: "coordinator's query.max-memory",
+        description: "bytes the query's tasks may hold together over the cluster (1MB to 1PB); over it the query fails with EXCEEDED_GLOBAL_MEMORY_LIMIT",
+        set: |p, v| {
+            let n = parse_bytes(v).map_err(|e| format!("session property 'query_max_memory': {e}"))?;
+            p.query_max_memory = Some(ranged("query_max_memory", n, 1 << 20, 1 << 50)?);
             Ok(())
         },
     },

@@ -159,6 +159,7 @@ const SERVER_KEYS: &[&str] = &[
     "max-spill-per-node",
     "query.max-concurrent-queries",
     "query.max-queued-queries",
+    "query.max-memory",
     "node.id",
     "node.environment",
     "node.internal-address",
@@ -194,6 +195,8 @@ pub struct ServerConfig {
     /// `query.max-concurrent-queries`, `query.max-queued-queries` (coordinator).
     pub max_concurrent_queries: Option<usize>,
     pub max_queued_queries: Option<usize>,
+    /// `query.max-memory` (coordinator).
+    pub query_max_memory: Option<u64>,
     pub https_port: Option<u16>,
     /// Set when `http-server.https.enabled=true`.
     pub tls: Option<crate::tls::TlsConfig>,
@@ -341,6 +344,7 @@ fn merge_server(server: &mut ServerConfig, f: &PropertiesFile) -> Result<(), Etc
     let count = |v: &str| v.trim().parse::<usize>().map_err(|_| format!("expected a whole number, got '{v}'"));
     server.max_concurrent_queries = or(server.max_concurrent_queries, f.parsed("query.max-concurrent-queries", count)?);
     server.max_queued_queries = or(server.max_queued_queries, f.parsed("query.max-queued-queries", count)?);
+    server.query_max_memory = or(server.query_max_memory, f.parsed("query.max-memory", parse_bytes)?);
     server.shutdown_grace_period = or(server.shutdown_grace_period, f.parsed("shutdown.grace-period", parse_duration)?);
     server.https_port = or(server.https_port, f.parsed("http-server.https.port", port)?);
     server.truststore =

@@ -266,6 +266,10 @@ pub struct Announcement {
     /// A worker shutting down gracefully gets no new queries.
     #[serde(default)]
     pub shutting_down: bool,
+    /// Bytes each query's tasks hold in the worker's memory pool now, by query id:
+    /// the coordinator holds queries to `query_max_memory` with them.
+    #[serde(default)]
+    pub query_memory: std::collections::BTreeMap<String, u64>,
 }
 
 /// Every HTTP error body: `{"error": {"code": "...", "message": "..."}}`.

@@ -58,7 +58,11 @@ pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
         }
     };
     let outcome = match prepare_run(&coord, &q) {
-        Ok(run) => run_attempts(&coord, &q, &run).await,
+        Ok(run) => {
+            let limit = run.props.query_max_memory.or(coord.config.query_max_memory).unwrap_or(0);
+            q.memory_limit.store(limit, std::sync::atomic::Ordering::Relaxed);
+            run_attempts(&coord, &q, &run).await
+        }
         Err(e) => Err(e),
     };
     // A write's staged files go whatever the outcome; its tasks are gone by now.

@@ -4,6 +4,7 @@
 //! `flotilla coordinator` and by `flotilla local`.
 
 pub mod admission;
+pub mod cluster_memory;
 pub mod ddl;
 pub mod execute_immediate;
 pub mod execution;
@@ -136,6 +137,9 @@ pub struct CoordinatorConfig {
     pub security: crate::security::Security,
     /// `query.max-concurrent-queries` and `query.max-queued-queries`.
     pub admission: admission::AdmissionLimits,
+    /// `query.max-memory`: what one query may hold over the cluster (no limit
+    /// without it).
+    pub query_max_memory: Option<u64>,
 }
 
 impl CoordinatorConfig {
@@ -160,6 +164,7 @@ impl CoordinatorConfig {
             https_required: false,
             security: Default::default(),
             admission: Default::default(),
+            query_max_memory: None,
         }
     }
 }
@@ -197,6 +202,7 @@ impl CoordinatorConfig {
         if let Some(n) = etc.server.max_queued_queries {
             c.admission.max_queued = n;
         }
+        c.query_max_memory = etc.server.query_max_memory;
         c.security = crate::security::Security::load(
             etc.password_file.as_deref(),
             etc.access_rules.as_deref(),
@@ -228,6 +234,8 @@ pub struct CoordinatorState {
     pub connectors: Connectors,
     /// Slots for running queries, and the queue for them.
     pub admission: admission::Admission,
+    /// What each query holds on each worker, from their heartbeats.
+    pub cluster_memory: cluster_memory::ClusterMemoryManager,
     /// Workers refused for their environment, so each is logged once.
     refused: parking_lot::Mutex<std::collections::HashSet<String>>,
     queries: RwLock<BTreeMap<String, Arc<QueryExecution>>>,
@@ -336,6 +344,21 @@ impl CoordinatorState {
         }
     }
 
+    /// Stops every running query holding more than its `query_max_memory` over the
+    /// cluster (`EXCEEDED_GLOBAL_MEMORY_LIMIT`); the others go on.
+    fn enforce_memory_limits(&self) {
+        for q in self.queries() {
+            let limit = q.memory_limit.load(Ordering::Relaxed);
+            if limit == 0 || q.state().is_final() {
+                continue;
+            }
+            if let Err(e) = self.cluster_memory.check(&q.id, limit) {
+                tracing::warn!(query = %q.id, "{}", e.message);
+                q.stop_with(e);
+            }
+        }
+    }
+
     fn remember(&self, id: String) {
         let mut h = self.history.lock();
         h.push_back(id);
@@ -436,6 +459,7 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
         exchange_http: crate::http::internal_client(config.shared_secret.as_deref(), &roots),
         connectors: config.connectors.clone(),
         admission: admission::Admission::new(config.admission),
+        cluster_memory: Default::default(),
         refused: parking_lot::Mutex::new(std::collections::HashSet::new()),
         queries: RwLock::new(BTreeMap::new()),
         history: parking_lot::Mutex::new(VecDeque::new()),
@@ -446,7 +470,10 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
     let app = router(state.clone());
     let (stop, mut stopped) = watch::channel(false);
     let reaper = state.clone();
-    crate::util::every(Duration::from_millis(500), stop.subscribe(), move || reaper.abandon_idle_queries());
+    crate::util::every(Duration::from_millis(500), stop.subscribe(), move || {
+        reaper.abandon_idle_queries();
+        reaper.enforce_memory_limits();
+    });
     let server = tokio::spawn(async move {
         let shutdown = async move {
             let _ = stopped.wait_for(|s| *s).await;
@@ -560,6 +587,7 @@ async fn announce(State(s): St, body: Bytes) -> Result<Response, CoordinatorErro
         )));
     }
     s.nodes.heartbeat(&a.node_id, &a.url, a.shutting_down);
+    s.cluster_memory.report(&a.node_id, a.query_memory);
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

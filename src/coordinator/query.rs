@@ -50,6 +50,8 @@ pub struct QueryExecution {
     /// When the client last asked for results (`query.client.timeout`).
     pub(super) last_client_contact: Mutex<Instant>,
     pub(super) output_rows: AtomicU64,
+    /// `query_max_memory` in bytes, once the session is read (0: no limit).
+    pub(super) memory_limit: AtomicU64,
     /// Times the whole query was run again (retry_policy=query).
     pub retries: AtomicU64,
     pub root_input: Arc<ExchangeStats>,
@@ -114,6 +116,7 @@ impl QueryExecution {
             paging: tokio::sync::Mutex::new(PageState::default()),
             last_client_contact: Mutex::new(Instant::now()),
             output_rows: AtomicU64::new(0),
+            memory_limit: AtomicU64::new(0),
             retries: AtomicU64::new(0),
             root_input: Arc::new(ExchangeStats::default()),
             nodes: AtomicU64::new(0),

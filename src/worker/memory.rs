@@ -123,6 +123,16 @@ impl WorkerMemory {
         self.pool.reserved()
     }
 
+    /// Bytes each query's tasks hold here now, by query id.
+    pub fn query_reservations(&self) -> std::collections::BTreeMap<String, u64> {
+        let queries = self.queries.lock();
+        queries
+            .iter()
+            .filter_map(|(id, q)| q.upgrade().map(|q| (id.clone(), q.reserved.load(Ordering::Relaxed) as u64)))
+            .filter(|(_, bytes)| *bytes > 0)
+            .collect()
+    }
+
     /// Bytes of spill files on disk now.
     pub fn spilled_on_disk(&self) -> u64 {
         self.base.disk_manager.used_disk_space()

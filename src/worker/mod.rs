@@ -280,6 +280,7 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
         url: url.clone(),
         environment: Some(config.environment.clone()),
         shutting_down: false,
+        query_memory: Default::default(),
     };
     let target = format!("{}/v1/announcement", config.coordinator);
     let period = config.heartbeat;
@@ -287,6 +288,7 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
     tokio::spawn(async move {
         loop {
             announcement.shutting_down = draining.is_shutting_down();
+            announcement.query_memory = draining.memory().query_reservations();
             let sent = http.post(&target).json(&announcement).timeout(Duration::from_secs(2)).send().await;
             if let Err(e) = sent {
                 tracing::debug!("heartbeat to {target} failed: {e}");

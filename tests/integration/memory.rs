@@ -4,7 +4,10 @@
 //! sort too big for its share spills and answers right; no worker dies and the next
 //! query runs. A query over its `query_max_memory_per_node` fails with that code,
 //! naming the limit, while a small query beside it answers. Spill files are gone
-//! after every query, failed or not.
+//! after every query, failed or not. With 2 query slots, 10 concurrent queries all
+//! answer, at most 2 active at a time and the others seen `QUEUED`, and a full queue
+//! refuses with `QUERY_QUEUE_FULL`; a query over `query_max_memory` over the cluster
+//! fails with `EXCEEDED_GLOBAL_MEMORY_LIMIT` while a small one answers.
 
 use std::time::Duration;
 
@@ -142,5 +145,24 @@ async fn queries_beyond_the_slots_wait_queued_and_a_full_queue_refuses() {
     }
     // Slots are given back: the next query runs.
     assert_eq!(client.execute("SELECT 1").await.expect("a slot is free").rows, vec![vec![serde_json::json!(1)]]);
+
+    // Over query_max_memory across the cluster (from the workers' heartbeats) a
+    // query fails; a small one beside it answers.
+    let heavy = client.clone().with_session("query_max_memory", "20MB");
+    let heavy_sql = "SELECT count(*) FROM lineitem a JOIN lineitem b ON a.l_orderkey = b.l_orderkey";
+    let small_sql = "SELECT count(*) FROM nation";
+    let (big, small) = tokio::join!(heavy.execute(heavy_sql), async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        client.execute(small_sql).await
+    });
+    match big {
+        Err(ClientError::Query { error_name, message, .. }) => {
+            assert_eq!(error_name, "EXCEEDED_GLOBAL_MEMORY_LIMIT", "{message}");
+            assert!(message.contains("20.0 MiB") && message.contains("query_max_memory"), "{message}");
+        }
+        other => panic!("a self-join of lineitem holds more than 20MB: {other:?}"),
+    }
+    let small = small.expect("the small query answers");
+    assert_same_rows("small", small_sql, &small.rows, &oracle("sf1", small_sql).await);
     c.assert_no_tasks_left().await;
 }
