@@ -43,6 +43,9 @@ pub struct SessionProperties {
     /// What the query's tasks may hold together over the cluster; the coordinator's
     /// `query.max-memory` without it.
     pub query_max_memory: Option<u64>,
+    /// Joins as sort-merge joins, whose sorted inputs spill, instead of hash joins,
+    /// whose build side must fit in memory.
+    pub spill_enabled: bool,
 }
 
 impl Default for SessionProperties {
@@ -61,6 +64,7 @@ impl Default for SessionProperties {
             query_max_planning_time: Duration::from_secs(600),
             query_max_memory_per_node: None,
             query_max_memory: None,
+            spill_enabled: false,
         }
     }
 }
@@ -184,6 +188,15 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         default: "10m",
         description: "how long planning may take before the query fails with `EXCEEDED_TIME_LIMIT`",
         set: |p, v| { p.query_max_planning_time = duration("query_max_planning_time", v)?; Ok(()) },
+    },
+    PropertyDef {
+        name: "spill_enabled",
+        default: "false",
+        description: "`true`: joins run as sort-merge joins, whose inputs spill when memory runs short, instead of hash joins, whose build side must fit (slower when it does)",
+        set: |p, v| {
+            p.spill_enabled = choice("spill_enabled", v, &[("true", true), ("false", false)])?;
+            Ok(())
+        },
     },
     PropertyDef {
         name: "retry_policy",

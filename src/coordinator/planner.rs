@@ -114,6 +114,9 @@ pub fn session_context(
     // results reach expressions below it through shared memory, which a cut between
     // them breaks; as a join it is just another (broadcast) input.
     opts.optimizer.enable_physical_uncorrelated_scalar_subquery = false;
+    // A hash join's build side cannot spill (DataFusion 55); a sort-merge join's
+    // sorts can.
+    opts.optimizer.prefer_hash_join = !props.spill_enabled;
     let ctx = SessionContext::new_with_config_rt(config, connectors.runtime());
     connectors.register(&ctx);
     ctx

@@ -233,6 +233,10 @@ async fn metrics(State(m): Mgr) -> Response {
         "Bytes in this worker's output buffers.",
         m.node_info().buffered_bytes as f64,
     );
+    let memory = m.memory();
+    e.gauge("flotilla_memory_pool_bytes", "Size of this worker's memory pool.", memory.settings().pool_bytes as f64);
+    e.gauge("flotilla_memory_reserved_bytes", "Bytes reserved in this worker's memory pool.", memory.reserved() as f64);
+    e.gauge("flotilla_spill_bytes", "Bytes of spill files on this worker's disk.", memory.spilled_on_disk() as f64);
     e.exchange_counters();
     ([(axum::http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], e.finish()).into_response()
 }

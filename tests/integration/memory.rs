@@ -57,6 +57,20 @@ async fn queries_spill_or_fail_clearly_within_a_200_mib_pool() {
         c.assert_no_tasks_left().await;
         assert!(files_below(&spill).is_empty(), "spill files left after q{q}: {:?}", files_below(&spill));
     }
+    // With spill_enabled, joins are sort-merge joins whose sorts spill: the queries
+    // whose hash joins did not fit finish in the same pool.
+    let spilling = client.clone().with_session("spill_enabled", "true");
+    for q in [18, 21] {
+        let sql = TPCH_QUERIES[q - 1];
+        let got = spilling.execute(sql).await.unwrap_or_else(|e| panic!("q{q} with spill_enabled: {e}"));
+        assert_same_rows(&format!("q{q} spill_enabled"), sql, &got.rows, &oracle("sf1", sql).await);
+        let (spilled, peak) = spilled_and_peak(&base, &got.id).await;
+        println!("q{q} with spill_enabled: right, spilled {spilled} B, task peaks {peak} B");
+        spilled_somewhere |= spilled > 0;
+        c.assert_no_tasks_left().await;
+        assert!(files_below(&spill).is_empty(), "spill files left after q{q}: {:?}", files_below(&spill));
+    }
+
     // A sort of all of lineitem by a text column cannot fit in its share of the
     // pool: it spills, and the answer is still DataFusion's.
     let sort_sql = "SELECT count(*), sum(rn) FROM (SELECT l_comment, row_number() OVER (PARTITION BY l_suppkey \
