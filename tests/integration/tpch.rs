@@ -1,12 +1,20 @@
-//! All 22 TPC-H queries on a real cluster equal single-node DataFusion's answers.
+//! All 22 TPC-H queries on a real cluster equal single-node DataFusion's answers,
+//! with hash joins and (`spill_enabled`) with sort-merge joins.
 
 use super::common::{assert_same_rows, oracle, Cluster};
 use flotilla::local::TPCH_QUERIES;
 
 async fn run_all(cluster: &Cluster, schema: &str) {
-    let client = cluster.client(schema);
+    run_all_with(cluster, schema, &[]).await
+}
+
+async fn run_all_with(cluster: &Cluster, schema: &str, session: &[(&str, &str)]) {
+    let mut client = cluster.client(schema);
+    for (k, v) in session {
+        client = client.with_session(*k, *v);
+    }
     for (i, sql) in TPCH_QUERIES.iter().enumerate() {
-        let label = format!("{schema} q{}", i + 1);
+        let label = format!("{schema} q{} {session:?}", i + 1);
         let got = client.execute(sql).await.unwrap_or_else(|e| panic!("{label} failed: {e}"));
         let want = oracle(schema, sql).await;
         assert_same_rows(&label, sql, &got.rows, &want);
@@ -18,6 +26,8 @@ async fn tpch_on_three_workers_matches_datafusion() {
     let cluster = Cluster::start(3, &[]).await;
     run_all(&cluster, "tiny").await;
     run_all(&cluster, "sf0_1").await;
+    // Joins as sort-merge joins (spill_enabled): the same answers.
+    run_all_with(&cluster, "sf0_1", &[("spill_enabled", "true")]).await;
     cluster.assert_no_tasks_left().await;
 }
 
