@@ -417,13 +417,16 @@
         '<td class="num">' + esc(fmtInt(st.output_rows)) + '</td>' +
         '<td class="num">' + esc(fmtBytes(st.output_bytes)) + '</td>' +
         '<td class="num">' + esc(fmtMs(st.elapsed_ms)) + '</td>' +
+        '<td class="num">' + esc(fmtBytes(st.memory_peak_bytes)) + '</td>' +
+        '<td class="num">' + esc(fmtBytes(st.spilled_bytes)) + '</td>' +
         '<td class="num">' + buffer + '</td>' +
         '<td class="wrap">' + failure + '</td>' +
         '</tr>';
     });
     setHtml('tasks', '<table><thead><tr><th>Task</th><th>Worker</th><th>State</th>' +
       '<th class="num">Rows in</th><th class="num">Bytes in</th><th class="num">Rows out</th>' +
-      '<th class="num">Bytes out</th><th class="num">Elapsed</th><th class="num">Buffer</th>' +
+      '<th class="num">Bytes out</th><th class="num">Elapsed</th><th class="num">Peak memory</th>' +
+      '<th class="num">Spilled</th><th class="num">Buffer</th>' +
       '<th>Failure</th></tr></thead><tbody>' + rows.join('') + '</tbody></table>');
   }
 
