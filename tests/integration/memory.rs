@@ -30,6 +30,32 @@ async fn spilled_and_peak(base: &str, id: &str) -> (u64, u64) {
     (sum("spilled_bytes"), sum("memory_peak_bytes"))
 }
 
+/// `heavy_sql` under the session limit `limit` fails with `want` (an error name and
+/// the limit as the message writes it), while a small query started beside it
+/// answers right.
+async fn over_limit_beside_a_small_query(
+    client: &flotilla::client::StatementClient,
+    limit: (&str, &str),
+    heavy_sql: &str,
+    want: (&str, &str),
+) {
+    let heavy = client.clone().with_session(limit.0, limit.1);
+    let small_sql = "SELECT count(*) FROM nation";
+    let (big, small) = tokio::join!(heavy.execute(heavy_sql), async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        client.execute(small_sql).await
+    });
+    match big {
+        Err(ClientError::Query { error_name, message, .. }) => {
+            assert_eq!(error_name, want.0, "{message}");
+            assert!(message.contains(want.1) && message.contains(limit.0), "{message}");
+        }
+        other => panic!("{heavy_sql} with {limit:?}: {other:?}"),
+    }
+    let small = small.expect("the small query answers");
+    assert_same_rows("small", small_sql, &small.rows, &oracle("sf1", small_sql).await);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queries_spill_or_fail_clearly_within_a_200_mib_pool() {
     let spill = std::env::temp_dir().join(format!("flotilla-spill-test-{}", flotilla::util::random_suffix(8)));
@@ -88,23 +114,14 @@ async fn queries_spill_or_fail_clearly_within_a_200_mib_pool() {
 
     // One query's share of a worker: over it the query fails, naming the limit; a
     // small query beside it answers.
-    let heavy = client.clone().with_session("query_max_memory_per_node", "4MB");
     // A hash join's build side cannot spill (DataFusion 55): orders does not fit in 4MB.
-    let heavy_sql = "SELECT count(*), sum(o_totalprice) FROM lineitem JOIN orders ON l_orderkey = o_orderkey";
-    let small_sql = "SELECT count(*) FROM nation";
-    let (big, small) = tokio::join!(heavy.execute(heavy_sql), async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        client.execute(small_sql).await
-    });
-    match big {
-        Err(ClientError::Query { error_name, message, .. }) => {
-            assert_eq!(error_name, "EXCEEDED_LOCAL_MEMORY_LIMIT", "{message}");
-            assert!(message.contains("4.0 MiB") && message.contains("query_max_memory_per_node"), "{message}");
-        }
-        other => panic!("a 4MB share cannot hold that join: {other:?}"),
-    }
-    let small = small.expect("the small query answers");
-    assert_same_rows("small", small_sql, &small.rows, &oracle("sf1", small_sql).await);
+    over_limit_beside_a_small_query(
+        &client,
+        ("query_max_memory_per_node", "4MB"),
+        "SELECT count(*), sum(o_totalprice) FROM lineitem JOIN orders ON l_orderkey = o_orderkey",
+        ("EXCEEDED_LOCAL_MEMORY_LIMIT", "4.0 MiB"),
+    )
+    .await;
     c.assert_no_tasks_left().await;
     assert!(files_below(&spill).is_empty(), "spill files left: {:?}", files_below(&spill));
     c.wait_for_live_workers_exactly(2).await;
@@ -162,21 +179,12 @@ async fn queries_beyond_the_slots_wait_queued_and_a_full_queue_refuses() {
 
     // Over query_max_memory across the cluster (from the workers' heartbeats) a
     // query fails; a small one beside it answers.
-    let heavy = client.clone().with_session("query_max_memory", "20MB");
-    let heavy_sql = "SELECT count(*) FROM lineitem a JOIN lineitem b ON a.l_orderkey = b.l_orderkey";
-    let small_sql = "SELECT count(*) FROM nation";
-    let (big, small) = tokio::join!(heavy.execute(heavy_sql), async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        client.execute(small_sql).await
-    });
-    match big {
-        Err(ClientError::Query { error_name, message, .. }) => {
-            assert_eq!(error_name, "EXCEEDED_GLOBAL_MEMORY_LIMIT", "{message}");
-            assert!(message.contains("20.0 MiB") && message.contains("query_max_memory"), "{message}");
-        }
-        other => panic!("a self-join of lineitem holds more than 20MB: {other:?}"),
-    }
-    let small = small.expect("the small query answers");
-    assert_same_rows("small", small_sql, &small.rows, &oracle("sf1", small_sql).await);
+    over_limit_beside_a_small_query(
+        &client,
+        ("query_max_memory", "20MB"),
+        "SELECT count(*) FROM lineitem a JOIN lineitem b ON a.l_orderkey = b.l_orderkey",
+        ("EXCEEDED_GLOBAL_MEMORY_LIMIT", "20.0 MiB"),
+    )
+    .await;
     c.assert_no_tasks_left().await;
 }
