@@ -25,6 +25,15 @@ use super::Connector;
 
 pub const FILES_CATALOG: &str = "files";
 
+/// The `STORED AS` words of a Delta table (`DELTATABLE` too, as delta-rs spells it):
+/// only a Delta Lake catalog holds one, and it holds nothing else.
+pub const DELTA_FORMATS: &[&str] = &["DELTA", "DELTATABLE"];
+
+/// Whether `file_type` (as `CREATE EXTERNAL TABLE` carries it) names a Delta table.
+pub fn is_delta_format(file_type: &str) -> bool {
+    DELTA_FORMATS.iter().any(|f| f.eq_ignore_ascii_case(file_type))
+}
+
 /// How a catalog of files is set up (its `catalog/NAME.properties`).
 #[derive(Debug, Clone, Default)]
 pub struct FilesSettings {

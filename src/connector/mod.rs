@@ -16,6 +16,7 @@ pub mod information_schema;
 pub mod metastore;
 pub mod object_storage;
 pub mod postgresql;
+pub mod time_travel;
 pub mod tpch;
 
 use std::fmt;
@@ -196,7 +197,7 @@ impl Connectors {
         if self.list.iter().any(|c| c.files().is_some_and(|f| f.is_delta_lake())) {
             let state = ctx.state_ref();
             let mut state = state.write();
-            for format in delta_lake::DELTA_FORMATS {
+            for format in files::DELTA_FORMATS {
                 state.table_factories_mut().insert(format.to_string(), Arc::new(delta_lake::DeltaTableFactory));
             }
         }

@@ -200,8 +200,7 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
 }
 
 /// The statement with Trino's `FOR VERSION AS OF n` taken out (see
-/// `delta_lake::time_travel`), when it has one; only Delta tables have versions.
-#[cfg(feature = "delta-lake")]
+/// `connector::time_travel`), when it has one; only Delta tables have versions.
 fn versioned_tables(
     sql: &str,
     dialect: &datafusion::config::Dialect,
@@ -209,7 +208,7 @@ fn versioned_tables(
     connectors: &Connectors,
     state: &datafusion::execution::SessionState,
 ) -> Result<Option<String>, QueryError> {
-    use crate::connector::delta_lake::time_travel;
+    use crate::connector::time_travel;
     let dialect = datafusion::sql::sqlparser::dialect::dialect_from_str(dialect)
         .unwrap_or_else(|| Box::new(datafusion::sql::sqlparser::dialect::GenericDialect {}));
     let rewritten = time_travel::rewrite(sql, dialect.as_ref(), normalize)
@@ -227,17 +226,6 @@ fn versioned_tables(
         }
     }
     Ok(Some(rewritten.sql))
-}
-
-#[cfg(not(feature = "delta-lake"))]
-fn versioned_tables(
-    _sql: &str,
-    _dialect: &datafusion::config::Dialect,
-    _normalize: bool,
-    _connectors: &Connectors,
-    _state: &datafusion::execution::SessionState,
-) -> Result<Option<String>, QueryError> {
-    Ok(None)
 }
 
 /// A table location or `COPY TO` target must be one its catalog allows: a file
@@ -279,7 +267,7 @@ fn check_table_format(
     files: &crate::connector::files::FilesConnector,
     c: &datafusion::logical_expr::CreateExternalTable,
 ) -> Result<(), QueryError> {
-    let delta = ["DELTA", "DELTATABLE"].iter().any(|f| f.eq_ignore_ascii_case(&c.file_type));
+    let delta = crate::connector::files::is_delta_format(&c.file_type);
     match (files.is_delta_lake(), delta) {
         (true, false) => Err(QueryError::new(
             ErrorCode::NotSupported,

@@ -23,8 +23,9 @@ use datafusion::execution::memory_pool::{
 };
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 
-/// Marks the message of a failure over a query's per-node limit, so that the task's
-/// failure gets `EXCEEDED_LOCAL_MEMORY_LIMIT` (as does a full worker pool).
+/// How the message of a failure over a query's per-node limit begins. (The task's
+/// failure gets `EXCEEDED_LOCAL_MEMORY_LIMIT` from the error's kind, as does a full
+/// worker pool's.)
 pub const LOCAL_LIMIT_MARK: &str = "Query exceeded per-node memory limit";
 
 /// How much memory a worker's tasks may hold and where they spill.
@@ -79,7 +80,9 @@ struct QueryMemory {
 pub struct WorkerMemory {
     settings: MemorySettings,
     pool: Arc<dyn MemoryPool>,
-    base: Arc<RuntimeEnv>,
+    /// The process's runtime: the object stores and caches every task shares.
+    connectors: Arc<RuntimeEnv>,
+    disk: Arc<DiskManager>,
     node_id: String,
     queries: parking_lot::Mutex<HashMap<String, Weak<QueryMemory>>>,
 }
@@ -87,7 +90,7 @@ pub struct WorkerMemory {
 impl WorkerMemory {
     /// The pool and the spill directory (`SPILL_PATH/NODE_ID`), over the object
     /// stores and caches of `connectors` (the process's runtime).
-    pub fn new(settings: MemorySettings, connectors: &RuntimeEnv, node_id: &str) -> Result<Self> {
+    pub fn new(settings: MemorySettings, connectors: Arc<RuntimeEnv>, node_id: &str) -> Result<Self> {
         let fair = FairSpillPool::new(settings.pool_bytes);
         let pool: Arc<dyn MemoryPool> =
             Arc::new(TrackConsumersPool::new(fair, NonZeroUsize::new(3).expect("three is not zero")));
@@ -99,16 +102,11 @@ impl WorkerMemory {
             .with_mode(DiskManagerMode::Directories(vec![dir]))
             .with_max_temp_directory_size(settings.max_spill_bytes)
             .build()?;
-        let mut base = RuntimeEnvBuilder::new()
-            .with_memory_pool(pool.clone())
-            .with_object_store_registry(connectors.object_store_registry.clone())
-            .build()?;
-        base.cache_manager = connectors.cache_manager.clone();
-        base.disk_manager = Arc::new(disk);
         Ok(WorkerMemory {
             settings,
             pool,
-            base: Arc::new(base),
+            connectors,
+            disk: Arc::new(disk),
             node_id: node_id.to_string(),
             queries: Default::default(),
         })
@@ -135,7 +133,7 @@ impl WorkerMemory {
 
     /// Bytes of spill files on disk now.
     pub fn spilled_on_disk(&self) -> u64 {
-        self.base.disk_manager.used_disk_space()
+        self.disk.used_disk_space()
     }
 
     /// The runtime of a new task of `query_id`, whose tasks here may hold `limit`
@@ -161,12 +159,13 @@ impl WorkerMemory {
             reserved: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
         });
-        let mut env = RuntimeEnvBuilder::new()
+        let mut builder = RuntimeEnvBuilder::new()
             .with_memory_pool(task_pool.clone())
-            .with_object_store_registry(self.base.object_store_registry.clone())
-            .build()?;
-        env.cache_manager = self.base.cache_manager.clone();
-        env.disk_manager = self.base.disk_manager.clone();
+            .with_object_store_registry(self.connectors.object_store_registry.clone());
+        builder.disk_manager = Some(self.disk.clone());
+        let mut env = builder.build()?;
+        // The builder only takes a cache configuration; the caches are the process's.
+        env.cache_manager = self.connectors.cache_manager.clone();
         Ok((Arc::new(env), task_pool))
     }
 }
@@ -289,8 +288,8 @@ mod tests {
             max_spill_bytes: 1 << 20,
             query_max_per_node: query,
         };
-        let connectors = RuntimeEnvBuilder::new().build().unwrap();
-        (WorkerMemory::new(settings, &connectors, "w1").unwrap(), dir)
+        let connectors = RuntimeEnvBuilder::new().build_arc().unwrap();
+        (WorkerMemory::new(settings, connectors, "w1").unwrap(), dir)
     }
 
     #[test]

@@ -8,14 +8,13 @@
 //! kept in its metastore. The table registered then (`DeltaTableHandle`) only knows
 //! where the table is: every query that names it reads the log again (`DeltaSchema`),
 //! so it sees the newest committed version, and `FOR VERSION AS OF n` (see
-//! `time_travel`) reads an older one. Which files a query reads, and with which
+//! `connector::time_travel`) reads an older one. Which files a query reads, and with which
 //! partition values and statistics, is `scan`'s business.
 //!
 //! Not read (refused with a clear error): tables using column mapping or holding
 //! deletion vectors. Not written: `CREATE TABLE AS` and `INSERT` are refused.
 
 pub mod scan;
-pub mod time_travel;
 
 use std::any::Any;
 use std::sync::Arc;
@@ -37,14 +36,6 @@ use deltalake_core::{DeltaTable, DeltaTableBuilder};
 use url::Url;
 
 use scan::DeltaSnapshotTable;
-
-/// The `STORED AS` word of a Delta table (`DELTATABLE` too, as delta-rs spells it).
-pub const DELTA_FORMATS: &[&str] = &["DELTA", "DELTATABLE"];
-
-/// Whether `file_type` (as `CREATE EXTERNAL TABLE` carries it) names a Delta table.
-pub fn is_delta_format(file_type: &str) -> bool {
-    DELTA_FORMATS.iter().any(|f| f.eq_ignore_ascii_case(file_type))
-}
 
 /// The catalog of a Delta connector: DataFusion's in-memory catalog, whose schemas
 /// resolve table names to snapshots read at planning time.
@@ -91,7 +82,7 @@ impl SchemaProvider for DeltaSchema {
     }
 
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
-        let (base, version) = match time_travel::split_versioned_name(name) {
+        let (base, version) = match super::time_travel::split_versioned_name(name) {
             Some((base, version)) => (base, Some(version)),
             None => (name, None),
         };

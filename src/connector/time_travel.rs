@@ -3,7 +3,8 @@
 //! table's name becomes `"name@n"` (aliased back to `name`, so the query's column
 //! references still resolve), which a Delta catalog's schemas read as version `n`
 //! of table `name`. Only the tokens involved are touched; the rest of the text,
-//! string literals included, stays byte for byte.
+//! string literals included, stays byte for byte. Coordinator planning calls
+//! `rewrite` and refuses versions of tables outside Delta Lake catalogs.
 
 use datafusion::sql::sqlparser::dialect::Dialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
