@@ -19,6 +19,9 @@ pub struct LocalOptions {
     pub output_buffer_bytes: Option<u64>,
     /// Where the `files` catalog keeps its tables and writes new ones.
     pub data_dir: Option<std::path::PathBuf>,
+    /// Each worker's pool in bytes (`usize::MAX`: none); default: a share of this
+    /// process's default pool.
+    pub worker_memory: Option<usize>,
 }
 
 impl LocalCluster {
@@ -41,7 +44,7 @@ impl LocalCluster {
                 config.settings.output_buffer_bytes = b;
             }
             // The workers share this process's memory: the default pool is split.
-            config.memory.pool_bytes /= workers.max(1);
+            config.memory.pool_bytes = options.worker_memory.unwrap_or(config.memory.pool_bytes / workers.max(1));
             config.memory.query_max_per_node = config.memory.pool_bytes;
             handles.push(start_worker(config).await.map_err(|e| format!("cannot start a worker: {e}"))?);
         }

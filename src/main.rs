@@ -112,7 +112,7 @@ enum Command {
         shutdown_grace_period: Option<Duration>,
         /// The memory pool every task of the worker reserves from, e.g. 2GB (default:
         /// 70% of the machine's or the cgroup's memory; memory.heap-headroom-per-node
-        /// in --etc leaves that much outside it).
+        /// in --etc leaves that much outside it); `unlimited` for no pool (benchmarks).
         #[arg(long)]
         memory: Option<String>,
         /// What one query's tasks on this worker may hold together (Trino's
@@ -186,6 +186,22 @@ enum BenchSuite {
         /// Also draw the per-query times as an SVG bar chart into this file.
         #[arg(long)]
         svg: Option<std::path::PathBuf>,
+        /// Run the coordinator and each worker as processes of their own (this
+        /// binary) and report each worker's peak resident memory per query.
+        #[arg(long)]
+        processes: bool,
+        /// Each worker's memory pool, e.g. 2GB (`unlimited`: none); DataFusion then
+        /// runs in one pool of the workers' total.
+        #[arg(long)]
+        worker_memory: Option<String>,
+    },
+    /// One exchange link: a worker's output buffer read by another over HTTP.
+    Exchange {
+        /// Bytes of Arrow data to move.
+        #[arg(long, default_value = "2GB")]
+        bytes: String,
+        #[arg(long, default_value_t = 3)]
+        iterations: usize,
     },
     /// Scheduling overhead: a synthetic chain of stages, all tasks created at once.
     Scheduling {
@@ -198,8 +214,12 @@ enum BenchSuite {
         #[arg(long, default_value_t = 5)]
         iterations: usize,
     },
-    /// `SELECT 1` latency through the statement protocol.
+    /// Latency of one statement through the statement protocol, run again and again.
     Latency {
+        #[arg(long, default_value = "SELECT 1")]
+        sql: String,
+        #[arg(long, default_value_t = 1)]
+        workers: usize,
         #[arg(long, default_value_t = 200)]
         iterations: usize,
     },
@@ -469,7 +489,10 @@ async fn run(cli: Cli) -> Result<(), String> {
                 config.settings.output_buffer_bytes = flotilla::config::parse_bytes(&b)?;
             }
             if let Some(m) = memory {
-                let pool = flotilla::config::parse_bytes(&m)? as usize;
+                let pool = match m.as_str() {
+                    "unlimited" => usize::MAX,
+                    size => flotilla::config::parse_bytes(size)? as usize,
+                };
                 if config.memory.query_max_per_node == config.memory.pool_bytes {
                     config.memory.query_max_per_node = pool;
                 }
@@ -527,7 +550,10 @@ async fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Bench { suite: BenchSuite::Tpch { scale, workers, iterations, queries, session, data, svg } } => {
+        Command::Bench {
+            suite:
+                BenchSuite::Tpch { scale, workers, iterations, queries, session, data, svg, processes, worker_memory },
+        } => {
             let options = flotilla::bench::TpchBench {
                 scale,
                 workers,
@@ -536,13 +562,20 @@ async fn run(cli: Cli) -> Result<(), String> {
                 session,
                 data,
                 svg,
+                processes,
+                worker_memory,
             };
             flotilla::bench::run_tpch(&options).await
         }
         Command::Bench { suite: BenchSuite::Scheduling { stages, tasks, workers, iterations } } => {
             flotilla::bench::run_scheduling(stages.max(1), tasks.max(1), workers, iterations.max(1)).await
         }
-        Command::Bench { suite: BenchSuite::Latency { iterations } } => flotilla::bench::run_latency(iterations).await,
+        Command::Bench { suite: BenchSuite::Latency { sql, workers, iterations } } => {
+            flotilla::bench::run_latency(&sql, workers, iterations).await
+        }
+        Command::Bench { suite: BenchSuite::Exchange { bytes, iterations } } => {
+            flotilla::bench::run_exchange(flotilla::config::parse_bytes(&bytes)?, iterations.max(1)).await
+        }
     }
 }
 

@@ -209,6 +209,44 @@ pub struct TaskStats {
     pub spilled_bytes: u64,
 }
 
+/// Memory over several tasks (a stage's, a query's): what they hold now, their peaks
+/// added up (at least the group's true peak, at most that sum, since the tasks need
+/// not peak together), and what they spilled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryStats {
+    pub reserved_bytes: u64,
+    pub peak_bytes: u64,
+    pub spilled_bytes: u64,
+}
+
+impl MemoryStats {
+    pub fn of<'a>(tasks: impl IntoIterator<Item = &'a TaskStats>) -> Self {
+        tasks.into_iter().fold(MemoryStats::default(), |m, t| m + MemoryStats::from(t))
+    }
+}
+
+impl std::ops::Add for MemoryStats {
+    type Output = MemoryStats;
+
+    fn add(self, o: MemoryStats) -> Self {
+        MemoryStats {
+            reserved_bytes: self.reserved_bytes + o.reserved_bytes,
+            peak_bytes: self.peak_bytes + o.peak_bytes,
+            spilled_bytes: self.spilled_bytes + o.spilled_bytes,
+        }
+    }
+}
+
+impl From<&TaskStats> for MemoryStats {
+    fn from(t: &TaskStats) -> Self {
+        MemoryStats {
+            reserved_bytes: t.memory_reserved_bytes,
+            peak_bytes: t.memory_peak_bytes,
+            spilled_bytes: t.spilled_bytes,
+        }
+    }
+}
+
 /// `GET /v1/task/{taskId}/status`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskStatus {

@@ -51,6 +51,10 @@ pub trait Connector: Send + Sync + fmt::Debug {
         None
     }
 
+    /// Prepares what its scans need once per process, in the background, so that the
+    /// first query does not wait for it. Workers call it when they start.
+    fn warm_up(&self) {}
+
     /// Whether a table of this catalog may live at `location` (and `COPY TO` write
     /// there). Only catalogs of files say yes, and only inside their allowed places.
     fn allows_location(&self, _location: &str) -> bool {
@@ -96,6 +100,11 @@ impl Connectors {
             .build_arc()
             .expect("a runtime environment without limits builds");
         Connectors { list, runtime }
+    }
+
+    /// Each catalog's `warm_up`.
+    pub fn warm_up(&self) {
+        self.list.iter().for_each(|c| c.warm_up());
     }
 
     /// The runtime environment sessions read and write files through.

@@ -411,11 +411,13 @@ fn explain_analyze(plan: &FragmentedPlan, stages: &[Arc<StageExecution>], elapse
         });
         let _ = writeln!(
             out,
-            "Fragment {} [{}] {} tasks, {} partitions: input {rows_in} rows / {bytes_in} B, output {rows_out} rows / {bytes_out} B",
+            "Fragment {} [{}] {} tasks, {} partitions: input {rows_in} rows / {bytes_in} B, output {rows_out} rows / {bytes_out} B, memory peak {} B, spilled {} B",
             info.stage,
             format!("{:?}", info.state).to_uppercase(),
             info.task_count,
-            info.partitions
+            info.partitions,
+            info.memory.peak_bytes,
+            info.memory.spilled_bytes
         );
         for t in &info.tasks {
             let _ = writeln!(

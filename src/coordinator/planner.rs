@@ -125,12 +125,21 @@ pub fn session_context(
 /// The same context for single-node DataFusion: the oracle of the tests and the
 /// baseline of the benchmark, over the same generated data.
 pub fn single_node_context(schema: &str, partitions: usize) -> SessionContext {
+    single_node_context_with(schema, partitions, Arc::new(Default::default()))
+}
+
+/// The same over `runtime` (the benchmark's memory-limited one).
+pub fn single_node_context_with(
+    schema: &str,
+    partitions: usize,
+    runtime: Arc<datafusion::execution::runtime_env::RuntimeEnv>,
+) -> SessionContext {
     let spec = SessionSpec { schema: schema.to_string(), ..Default::default() };
     let config = SessionConfig::new()
         .with_target_partitions(partitions.max(1))
         .with_information_schema(true)
         .with_default_catalog_and_schema(&spec.catalog, &spec.schema);
-    let ctx = SessionContext::new_with_config(config);
+    let ctx = SessionContext::new_with_config_rt(config, runtime);
     ctx.register_catalog(TPCH_CATALOG_NAME, Arc::new(TpchCatalog));
     ctx
 }

@@ -64,6 +64,8 @@ pub struct PageState {
     pub token: u64,
     /// The serialized `QueryResults` document.
     pub page: Option<bytes::Bytes>,
+    /// JSON bytes per row of the last page with rows, which sizes the next.
+    pub row_bytes: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -83,6 +85,8 @@ pub struct QueryDetail {
     #[serde(flatten)]
     pub summary: QuerySummary,
     pub stages: Vec<StageInfo>,
+    /// Its stages' memory, added up (the coordinator's own stage is not counted).
+    pub memory: crate::protocol::MemoryStats,
     pub fragment_dag: Option<String>,
     /// Fault-tolerant mode: the execution graph, rendered as Ballista does.
     pub execution_graph: Option<String>,
@@ -237,9 +241,11 @@ impl QueryExecution {
     }
 
     pub fn detail(&self) -> QueryDetail {
+        let stages: Vec<StageInfo> = self.stages().iter().map(|s| s.info()).collect();
         QueryDetail {
             summary: self.summary(),
-            stages: self.stages().iter().map(|s| s.info()).collect(),
+            memory: stages.iter().fold(Default::default(), |m, s| m + s.memory),
+            stages,
             fragment_dag: self.fragments.lock().as_ref().map(|f| f.to_dot()),
             execution_graph: self.graph.lock().as_ref().map(|g| g.lock().clone()),
         }

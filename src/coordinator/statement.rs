@@ -221,7 +221,7 @@ pub async fn get_results(
     let base = coord.base_url(&headers);
     // Wait for rows, or for the query to end, at most a second, so clients see progress.
     let (batches, exhausted) = if q.schema().is_some() || q.state() == QueryState::Running {
-        q.take_results(PAGE_MAX_ROWS, PAGE_MAX_BYTES, Duration::from_secs(1)).await
+        q.take_results(page_rows(paging.row_bytes), PAGE_MAX_ARROW_BYTES, Duration::from_secs(1)).await
     } else {
         let mut rx = q.watch_state();
         let _ = tokio::time::timeout(
@@ -237,8 +237,12 @@ pub async fn get_results(
     for b in &batches {
         rows.extend(batch_to_json_rows(b).map_err(|e| CoordinatorError::Internal(e.to_string()))?);
     }
+    let row_count = rows.len();
     let doc = results_document(&q, &base, token, rows, exhausted);
     let page = serialize(&doc)?;
+    if row_count > 0 {
+        paging.row_bytes = Some(page.len() as f64 / row_count as f64);
+    }
     paging.token = token;
     paging.page = Some(page.clone());
     Ok(json_bytes(page))
@@ -253,10 +257,22 @@ fn json_bytes(page: Bytes) -> Response {
     ([(axum::http::header::CONTENT_TYPE, "application/json")], page).into_response()
 }
 
-/// Rows per page at most, and a byte budget (of Arrow memory) that ends a page early
-/// for wide rows.
-const PAGE_MAX_ROWS: usize = 10_000;
-const PAGE_MAX_BYTES: usize = 8 << 20;
+/// Pages aim at `PAGE_TARGET_BYTES` of JSON: the rows of the next page are sized
+/// from the bytes per row of the last one (the first has `FIRST_PAGE_ROWS`), so
+/// narrow rows come in large pages (fewer round trips) and wide ones in small
+/// pages. The Arrow-memory cap stops a page early when rows suddenly widen.
+const PAGE_TARGET_BYTES: f64 = (4 << 20) as f64;
+const FIRST_PAGE_ROWS: usize = 10_000;
+const PAGE_MAX_ROWS: usize = 1_000_000;
+const PAGE_MAX_ARROW_BYTES: usize = 64 << 20;
+
+/// Rows for the next page, given the JSON bytes per row seen so far.
+fn page_rows(row_bytes: Option<f64>) -> usize {
+    match row_bytes {
+        None => FIRST_PAGE_ROWS,
+        Some(b) => ((PAGE_TARGET_BYTES / b.max(1.0)) as usize).clamp(1, PAGE_MAX_ROWS),
+    }
+}
 
 pub async fn cancel_query(
     State(coord): State<Arc<CoordinatorState>>,
@@ -354,9 +370,7 @@ fn stats(q: &QueryExecution) -> Value {
         .map(|t| t.status().stats.output_rows)
         .sum();
     let processed_bytes: u64 = tasks.iter().map(|t| t.stats.output_bytes).sum();
-    // Each task's peak, added up: at least the query's peak, at most its sum.
-    let peak_memory: u64 = tasks.iter().map(|t| t.stats.memory_peak_bytes).sum();
-    let spilled: u64 = tasks.iter().map(|t| t.stats.spilled_bytes).sum();
+    let memory = crate::protocol::MemoryStats::of(tasks.iter().map(|t| &t.stats));
     let elapsed = q.elapsed().as_millis() as u64;
     let state = q.state();
     let stages_done =
@@ -380,14 +394,24 @@ fn stats(q: &QueryExecution) -> Value {
         "processedBytes": processed_bytes,
         "outputRows": q.output_rows(),
         "physicalInputBytes": 0,
-        "peakMemoryBytes": peak_memory,
-        "spilledBytes": spilled,
+        "peakMemoryBytes": memory.peak_bytes,
+        "spilledBytes": memory.spilled_bytes,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::is_authority;
+
+    #[test]
+    fn pages_are_sized_to_a_byte_target() {
+        use super::{page_rows, FIRST_PAGE_ROWS, PAGE_MAX_ROWS};
+        assert_eq!(page_rows(None), FIRST_PAGE_ROWS);
+        // lineitem rows as JSON are about 200 bytes: some 21,000 per 4 MiB page.
+        assert_eq!(page_rows(Some(200.0)), 20_971);
+        assert_eq!(page_rows(Some(4.0)), PAGE_MAX_ROWS);
+        assert_eq!(page_rows(Some(8.0 * 1024.0 * 1024.0)), 1);
+    }
 
     #[test]
     fn only_plain_authorities_are_used_in_uris() {

@@ -13,7 +13,7 @@ use super::remote_task::{RemoteTask, RemoteTaskFactory};
 use super::state_machine::{StageState, StateMachine};
 use crate::cluster::node_manager::WorkerNode;
 use crate::plan::fragmenter::Fragment;
-use crate::protocol::{TaskFailure, TaskId, TaskState, TaskStatus, UpstreamTask};
+use crate::protocol::{MemoryStats, TaskFailure, TaskId, TaskState, TaskStatus, UpstreamTask};
 
 /// Where a query's failure happened, for the one-line error the client sees.
 #[derive(Debug, Clone, Serialize)]
@@ -52,6 +52,8 @@ pub struct StageInfo {
     pub tasks: Vec<TaskStatus>,
     pub inputs: Vec<usize>,
     pub consumer: Option<usize>,
+    /// Its tasks' memory, added up.
+    pub memory: MemoryStats,
 }
 
 impl StageExecution {
@@ -145,6 +147,8 @@ impl StageExecution {
         self.tasks().into_iter().find_map(|t| t.failure().map(|f| (t, f)))
     }
 
+    /// Resolves at the first change after this call: it subscribes now, not when
+    /// first polled, so callers take it before reading the state they wait on.
     pub(crate) fn wait_changed(&self) -> BoxFuture<'static, ()> {
         let mut rx = self.changed.subscribe();
         rx.mark_unchanged();
@@ -155,12 +159,14 @@ impl StageExecution {
     }
 
     pub fn info(&self) -> StageInfo {
+        let tasks: Vec<TaskStatus> = self.tasks().iter().map(|t| t.status()).collect();
         StageInfo {
             stage: self.id(),
             state: self.state(),
             partitions: self.fragment.partitions,
             task_count: self.task_count,
-            tasks: self.tasks().iter().map(|t| t.status()).collect(),
+            memory: MemoryStats::of(tasks.iter().map(|t| &t.stats)),
+            tasks,
             inputs: self.fragment.inputs.clone(),
             consumer: self.fragment.consumer,
         }

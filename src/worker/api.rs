@@ -147,14 +147,19 @@ async fn get_results(
     if let Some(resp) = failed_task_response(&task, &id) {
         return Ok(resp);
     }
-    let max_bytes = header_u64(&headers, protocol::HEADER_MAX_SIZE).unwrap_or(8 << 20);
-    let max_wait = Duration::from_millis(header_u64(&headers, protocol::HEADER_MAX_WAIT).unwrap_or(1000).min(10_000));
+    let (max_bytes, max_wait) = results_limits(&headers);
     let result = task.results(buffer, token, max_bytes, max_wait).await?;
     // A long poll is contact at both ends: its client is waiting all along.
     task.touch();
     if let Some(resp) = failed_task_response(&task, &id) {
         return Ok(resp);
     }
+    Ok(pages_response(&result))
+}
+
+/// The body and headers of one results response; `flotilla bench exchange` serves
+/// the same.
+pub(crate) fn pages_response(result: &crate::exchange::output_buffer::BufferResult) -> Response {
     let mut resp = frame_pages(&result.pages).into_response();
     let h = resp.headers_mut();
     h.insert(protocol::HEADER_NEXT_TOKEN, HeaderValue::from(result.next_token));
@@ -163,7 +168,14 @@ async fn get_results(
         HeaderValue::from_static(if result.complete { "true" } else { "false" }),
     );
     h.insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/x-flotilla-pages"));
-    Ok(resp)
+    resp
+}
+
+/// A results request's page-size limit and long-poll wait, from its headers.
+pub(crate) fn results_limits(headers: &HeaderMap) -> (u64, Duration) {
+    let max_bytes = header_u64(headers, protocol::HEADER_MAX_SIZE).unwrap_or(8 << 20);
+    let max_wait = Duration::from_millis(header_u64(headers, protocol::HEADER_MAX_WAIT).unwrap_or(1000).min(10_000));
+    (max_bytes, max_wait)
 }
 
 /// A consumer asking a failed (or, spooled, aborted) task for pages learns why.

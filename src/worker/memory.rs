@@ -19,7 +19,7 @@ use std::sync::{Arc, Weak};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::disk_manager::{DiskManager, DiskManagerMode};
 use datafusion::execution::memory_pool::{
-    FairSpillPool, MemoryConsumer, MemoryLimit, MemoryPool, MemoryReservation, TrackConsumersPool,
+    FairSpillPool, MemoryConsumer, MemoryLimit, MemoryPool, MemoryReservation, TrackConsumersPool, UnboundedMemoryPool,
 };
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 
@@ -91,9 +91,14 @@ impl WorkerMemory {
     /// The pool and the spill directory (`SPILL_PATH/NODE_ID`), over the object
     /// stores and caches of `connectors` (the process's runtime).
     pub fn new(settings: MemorySettings, connectors: Arc<RuntimeEnv>, node_id: &str) -> Result<Self> {
-        let fair = FairSpillPool::new(settings.pool_bytes);
-        let pool: Arc<dyn MemoryPool> =
-            Arc::new(TrackConsumersPool::new(fair, NonZeroUsize::new(3).expect("three is not zero")));
+        // `--memory unlimited`: no pool at all, only the per-task counting (what the
+        // benchmark compares the bounded pool's cost against).
+        let pool: Arc<dyn MemoryPool> = if settings.pool_bytes == usize::MAX {
+            Arc::new(UnboundedMemoryPool::default())
+        } else {
+            let fair = FairSpillPool::new(settings.pool_bytes);
+            Arc::new(TrackConsumersPool::new(fair, NonZeroUsize::new(3).expect("three is not zero")))
+        };
         let dir = settings.spill_path.join(node_id);
         std::fs::create_dir_all(&dir).map_err(|e| {
             DataFusionError::Execution(format!("cannot make the spill directory {}: {e}", dir.display()))

@@ -16,18 +16,31 @@ use flotilla::local::TPCH_QUERIES;
 
 use super::common::{assert_same_rows, files_below, oracle, query_info, Cluster};
 
-/// Spilled bytes and peak memory over the query's tasks, from query info.
+/// Spilled bytes and peak memory over the query's tasks, from query info; each
+/// stage's and the query's totals must be their tasks' sums.
 async fn spilled_and_peak(base: &str, id: &str) -> (u64, u64) {
     let info = query_info(base, id).await;
-    let tasks: Vec<&serde_json::Value> = info["stages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|s| s["tasks"].as_array().into_iter().flatten())
-        .collect();
-    assert!(!tasks.is_empty(), "query info lists the tasks: {info}");
-    let sum = |key: &str| tasks.iter().map(|t| t["stats"][key].as_u64().unwrap_or(0)).sum::<u64>();
-    (sum("spilled_bytes"), sum("memory_peak_bytes"))
+    let stages = info["stages"].as_array().cloned().unwrap_or_default();
+    let sum = |tasks: &[&serde_json::Value], key: &str| {
+        tasks.iter().map(|t| t["stats"][key].as_u64().unwrap_or(0)).sum::<u64>()
+    };
+    let mut all = Vec::new();
+    for s in &stages {
+        let tasks: Vec<&serde_json::Value> = s["tasks"].as_array().into_iter().flatten().collect();
+        let stage = (s["memory"]["spilled_bytes"].as_u64(), s["memory"]["peak_bytes"].as_u64());
+        assert_eq!(
+            stage,
+            (Some(sum(&tasks, "spilled_bytes")), Some(sum(&tasks, "memory_peak_bytes"))),
+            "stage {} adds up its tasks: {s}",
+            s["stage"]
+        );
+        all.extend(tasks);
+    }
+    assert!(!all.is_empty(), "query info lists the tasks: {info}");
+    let total = (sum(&all, "spilled_bytes"), sum(&all, "memory_peak_bytes"));
+    let query = (info["memory"]["spilled_bytes"].as_u64(), info["memory"]["peak_bytes"].as_u64());
+    assert_eq!(query, (Some(total.0), Some(total.1)), "the query adds up its stages: {}", info["memory"]);
+    total
 }
 
 /// `heavy_sql` under the session limit `limit` fails with `want` (an error name and

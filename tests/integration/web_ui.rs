@@ -61,6 +61,10 @@ async fn the_web_ui_shows_a_running_query_and_its_stages() {
         assert!(page.contains(&format!("data-stage=\"{s}\"")), "query page draws stage {s}:\n{page}");
     }
     assert!(page.contains("RUNNING") || page.contains("FINISHED"), "query page shows states:\n{page}");
+    assert!(
+        page.contains("id=\"query-peak-memory\"") && page.contains("memory peak "),
+        "memory per query and stage:\n{page}"
+    );
 
     let index = tokio::task::spawn_blocking({
         let (b, url) = (browser.to_string(), format!("{base}/ui/"));

@@ -212,7 +212,7 @@
   // ---- query.html: the stage DAG ----------------------------------------------------
 
   const BOX_W = 230;
-  const BOX_H = 86;
+  const BOX_H = 104;
   const GAP_X = 36;
   const GAP_Y = 64;
   const PAD = 16;
@@ -232,10 +232,12 @@
         if (DONE_TASK_STATES.includes(t.state)) done += 1;
       });
       const id = num(s.stage);
+      const memory = s.memory || {};
       nodes.set(id, {
         id: id, coordinator: false, state: s.state, done: done,
         total: Math.max(num(s.task_count), tasks.length), partitions: num(s.partitions),
         rows: rows, bytes: bytes,
+        peak: num(memory.peak_bytes), spilled: num(memory.spilled_bytes),
         consumer: s.consumer === null || s.consumer === undefined ? null : num(s.consumer),
         inputs: (Array.isArray(s.inputs) ? s.inputs : []).map(num),
       });
@@ -321,6 +323,8 @@
     const line3 = n.coordinator ? 'runs in the coordinator' : 'tasks ' + n.done + '/' + n.total + ' done';
     const line4 = n.coordinator ? 'rows ' + fmtInt(n.rows) + ' out'
       : 'rows ' + fmtInt(n.rows) + ' \u00b7 ' + fmtBytes(n.bytes) + ' out';
+    const line5 = n.coordinator ? '' : 'memory peak ' + fmtBytes(n.peak) +
+      (n.spilled > 0 ? ' \u00b7 spilled ' + fmtBytes(n.spilled) : '');
     const tip = title + ': ' + (n.state || '?') +
       (n.coordinator ? '' : ', ' + n.partitions + ' partitions, ' + n.total + ' tasks');
     return '<g class="' + esc(cls) + '" data-stage="' + esc(n.id) + '" data-state="' + esc(n.state) + '"' +
@@ -331,6 +335,7 @@
       '<text class="st ' + esc(stateClass(n.state)) + '" x="10" y="39">' + esc(n.state || '?') + '</text>' +
       '<text x="10" y="57">' + esc(line3) + '</text>' +
       '<text x="10" y="75">' + esc(line4) + '</text>' +
+      (line5 ? '<text class="memory" x="10" y="93">' + esc(line5) + '</text>' : '') +
       '</g>';
   }
 
@@ -447,6 +452,9 @@
       '<dt>Rows</dt><dd>' + esc(fmtInt(q.rows)) + '</dd>' +
       '<dt>Stages</dt><dd>' + esc((q.stages || []).length + 1) + ' (with the coordinator\'s)</dd>' +
       '<dt>Tasks</dt><dd>' + esc(done + '/' + tasks) + ' done</dd>' +
+      '<dt>Peak memory</dt><dd id="query-peak-memory">' + esc(fmtBytes((q.memory || {}).peak_bytes)) +
+      ' <span class="muted">(task peaks added up)</span></dd>' +
+      '<dt>Spilled</dt><dd id="query-spilled">' + esc(fmtBytes((q.memory || {}).spilled_bytes)) + '</dd>' +
       '</dl>');
     const e = q.error;
     setHtml('error', e ? '<div class="error-box"><span class="error-name">' + esc(e.error_name) + '</span>' +
