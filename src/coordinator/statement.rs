@@ -220,15 +220,20 @@ pub async fn get_results(
     }
     let base = coord.base_url(&headers);
     // Wait for rows, or for the query to end, at most a second, so clients see progress.
-    let (batches, exhausted) = if q.schema().is_some() || q.state() == QueryState::Running {
-        q.take_results(page_rows(paging.row_bytes), PAGE_MAX_ARROW_BYTES, Duration::from_secs(1)).await
-    } else {
+    // A query still queued or planning is waited for first, within the same second:
+    // answering the moment it starts would hand the client an empty page, and it
+    // pauses before asking again after two of those.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+    if q.schema().is_none() && q.state() != QueryState::Running {
         let mut rx = q.watch_state();
-        let _ = tokio::time::timeout(
-            Duration::from_secs(1),
-            rx.wait_for(|s| *s != QueryState::Queued && *s != QueryState::Planning),
-        )
-        .await;
+        let _ =
+            tokio::time::timeout_at(deadline, rx.wait_for(|s| *s != QueryState::Queued && *s != QueryState::Planning))
+                .await;
+    }
+    let (batches, exhausted) = if q.schema().is_some() || q.state() == QueryState::Running {
+        let wait = deadline.saturating_duration_since(tokio::time::Instant::now());
+        q.take_results(page_rows(paging.row_bytes), PAGE_MAX_ARROW_BYTES, wait).await
+    } else {
         (Vec::new(), false)
     };
     // A statement without a result (PREPARE, DEALLOCATE) is exhausted once it ends.
