@@ -5,13 +5,11 @@
 //! Each page carries its own schema so that any page can be decoded alone, whichever
 //! token a consumer resumes from; the schema is small next to a page of rows.
 //!
-//! Copies are what a link costs once the bytes are on the wire: a response is sent
-//! as the pages' own buffers, one after the other, never gathered into one; and a
-//! page decodes into arrays over the received bytes. The length prefix is 8 bytes
-//! because IPC streams are multiples of 8 bytes: every page then starts 8-byte
-//! aligned in the body, and Arrow need not copy a column to realign it.
+//! A page decodes into arrays over the received bytes, without a copy. The length
+//! prefix is 8 bytes because IPC streams are multiples of 8 bytes: every page then
+//! starts 8-byte aligned in the body, and Arrow need not copy a column to realign it.
 
-use bytes::{Buf, Bytes};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::buffer::Buffer;
 use datafusion::arrow::error::ArrowError;
@@ -63,21 +61,15 @@ impl Page {
     }
 }
 
-/// Frames pages as `[u64 little-endian length][page]...`: the chunks of one
-/// response body, the pages' own buffers between small headers.
-pub fn frame_chunks(pages: &[Page]) -> Vec<Bytes> {
-    let mut chunks = Vec::with_capacity(pages.len() * 2);
-    for p in pages {
-        chunks.push(Bytes::copy_from_slice(&(p.len() as u64).to_le_bytes()));
-        chunks.push(p.bytes.clone());
-    }
-    chunks
-}
-
-/// The framed pages as one buffer.
-#[cfg(test)]
+/// Frames pages as `[u64 little-endian length][page]...` for one response body.
 pub fn frame_pages(pages: &[Page]) -> Bytes {
-    frame_chunks(pages).concat().into()
+    let total: usize = pages.iter().map(|p| p.len() + FRAME_HEADER).sum();
+    let mut out = BytesMut::with_capacity(total);
+    for p in pages {
+        out.put_u64_le(p.len() as u64);
+        out.put_slice(&p.bytes);
+    }
+    out.freeze()
 }
 
 /// Splits a response body back into pages; a truncated body is an error, never a

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use super::failure_injector::{InjectedFailure, InjectedFailureKind};
 use super::task_manager::SqlTaskManager;
 use super::WorkerError;
-use crate::exchange::page::frame_chunks;
+use crate::exchange::page::frame_pages;
 use crate::protocol::{self, TaskId, TaskUpdateRequest};
 
 type Mgr = State<Arc<SqlTaskManager>>;
@@ -160,7 +160,7 @@ async fn get_results(
 /// The body and headers of one results response; `flotilla bench exchange` serves
 /// the same.
 pub(crate) fn pages_response(result: &crate::exchange::output_buffer::BufferResult) -> Response {
-    let mut resp = bytes::Bytes::from(frame_chunks(&result.pages).concat()).into_response();
+    let mut resp = frame_pages(&result.pages).into_response();
     let h = resp.headers_mut();
     h.insert(protocol::HEADER_NEXT_TOKEN, HeaderValue::from(result.next_token));
     h.insert(
