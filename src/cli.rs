@@ -92,6 +92,10 @@ fn progress_message(page: &QueryResultsPage) -> String {
 /// live progress line (state, stages and tasks done of total, rows, bytes, elapsed)
 /// shows on stderr until it ends.
 pub async fn run_and_print(client: &StatementClient, sql: &str, format: OutputFormat) -> Result<(), ClientError> {
+    let client = match crate::format::Delimited::for_format(format) {
+        Some(style) => &client.clone().with_rows_as_text(style),
+        None => client,
+    };
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = ProgressBar::new_spinner();
         bar.set_style(
@@ -114,6 +118,13 @@ pub async fn run_and_print(client: &StatementClient, sql: &str, format: OutputFo
                 let written = match &bar {
                     Some(bar) => bar.suspend(|| p.rows(rows)),
                     None => p.rows(rows),
+                };
+                written.map_err(|e| ClientError::Output(e.to_string()))?;
+            }
+            if let Some(t) = page.rows_text.take() {
+                let written = match &bar {
+                    Some(bar) => bar.suspend(|| p.rows_text(&t.text, t.rows)),
+                    None => p.rows_text(&t.text, t.rows),
                 };
                 written.map_err(|e| ClientError::Output(e.to_string()))?;
             }

@@ -77,6 +77,17 @@ impl<W: Write> RowPrinter<W> {
         self.out.write_all(text.as_bytes())
     }
 
+    /// Prints rows a delimited format's text was already made of (see
+    /// `StatementClient::with_rows_as_text`), after the header `csv_header` wants.
+    pub fn rows_text(&mut self, text: &str, rows: usize) -> std::io::Result<()> {
+        if self.format == OutputFormat::CsvHeader && !self.header_done {
+            self.out.write_all(format_rows(&self.columns, &[], self.format).as_bytes())?;
+        }
+        self.header_done = true;
+        self.printed += rows;
+        self.out.write_all(text.as_bytes())
+    }
+
     fn flush_window(&mut self) -> std::io::Result<()> {
         let rows = std::mem::take(&mut self.window);
         let grid = text_grid(&rows, "NULL");

@@ -12,13 +12,14 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use datafusion::arrow::record_batch::RecordBatch;
 use serde_json::{json, Value};
 
 use super::execute_immediate::{bind, parse_prepared, PreparedStatement};
 use super::planner::{QueryError, SessionSpec};
 use super::query::QueryExecution;
 use super::{Authenticated, CoordinatorError, CoordinatorState};
-use crate::format::{batch_to_json_rows, trino_type, type_signature};
+use crate::format::{trino_type, type_signature, write_json_rows};
 use crate::scheduling::state_machine::{QueryState, StageState, StateKind, TaskState};
 
 fn header(headers: &HeaderMap, name: &str) -> Result<Option<String>, CoordinatorError> {
@@ -162,7 +163,7 @@ async fn first_page(
     q: &Arc<QueryExecution>,
     headers: &HeaderMap,
 ) -> Result<Response, CoordinatorError> {
-    let page = serialize(&results_document(q, &coord.base_url(headers), 0, Vec::new(), false))?;
+    let page = serialize(&results_document(q, &coord.base_url(headers), 0, false), None)?;
     q.paging.lock().await.page = Some(page.clone());
     Ok(json_bytes(page))
 }
@@ -238,13 +239,11 @@ pub async fn get_results(
     };
     // A statement without a result (PREPARE, DEALLOCATE) is exhausted once it ends.
     let exhausted = exhausted || (q.schema().is_none() && q.state().is_final());
-    let mut rows = Vec::new();
-    for b in &batches {
-        rows.extend(batch_to_json_rows(b).map_err(|e| CoordinatorError::Internal(e.to_string()))?);
-    }
-    let row_count = rows.len();
-    let doc = results_document(&q, &base, token, rows, exhausted);
-    let page = serialize(&doc)?;
+    let row_count: usize = batches.iter().map(|b| b.num_rows()).sum();
+    let doc = results_document(&q, &base, token, exhausted);
+    // Sized from the last page's bytes per row, so the rows are not copied on growth.
+    let guess = paging.row_bytes.map_or(0, |b| (b * 1.1 * row_count as f64) as usize);
+    let page = serialize(&doc, (row_count > 0).then_some((batches.as_slice(), guess)))?;
     if row_count > 0 {
         paging.row_bytes = Some(page.len() as f64 / row_count as f64);
     }
@@ -254,8 +253,22 @@ pub async fn get_results(
 }
 
 /// A page is serialized once: the cached copy a retried request gets is these bytes.
-fn serialize(doc: &Value) -> Result<Bytes, CoordinatorError> {
-    serde_json::to_vec(doc).map(Bytes::from).map_err(|e| CoordinatorError::Internal(e.to_string()))
+/// The rows are written straight after the document's other members, as its last
+/// member `data`, without `Value`s in between.
+fn serialize(doc: &Value, data: Option<(&[RecordBatch], usize)>) -> Result<Bytes, CoordinatorError> {
+    let mut page = serde_json::to_vec(doc).map_err(|e| CoordinatorError::Internal(e.to_string()))?;
+    if let Some((batches, size_guess)) = data {
+        if page.pop() != Some(b'}') {
+            return Err(CoordinatorError::Internal("a results document is not a JSON object".into()));
+        }
+        page.reserve(size_guess);
+        page.extend_from_slice(if page.len() > 1 { b",\"data\":[" } else { b"\"data\":[" });
+        for b in batches {
+            write_json_rows(b, &mut page).map_err(|e| CoordinatorError::Internal(e.to_string()))?;
+        }
+        page.extend_from_slice(b"]}");
+    }
+    Ok(Bytes::from(page))
 }
 
 fn json_bytes(page: Bytes) -> Response {
@@ -314,7 +327,7 @@ pub fn is_authority(s: &str) -> bool {
 }
 
 /// Builds Trino's `QueryResults` for the page `token` holding `rows`.
-fn results_document(q: &Arc<QueryExecution>, base: &str, token: u64, rows: Vec<Vec<Value>>, exhausted: bool) -> Value {
+fn results_document(q: &Arc<QueryExecution>, base: &str, token: u64, exhausted: bool) -> Value {
     let state = q.state();
     let mut doc = json!({
         "id": q.id,
@@ -330,10 +343,6 @@ fn results_document(q: &Arc<QueryExecution>, base: &str, token: u64, rows: Vec<V
     });
     if let Some(cols) = &columns {
         doc["columns"] = json!(cols);
-    }
-    if !rows.is_empty() {
-        // Moved in, not `json!`-converted: that would copy every value once more.
-        doc["data"] = Value::Array(rows.into_iter().map(Value::Array).collect());
     }
     let failed = state == QueryState::Failed;
     if failed {
