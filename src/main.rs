@@ -310,11 +310,6 @@ fn parse_kv(s: &str) -> Result<(String, String), String> {
     Ok((k.trim().to_string(), v.trim().to_string()))
 }
 
-/// Every flotilla process allocates through mimalloc: glibc's malloc and free were a
-/// third of the time spent encoding and decoding large results.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()

@@ -22,6 +22,7 @@ use datafusion::physical_plan::SendableRecordBatchStream;
 use futures::StreamExt;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
+use super::local::{LocalFetch, LocalResults};
 use super::page::{unframe_pages, Page};
 use crate::protocol::{self, ErrorBody, TaskId};
 
@@ -216,6 +217,10 @@ impl Puller {
             }
         }
         // Done reading (or the consumer went away): free the producer's buffer.
+        if let Some(local) = super::local::lookup(&self.source.url) {
+            local.destroy_buffer(&self.source.task_id, self.source.buffer);
+            return;
+        }
         let url = format!("{}/v1/task/{}/results/{}", self.source.url, self.source.task_id, self.source.buffer);
         let _ = self.http.delete(url).timeout(Duration::from_secs(5)).send().await;
     }
@@ -258,6 +263,9 @@ impl Puller {
 
     /// One results request. `Err` is a transient failure worth retrying.
     async fn fetch(&self, token: u64) -> Result<Fetched, String> {
+        if let Some(local) = super::local::lookup(&self.source.url) {
+            return self.fetch_local(local.as_ref(), token).await;
+        }
         let response = self
             .http
             .get(self.results_url(token))
@@ -296,5 +304,28 @@ impl Puller {
         let body = response.bytes().await.map_err(|e| format!("reading body failed: {e}"))?;
         let pages = unframe_pages(body)?;
         Ok(Fetched::Pages { pages, next_token, complete })
+    }
+
+    /// The same request, to a producer in this process; bounded by the time an HTTP
+    /// request may take.
+    async fn fetch_local(&self, local: &dyn LocalResults, token: u64) -> Result<Fetched, String> {
+        let limit = self.config.max_wait
+            + self.config.max_error_duration.clamp(Duration::from_secs(1), Duration::from_secs(10));
+        let (task, buffer) = (&self.source.task_id, self.source.buffer);
+        let asked = local.results(task, buffer, token, self.config.max_response_bytes, self.config.max_wait);
+        match tokio::time::timeout(limit, asked).await.map_err(|_| "timed out".to_string())? {
+            LocalFetch::Pages(r) => Ok(Fetched::Pages {
+                pages: r.pages.into_iter().map(|p| p.bytes).collect(),
+                next_token: r.next_token,
+                complete: r.complete,
+            }),
+            LocalFetch::Failed { code, message } => Ok(Fetched::Failed(ExchangeError::UpstreamFailed {
+                task: task.clone(),
+                url: self.source.url.clone(),
+                code,
+                message,
+            })),
+            LocalFetch::Transient(message) => Err(message),
+        }
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod client;
 pub mod codec;
+pub mod local;
 pub mod output_buffer;
 pub mod page;
 pub mod remote_source;

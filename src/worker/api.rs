@@ -141,20 +141,17 @@ async fn get_results(
     let buffer: usize =
         buffer_id.parse().map_err(|_| WorkerError::BadRequest(format!("bad buffer id '{buffer_id}'")))?;
     let token: u64 = token.parse().map_err(|_| WorkerError::BadRequest(format!("bad token '{token}'")))?;
-    m.injected(&id, InjectedFailureKind::is_get_results).await?;
-    let task = m.get(&id)?;
-    // Checked before and after the long poll: the task may fail while we wait.
-    if let Some(resp) = failed_task_response(&task, &id) {
-        return Ok(resp);
-    }
     let (max_bytes, max_wait) = results_limits(&headers);
-    let result = task.results(buffer, token, max_bytes, max_wait).await?;
-    // A long poll is contact at both ends: its client is waiting all along.
-    task.touch();
-    if let Some(resp) = failed_task_response(&task, &id) {
-        return Ok(resp);
+    match m.read_results(&id, buffer, token, max_bytes, max_wait).await {
+        Ok(result) => Ok(pages_response(&result)),
+        Err(e @ WorkerError::TaskFailed { .. }) => {
+            // A consumer asking a failed (or, spooled, aborted) task for pages learns why.
+            let mut resp = e.into_response();
+            resp.headers_mut().insert(protocol::HEADER_TASK_FAILED, HeaderValue::from_static("true"));
+            Ok(resp)
+        }
+        Err(e) => Err(e),
     }
-    Ok(pages_response(&result))
 }
 
 /// The body and headers of one results response; `flotilla bench exchange` serves
@@ -176,14 +173,6 @@ pub(crate) fn results_limits(headers: &HeaderMap) -> (u64, Duration) {
     let max_bytes = header_u64(headers, protocol::HEADER_MAX_SIZE).unwrap_or(8 << 20);
     let max_wait = Duration::from_millis(header_u64(headers, protocol::HEADER_MAX_WAIT).unwrap_or(1000).min(10_000));
     (max_bytes, max_wait)
-}
-
-/// A consumer asking a failed (or, spooled, aborted) task for pages learns why.
-fn failed_task_response(task: &super::task::SqlTask, id: &TaskId) -> Option<Response> {
-    let (code, message) = task.reader_failure()?;
-    let mut resp = WorkerError::TaskFailed { task: id.clone(), code, message }.into_response();
-    resp.headers_mut().insert(protocol::HEADER_TASK_FAILED, HeaderValue::from_static("true"));
-    Some(resp)
 }
 
 async fn acknowledge(

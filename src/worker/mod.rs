@@ -227,6 +227,7 @@ impl WorkerHandle {
     }
 
     pub async fn shutdown(self) {
+        crate::exchange::local::unregister(&self.url);
         self.manager.abort_all();
         self.manager.remove_spool_root();
         let _ = self.stop.send(true);
@@ -254,6 +255,8 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
         .map_err(std::io::Error::other)?;
     let manager =
         Arc::new(SqlTaskManager::new(node_id.clone(), url.clone(), http.clone(), &config, injector, spool_dir, memory));
+    let local: std::sync::Weak<dyn crate::exchange::local::LocalResults> = Arc::downgrade(&manager) as _;
+    crate::exchange::local::register(&url, local);
     let auth = crate::http::InternalAuth(config.shared_secret.as_deref().map(Arc::from));
     // Scrapers do not carry the cluster secret; /metrics stays outside it.
     let app = api::router(manager.clone())

@@ -15,6 +15,8 @@ use super::task::{SqlTask, TaskSettings, TaskStart};
 use super::WorkerError;
 use crate::exchange::client::{ExchangeClient, ExchangeConfig, ExchangeStats};
 use crate::exchange::codec::FlotillaCodec;
+use crate::exchange::local::{LocalFetch, LocalResults};
+use crate::exchange::output_buffer::BufferResult;
 use crate::exchange::spool::SpoolWriter;
 use crate::protocol::{NodeInfo, TaskId, TaskInfo, TaskStatus, TaskUpdateRequest};
 
@@ -302,6 +304,34 @@ impl SqlTaskManager {
         Err(WorkerError::Injected(kind))
     }
 
+    /// A results request, from HTTP or from a consumer in this process: the pages
+    /// from `token` on, or why there are none (`TaskFailed` for a task that failed
+    /// or whose spooled output is gone, checked before and after the long poll).
+    pub async fn read_results(
+        &self,
+        id: &TaskId,
+        buffer: usize,
+        token: u64,
+        max_bytes: u64,
+        max_wait: Duration,
+    ) -> Result<BufferResult, WorkerError> {
+        self.injected(id, InjectedFailureKind::is_get_results).await?;
+        let task = self.get(id)?;
+        let failed = |task: &SqlTask| {
+            task.reader_failure().map(|(code, message)| WorkerError::TaskFailed { task: id.clone(), code, message })
+        };
+        if let Some(e) = failed(&task) {
+            return Err(e);
+        }
+        let result = task.results(buffer, token, max_bytes, max_wait).await?;
+        // A long poll is contact at both ends: its client is waiting all along.
+        task.touch();
+        match failed(&task) {
+            Some(e) => Err(e),
+            None => Ok(result),
+        }
+    }
+
     /// Aborts every task (worker shutdown).
     pub fn abort_all(&self) {
         let all: Vec<Arc<SqlTask>> = self.tasks.write().drain().map(|(_, t)| t).collect();
@@ -326,5 +356,32 @@ impl<'a> Creating<'a> {
 impl Drop for Creating<'_> {
     fn drop(&mut self) {
         self.set.lock().remove(&self.id);
+    }
+}
+
+#[async_trait::async_trait]
+impl LocalResults for SqlTaskManager {
+    async fn results(
+        &self,
+        task: &TaskId,
+        buffer: usize,
+        token: u64,
+        max_bytes: u64,
+        max_wait: Duration,
+    ) -> LocalFetch {
+        use crate::http::ApiError;
+        match self.read_results(task, buffer, token, max_bytes, max_wait).await {
+            Ok(result) => LocalFetch::Pages(result),
+            Err(e) if matches!(e, WorkerError::TaskFailed { .. }) || e.status().is_client_error() => {
+                LocalFetch::Failed { code: e.code().to_string(), message: e.to_string() }
+            }
+            Err(e) => LocalFetch::Transient(format!("{}: {e}", e.status())),
+        }
+    }
+
+    fn destroy_buffer(&self, task: &TaskId, buffer: usize) {
+        if let Ok(t) = self.get(task) {
+            let _ = t.destroy_buffer(buffer);
+        }
     }
 }
