@@ -114,21 +114,17 @@ pub async fn run_and_print(client: &StatementClient, sql: &str, format: OutputFo
             if let Some(columns) = &page.columns {
                 p.set_columns(columns.iter().cloned().map(Into::into).collect());
             }
-            if let Some(rows) = page.data.take() {
-                let written = match &bar {
-                    Some(bar) => bar.suspend(|| p.rows(rows)),
-                    None => p.rows(rows),
-                };
-                written.map_err(|e| ClientError::Output(e.to_string()))?;
-            }
-            if let Some(t) = page.rows_text.take() {
-                let written = match &bar {
-                    Some(bar) => bar.suspend(|| p.rows_text(&t.text, t.rows)),
-                    None => p.rows_text(&t.text, t.rows),
-                };
-                written.map_err(|e| ClientError::Output(e.to_string()))?;
-            }
-            Ok(())
+            let (rows, text) = (page.data.take(), page.rows_text.take());
+            let print = || match (rows, text) {
+                (Some(rows), _) => p.rows(rows),
+                (None, Some(t)) => p.rows_text(&t.text, t.rows),
+                (None, None) => Ok(()),
+            };
+            let written = match &bar {
+                Some(bar) => bar.suspend(print),
+                None => print(),
+            };
+            written.map_err(|e| ClientError::Output(e.to_string()))
         })
         .await;
     if let Some(bar) = bar {

@@ -68,7 +68,7 @@ pub struct QueryResultsPage {
 }
 
 /// A page's rows already printed as delimited text.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RowsText {
     pub text: String,
     pub rows: usize,
@@ -434,8 +434,6 @@ impl StatementClient {
     }
 }
 
-/// Prefers the flotilla error shape; a Trino `QueryResults` carrying an error is honoured too, and
-/// anything else is reported by status with the start of the body.
 /// A results document whose `data` is turned into text as it is parsed; the other
 /// members are returned as they are.
 struct PageSeed<'a> {
@@ -472,6 +470,8 @@ impl<'de> serde::de::Visitor<'de> for PageSeed<'_> {
     }
 }
 
+/// Prefers the flotilla error shape; a Trino `QueryResults` carrying an error is honoured too, and
+/// anything else is reported by status with the start of the body.
 fn http_error(status: StatusCode, body: &str) -> ClientError {
     if let Ok(parsed) = serde_json::from_str::<HttpErrorBody>(body) {
         return ClientError::Http { status: status.as_u16(), code: parsed.error.code, message: parsed.error.message };

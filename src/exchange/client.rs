@@ -271,10 +271,7 @@ impl Puller {
             .get(self.results_url(token))
             .header(protocol::HEADER_MAX_SIZE, self.config.max_response_bytes.to_string())
             .header(protocol::HEADER_MAX_WAIT, self.config.max_wait.as_millis().to_string())
-            .timeout(
-                self.config.max_wait
-                    + self.config.max_error_duration.clamp(Duration::from_secs(1), Duration::from_secs(10)),
-            )
+            .timeout(self.request_limit())
             .send()
             .await
             .map_err(|e| crate::http::describe_request_error(&e))?;
@@ -306,11 +303,14 @@ impl Puller {
         Ok(Fetched::Pages { pages, next_token, complete })
     }
 
-    /// The same request, to a producer in this process; bounded by the time an HTTP
-    /// request may take.
+    /// How long one results request may take: the long poll and some slack.
+    fn request_limit(&self) -> Duration {
+        self.config.max_wait + self.config.max_error_duration.clamp(Duration::from_secs(1), Duration::from_secs(10))
+    }
+
+    /// The same request, to a producer in this process, under the same limit.
     async fn fetch_local(&self, local: &dyn LocalResults, token: u64) -> Result<Fetched, String> {
-        let limit = self.config.max_wait
-            + self.config.max_error_duration.clamp(Duration::from_secs(1), Duration::from_secs(10));
+        let limit = self.request_limit();
         let (task, buffer) = (&self.source.task_id, self.source.buffer);
         let asked = local.results(task, buffer, token, self.config.max_response_bytes, self.config.max_wait);
         match tokio::time::timeout(limit, asked).await.map_err(|_| "timed out".to_string())? {

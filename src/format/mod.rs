@@ -12,6 +12,7 @@ use std::fmt::Display;
 use arrow::array::{
     Array, AsArray, BooleanArray, GenericStringArray, OffsetSizeTrait, PrimitiveArray, StringViewArray,
 };
+use arrow::buffer::NullBuffer;
 use arrow::compute::cast;
 use arrow::datatypes::*;
 use arrow::error::ArrowError;
@@ -114,23 +115,34 @@ pub fn type_signature(dt: &DataType) -> Value {
 /// Places the decimal point into the digits of an unscaled decimal value. Works on the integer's
 /// decimal digits rather than on floats so that every digit of a 38-digit decimal survives.
 fn decimal_to_string(unscaled: impl Display, scale: i8) -> String {
-    let text = unscaled.to_string();
+    let mut out = Vec::new();
+    push_decimal(&unscaled.to_string(), scale, &mut out);
+    String::from_utf8(out).expect("digits, a sign and a point are ASCII")
+}
+
+/// [`decimal_to_string`] into `out`, from the integer's decimal text (`-` and digits).
+fn push_decimal(text: &str, scale: i8, out: &mut Vec<u8>) {
     let (sign, digits) = match text.strip_prefix('-') {
         Some(d) => ("-", d),
-        None => ("", text.as_str()),
+        None => ("", text),
     };
+    out.extend_from_slice(sign.as_bytes());
+    out.extend_from_slice(digits.as_bytes());
     if scale <= 0 {
-        let zeros = if digits == "0" { 0 } else { scale.unsigned_abs() };
-        return format!("{sign}{digits}{}", "0".repeat(zeros.into()));
+        if digits != "0" {
+            out.resize(out.len() + scale.unsigned_abs() as usize, b'0');
+        }
+        return;
     }
     let scale = scale as usize;
-    let padded = if digits.len() <= scale {
-        format!("{}{digits}", "0".repeat(scale + 1 - digits.len()))
+    if digits.len() <= scale {
+        // `0.` and the missing zeros go in front of the digits just written.
+        let at = out.len() - digits.len();
+        let zeros = scale - digits.len();
+        out.splice(at..at, b"0.".iter().copied().chain(std::iter::repeat_n(b'0', zeros)));
     } else {
-        digits.to_string()
-    };
-    let (int, frac) = padded.split_at(padded.len() - scale);
-    format!("{sign}{int}.{frac}")
+        out.insert(out.len() - scale, b'.');
+    }
 }
 
 fn decimal_json(unscaled: impl Display, scale: i8) -> Value {
@@ -168,20 +180,27 @@ fn date_of(days: i64) -> Option<chrono::NaiveDate> {
     chrono::NaiveDate::from_num_days_from_ce_opt(ce)
 }
 
-fn date_ymd(days: i64) -> Option<(i32, u32, u32)> {
-    use chrono::Datelike;
-    date_of(days).map(|d| (d.year(), d.month(), d.day()))
-}
-
 /// `YYYY-MM-DD` without chrono's format-string parser, which dominated result encoding.
 fn ymd(d: chrono::NaiveDate) -> String {
-    use chrono::Datelike;
-    let y = d.year();
-    if (0..=9999).contains(&y) {
-        format!("{y:04}-{:02}-{:02}", d.month(), d.day())
-    } else {
-        d.format("%Y-%m-%d").to_string()
+    match ymd_digits(d) {
+        Some(text) => String::from_utf8(text.to_vec()).expect("digits and dashes are ASCII"),
+        None => d.format("%Y-%m-%d").to_string(),
     }
+}
+
+/// `YYYY-MM-DD` digit by digit, for years 0 to 9999 (`None` for the others).
+fn ymd_digits(d: chrono::NaiveDate) -> Option<[u8; 10]> {
+    use chrono::Datelike;
+    let y = u32::try_from(d.year()).ok().filter(|y| *y <= 9999)?;
+    let mut text = *b"0000-00-00";
+    for (at, value, width) in [(0, y, 4), (5, d.month(), 2), (8, d.day(), 2)] {
+        let mut v = value;
+        for k in (at..at + width).rev() {
+            text[k] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    }
+    Some(text)
 }
 
 fn timestamp_string(v: i64, unit: &TimeUnit) -> Option<String> {
@@ -230,7 +249,10 @@ pub fn write_json_rows(batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(), Arr
             if i > 0 {
                 out.push(b',');
             }
-            cell.write(row, out);
+            match cell.nulls.is_some_and(|n| n.is_null(row)) {
+                true => out.extend_from_slice(b"null"),
+                false => cell.values.write(row, out),
+            }
         }
         out.push(b']');
     }
@@ -238,7 +260,13 @@ pub fn write_json_rows(batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(), Arr
 }
 
 /// One column, ready to write any of its values as JSON.
-enum CellWriter<'a> {
+struct CellWriter<'a> {
+    /// The column's nulls, for the kinds that read the arrays (a `Value` carries its own).
+    nulls: Option<&'a NullBuffer>,
+    values: Cells<'a>,
+}
+
+enum Cells<'a> {
     Int64(&'a PrimitiveArray<Int64Type>),
     Float64(&'a PrimitiveArray<Float64Type>),
     Decimal128(&'a PrimitiveArray<Decimal128Type>, i8),
@@ -253,62 +281,45 @@ enum CellWriter<'a> {
 
 impl<'a> CellWriter<'a> {
     fn new(array: &'a dyn Array) -> Result<Self, ArrowError> {
-        Ok(match array.data_type() {
-            DataType::Int64 => CellWriter::Int64(array.as_primitive()),
-            DataType::Float64 => CellWriter::Float64(array.as_primitive()),
-            DataType::Decimal128(_, s) => CellWriter::Decimal128(array.as_primitive(), *s),
-            DataType::Utf8 => CellWriter::Utf8(array.as_string()),
-            DataType::LargeUtf8 => CellWriter::LargeUtf8(array.as_string()),
-            DataType::Utf8View => CellWriter::Utf8View(array.as_string_view()),
-            DataType::Date32 => CellWriter::Date32(array.as_primitive()),
-            DataType::Boolean => CellWriter::Boolean(array.as_boolean()),
-            _ => CellWriter::Values(column_to_json(array)?),
-        })
-    }
-
-    fn write(&self, i: usize, out: &mut Vec<u8>) {
-        let valid = match self {
-            CellWriter::Values(v) => return write_value(&v[i], out),
-            CellWriter::Int64(a) => a.is_valid(i),
-            CellWriter::Float64(a) => a.is_valid(i),
-            CellWriter::Decimal128(a, _) => a.is_valid(i),
-            CellWriter::Utf8(a) => a.is_valid(i),
-            CellWriter::LargeUtf8(a) => a.is_valid(i),
-            CellWriter::Utf8View(a) => a.is_valid(i),
-            CellWriter::Date32(a) => a.is_valid(i),
-            CellWriter::Boolean(a) => a.is_valid(i),
+        let values = match array.data_type() {
+            DataType::Int64 => Cells::Int64(array.as_primitive()),
+            DataType::Float64 => Cells::Float64(array.as_primitive()),
+            DataType::Decimal128(_, s) => Cells::Decimal128(array.as_primitive(), *s),
+            DataType::Utf8 => Cells::Utf8(array.as_string()),
+            DataType::LargeUtf8 => Cells::LargeUtf8(array.as_string()),
+            DataType::Utf8View => Cells::Utf8View(array.as_string_view()),
+            DataType::Date32 => Cells::Date32(array.as_primitive()),
+            DataType::Boolean => Cells::Boolean(array.as_boolean()),
+            _ => return Ok(CellWriter { nulls: None, values: Cells::Values(column_to_json(array)?) }),
         };
-        if !valid {
-            out.extend_from_slice(b"null");
-            return;
-        }
+        Ok(CellWriter { nulls: array.nulls(), values })
+    }
+}
+
+impl Cells<'_> {
+    /// Writes the value at `i`, which is not null.
+    fn write(&self, i: usize, out: &mut Vec<u8>) {
         match self {
-            CellWriter::Int64(a) => out.extend_from_slice(itoa::Buffer::new().format(a.value(i)).as_bytes()),
-            CellWriter::Float64(a) => write_value(&float_json(a.value(i)), out),
-            CellWriter::Decimal128(a, s) => {
+            Cells::Values(v) => write_value(&v[i], out),
+            Cells::Int64(a) => out.extend_from_slice(itoa::Buffer::new().format(a.value(i)).as_bytes()),
+            Cells::Float64(a) => write_value(&float_json(a.value(i)), out),
+            Cells::Decimal128(a, s) => {
                 out.push(b'"');
-                write_decimal(a.value(i), *s, out);
+                push_decimal(itoa::Buffer::new().format(a.value(i)), *s, out);
                 out.push(b'"');
             }
-            CellWriter::Utf8(a) => write_str(a.value(i), out),
-            CellWriter::LargeUtf8(a) => write_str(a.value(i), out),
-            CellWriter::Utf8View(a) => write_str(a.value(i), out),
-            CellWriter::Date32(a) => match date_ymd(a.value(i) as i64) {
-                Some((y, m, d)) if (0..=9999).contains(&y) => {
-                    let mut text = *b"\"0000-00-00\"";
-                    for (at, value, width) in [(1, y as u32, 4), (6, m, 2), (9, d, 2)] {
-                        let mut v = value;
-                        for k in (at..at + width).rev() {
-                            text[k] = b'0' + (v % 10) as u8;
-                            v /= 10;
-                        }
-                    }
+            Cells::Utf8(a) => write_str(a.value(i), out),
+            Cells::LargeUtf8(a) => write_str(a.value(i), out),
+            Cells::Utf8View(a) => write_str(a.value(i), out),
+            Cells::Date32(a) => match date_of(a.value(i) as i64).and_then(ymd_digits) {
+                Some(text) => {
+                    out.push(b'"');
                     out.extend_from_slice(&text);
+                    out.push(b'"');
                 }
-                _ => write_value(&column_to_json(&a.slice(i, 1)).map_or(Value::Null, |mut v| v.remove(0)), out),
+                None => write_value(&column_to_json(&a.slice(i, 1)).map_or(Value::Null, |mut v| v.remove(0)), out),
             },
-            CellWriter::Boolean(a) => out.extend_from_slice(if a.value(i) { b"true" } else { b"false" }),
-            CellWriter::Values(_) => unreachable!("written above"),
+            Cells::Boolean(a) => out.extend_from_slice(if a.value(i) { b"true" } else { b"false" }),
         }
     }
 }
@@ -320,35 +331,6 @@ fn write_value(v: &Value, out: &mut Vec<u8>) {
 
 fn write_str(s: &str, out: &mut Vec<u8>) {
     let _ = serde_json::to_writer(&mut *out, s);
-}
-
-/// [`decimal_to_string`]'s text, written without the intermediate strings.
-fn write_decimal(unscaled: i128, scale: i8, out: &mut Vec<u8>) {
-    let mut digits = itoa::Buffer::new();
-    let text = digits.format(unscaled);
-    let (sign, digits) = match text.strip_prefix('-') {
-        Some(d) => ("-", d),
-        None => ("", text),
-    };
-    out.extend_from_slice(sign.as_bytes());
-    if scale <= 0 {
-        out.extend_from_slice(digits.as_bytes());
-        if digits != "0" {
-            out.resize(out.len() + scale.unsigned_abs() as usize, b'0');
-        }
-        return;
-    }
-    let scale = scale as usize;
-    if digits.len() <= scale {
-        out.extend_from_slice(b"0.");
-        out.resize(out.len() + scale - digits.len(), b'0');
-        out.extend_from_slice(digits.as_bytes());
-    } else {
-        let (int, frac) = digits.split_at(digits.len() - scale);
-        out.extend_from_slice(int.as_bytes());
-        out.push(b'.');
-        out.extend_from_slice(frac.as_bytes());
-    }
 }
 
 /// Per-value encoding of an array, nulls included; recursion handles nested types.
@@ -477,15 +459,12 @@ mod tests {
         ];
         for (unscaled, scale, want) in cases {
             assert_eq!(decimal_to_string(unscaled, scale), want);
-            let mut written = Vec::new();
-            write_decimal(unscaled, scale, &mut written);
-            assert_eq!(String::from_utf8(written).unwrap(), want);
         }
-        for (unscaled, scale) in [(i128::MAX, 38), (i128::MIN, 38), (7, -3), (0, -3), (-1, 5)] {
-            let mut written = Vec::new();
-            write_decimal(unscaled, scale, &mut written);
-            assert_eq!(String::from_utf8(written).unwrap(), decimal_to_string(unscaled, scale));
+        // Checked against text made without `push_decimal`.
+        for (unscaled, scale, want) in [(7i128, -3i8, "7000"), (0, -3, "0"), (-1, 5, "-0.00001"), (-123, 1, "-12.3")] {
+            assert_eq!(decimal_to_string(unscaled, scale), want);
         }
+        assert_eq!(decimal_to_string(i128::MIN, 38), "-1.70141183460469231731687303715884105728");
         let max = "1.70141183460469231731687303715884105727";
         assert_eq!(decimal_to_string(i128::MAX, 38), max);
         assert_eq!(decimal_to_string(i256::from_i128(-7), 3), "-0.007");
