@@ -303,6 +303,18 @@ impl SqlTask {
         });
     }
 
+    /// Ends the task because its coordinator no longer needs it. A task that had
+    /// produced all its output is FINISHED unless `abort`: its query ended well, and
+    /// the delete can overtake its reader's last acknowledgement. Otherwise CANCELED
+    /// (ABORTED when `abort`).
+    pub fn end(&self, abort: bool) {
+        if !abort && self.state() == TaskState::Flushing && self.transition(TaskState::Finished) {
+            self.stop();
+            return;
+        }
+        self.abort(!abort);
+    }
+
     /// Ends the task as ABORTED (or CANCELED), stops its work and frees its buffers.
     pub fn abort(&self, cancel: bool) {
         self.transition(if cancel { TaskState::Canceled } else { TaskState::Aborted });
@@ -394,7 +406,15 @@ impl SqlTask {
         }
         let finished = match first_error {
             Some(e) => Err(e),
-            None => self.output.finish(),
+            None => {
+                // Flushing before readers can see the last page: once a reader has
+                // everything, a delete from the coordinator finds the task flushing
+                // and finishes it (see `end`).
+                if self.output.is_memory() {
+                    self.transition(TaskState::Flushing);
+                }
+                self.output.finish()
+            }
         };
         match finished {
             Err(e) => self.fail(crate::exchange::failure_from_error(&e)),

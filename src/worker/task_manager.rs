@@ -268,7 +268,7 @@ impl SqlTaskManager {
             }
         };
         if !task.state().is_done() {
-            task.abort(!abort);
+            task.end(abort);
         } else {
             task.release();
         }

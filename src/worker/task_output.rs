@@ -71,6 +71,11 @@ impl TaskOutput {
         }
     }
 
+    /// Output kept in memory for readers (rather than spooled to files).
+    pub fn is_memory(&self) -> bool {
+        matches!(self.0, Kind::Buffer { .. })
+    }
+
     /// Every page has been written.
     pub fn finish(&self) -> Result<Finished, DataFusionError> {
         match &self.0 {
