@@ -1,7 +1,7 @@
 //! `flotilla bench exchange`: the throughput of one exchange link on loopback. A
-//! producer encodes TPC-H `lineitem` batches into Arrow IPC pages and lays them into
-//! an `OutputBuffer` (32 MiB, as a worker's), which the worker's results route serves
-//! over HTTP; an `ExchangeClient` pulls, decodes and hands the batches on, as a
+//! producer lays TPC-H `lineitem` batches into an `OutputBuffer` (32 MiB, as a
+//! worker's), which the worker's results route encodes into Arrow IPC and serves over
+//! HTTP; an `ExchangeClient` pulls, decodes and hands the batches on, as a
 //! consumer task's `RemoteSourceExec` does. Everything a link costs is in the time:
 //! encoding, HTTP, the long polls and acknowledgements, decoding.
 
@@ -30,7 +30,7 @@ type Buffer = Arc<OutputBuffer>;
 async fn results(State(b): State<Buffer>, Path((_, _, token)): Path<(String, usize, u64)>, h: HeaderMap) -> Response {
     let (max_bytes, max_wait) = results_limits(&h);
     match b.get(0, token, max_bytes, max_wait).await {
-        Ok(r) => pages_response(&r),
+        Ok(r) => pages_response(&r).unwrap_or_else(IntoResponse::into_response),
         Err(e) => (axum::http::StatusCode::BAD_REQUEST, e.to_string()).into_response(),
     }
 }
@@ -47,7 +47,7 @@ async fn destroy(State(b): State<Buffer>) -> Response {
     axum::http::StatusCode::NO_CONTENT.into_response()
 }
 
-/// One transfer of at least `bytes` encoded bytes; returns (time, bytes, rows).
+/// One transfer of at least `bytes` of batches; returns (time, encoded bytes, rows).
 async fn transfer(batches: &[RecordBatch], bytes: u64) -> Result<(Duration, u64, u64), String> {
     let buffer: Buffer = Arc::new(OutputBuffer::new(1, 32 << 20, Default::default()));
     let app = Router::new()
@@ -68,7 +68,7 @@ async fn transfer(batches: &[RecordBatch], bytes: u64) -> Result<(Duration, u64,
                 if sent >= bytes {
                     break;
                 }
-                let page = Page::encode(batch).map_err(|e| e.to_string())?;
+                let page = Page::new(batch.clone());
                 sent += page.len() as u64;
                 buffer.enqueue(0, page).await.map_err(|e| e.to_string())?;
             }
@@ -85,9 +85,10 @@ async fn transfer(batches: &[RecordBatch], bytes: u64) -> Result<(Duration, u64,
         rows += batch.map_err(|e| e.to_string())?.num_rows() as u64;
     }
     let elapsed = started.elapsed();
-    let sent = producer.await.map_err(|e| e.to_string())??;
+    producer.await.map_err(|e| e.to_string())??;
     server.abort();
-    Ok((elapsed, sent, rows))
+    // The bytes that crossed the link, encoded.
+    Ok((elapsed, stats.bytes.load(std::sync::atomic::Ordering::Relaxed), rows))
 }
 
 pub async fn run_exchange(bytes: u64, iterations: usize) -> Result<(), String> {

@@ -165,8 +165,15 @@ struct Puller {
 }
 
 enum Fetched {
-    Pages { pages: Vec<bytes::Bytes>, next_token: u64, complete: bool },
+    Pages { pages: Vec<Received>, next_token: u64, complete: bool },
     Failed(ExchangeError),
+}
+
+/// A page as it arrived: encoded in a response body, or as the batch itself from a
+/// producer in this process.
+enum Received {
+    Encoded(bytes::Bytes),
+    Batch(Page),
 }
 
 impl Puller {
@@ -226,26 +233,32 @@ impl Puller {
     }
 
     /// Decodes pages and hands them on; false when the consumer has gone.
-    async fn deliver(&self, pages: Vec<bytes::Bytes>) -> bool {
-        for raw in pages {
-            let batches = match Page::decode(&raw) {
-                Ok(b) => b,
-                Err(e) => {
-                    let err = ExchangeError::Protocol {
-                        task: self.source.task_id.clone(),
-                        url: self.source.url.clone(),
-                        message: e.to_string(),
-                    };
-                    let _ = self.tx.send(Err(DataFusionError::External(Box::new(err)))).await;
-                    return false;
+    async fn deliver(&self, pages: Vec<Received>) -> bool {
+        for page in pages {
+            let (batches, bytes) = match page {
+                Received::Batch(page) => {
+                    let bytes = page.len();
+                    (vec![page.into_batch()], bytes)
                 }
+                Received::Encoded(raw) => match Page::decode(&raw) {
+                    Ok(b) => (b, raw.len()),
+                    Err(e) => {
+                        let err = ExchangeError::Protocol {
+                            task: self.source.task_id.clone(),
+                            url: self.source.url.clone(),
+                            message: e.to_string(),
+                        };
+                        let _ = self.tx.send(Err(DataFusionError::External(Box::new(err)))).await;
+                        return false;
+                    }
+                },
             };
             self.stats.pages.fetch_add(1, Ordering::Relaxed);
             crate::metrics::EXCHANGE_PAGES.fetch_add(1, Ordering::Relaxed);
-            crate::metrics::EXCHANGE_BYTES.fetch_add(raw.len() as u64, Ordering::Relaxed);
-            self.stats.bytes.fetch_add(raw.len() as u64, Ordering::Relaxed);
+            crate::metrics::EXCHANGE_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
+            self.stats.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
             let cap = self.config.buffer_bytes.max(1);
-            let want = raw.len().clamp(1, cap) as u32;
+            let want = bytes.clamp(1, cap) as u32;
             let permit = match self.memory.clone().acquire_many_owned(want).await {
                 Ok(p) => p,
                 Err(_) => return false,
@@ -299,7 +312,7 @@ impl Puller {
             .ok_or_else(|| "missing next token header".to_string())?;
         let complete = header(protocol::HEADER_BUFFER_COMPLETE).as_deref() == Some("true");
         let body = response.bytes().await.map_err(|e| format!("reading body failed: {e}"))?;
-        let pages = unframe_pages(body)?;
+        let pages = unframe_pages(body)?.into_iter().map(Received::Encoded).collect();
         Ok(Fetched::Pages { pages, next_token, complete })
     }
 
@@ -315,7 +328,7 @@ impl Puller {
         let asked = local.results(task, buffer, token, self.config.max_response_bytes, self.config.max_wait);
         match tokio::time::timeout(limit, asked).await.map_err(|_| "timed out".to_string())? {
             LocalFetch::Pages(r) => Ok(Fetched::Pages {
-                pages: r.pages.into_iter().map(|p| p.bytes).collect(),
+                pages: r.pages.into_iter().map(Received::Batch).collect(),
                 next_token: r.next_token,
                 complete: r.complete,
             }),

@@ -4,10 +4,10 @@
 //! HTTP request. Workers register here under the URL they announce; `ExchangeClient`
 //! looks a source's URL up before it sends a request.
 //!
-//! The pages stay Arrow IPC (the producer does not know where its readers run) but
-//! skip what HTTP costs on loopback: framing them into one body, the kernel's copies
-//! on both sides and reassembling the body, a third of a join-heavy query's worker
-//! time at sf1. Tokens, acknowledgements and deletes mean what they mean over HTTP.
+//! The pages arrive as the producer's batches: no encoding into a body, no kernel
+//! copies on both sides, no reassembling and decoding, which together were a third of
+//! a join-heavy query's worker time at sf1. Tokens, acknowledgements and deletes mean
+//! what they mean over HTTP.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Weak};

@@ -318,10 +318,9 @@ impl OutputBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
 
     fn page(n: usize) -> Page {
-        Page { bytes: Bytes::from(vec![7u8; n]), rows: 1 }
+        Page::counting(n)
     }
 
     #[test]

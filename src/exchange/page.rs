@@ -1,9 +1,16 @@
-//! The page codec of the exchange: a page is one Arrow IPC stream (schema, one batch,
-//! end marker), and a results response is a run of length-prefixed pages. The producer
-//! task encodes once when it enqueues; the `ExchangeClient` decodes on arrival.
+//! The page codec of the exchange. A page is one record batch a producer task has
+//! laid into its output buffer. It stays a batch while it waits there: a consumer in
+//! the same process takes it as it is, and only a results response over HTTP encodes
+//! it, as one Arrow IPC stream (schema, the batch, end marker) straight into the
+//! response body. A body is a run of length-prefixed streams; the `ExchangeClient`
+//! decodes them on arrival.
 //!
-//! Each page carries its own schema so that any page can be decoded alone, whichever
-//! token a consumer resumes from; the schema is small next to a page of rows.
+//! Encoding at the response rather than at the producer costs HTTP readers nothing
+//! (the bytes were copied into the body anyway) and saves readers in the same process
+//! the encode and decode altogether.
+//!
+//! Each encoded page carries its own schema so that any page can be decoded alone,
+//! whichever token a consumer resumes from; the schema is small next to a page of rows.
 //!
 //! A page decodes into arrays over the received bytes, without a copy. The length
 //! prefix is 8 bytes because IPC streams are multiples of 8 bytes: every page then
@@ -19,26 +26,51 @@ use datafusion::arrow::ipc::writer::StreamWriter;
 /// Bytes before each page in a response: its length, u64 little-endian.
 const FRAME_HEADER: usize = 8;
 
-/// An encoded page and the number of rows in it.
+/// A batch waiting in an output buffer, and the bytes it counts there.
 #[derive(Debug, Clone)]
 pub struct Page {
-    pub bytes: Bytes,
-    pub rows: usize,
+    batch: RecordBatch,
+    size: usize,
 }
 
 impl Page {
-    pub fn encode(batch: &RecordBatch) -> Result<Page, ArrowError> {
-        let mut out = Vec::with_capacity(batch.get_array_memory_size() / 2 + 1024);
-        {
-            let mut writer = StreamWriter::try_new(&mut out, &batch.schema())?;
-            writer.write(batch)?;
-            writer.finish()?;
-        }
-        Ok(Page { bytes: Bytes::from(out), rows: batch.num_rows() })
+    /// The page of `batch`. It counts the memory the batch holds, which is what the
+    /// buffer's byte limit is there to bound.
+    pub fn new(batch: RecordBatch) -> Page {
+        let size = batch.get_array_memory_size();
+        Page { batch, size }
     }
 
-    /// The batches of a page, whose arrays point into `bytes` (no copy where the
-    /// buffers are aligned).
+    pub fn batch(&self) -> &RecordBatch {
+        &self.batch
+    }
+
+    pub fn into_batch(self) -> RecordBatch {
+        self.batch
+    }
+
+    pub fn rows(&self) -> usize {
+        self.batch.num_rows()
+    }
+
+    /// Bytes counted against buffer and response limits.
+    pub fn len(&self) -> usize {
+        self.size
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+
+    /// A page of no rows that counts `size` bytes, for the buffer's own tests.
+    #[cfg(test)]
+    pub(crate) fn counting(size: usize) -> Page {
+        let schema = std::sync::Arc::new(datafusion::arrow::datatypes::Schema::empty());
+        Page { batch: RecordBatch::new_empty(schema), size }
+    }
+
+    /// The batches of one encoded page, whose arrays point into `bytes` (no copy where
+    /// the buffers are aligned).
     pub fn decode(bytes: &Bytes) -> Result<Vec<RecordBatch>, ArrowError> {
         let mut buffer = Buffer::from(bytes.clone());
         let mut decoder = StreamDecoder::new();
@@ -51,29 +83,30 @@ impl Page {
         decoder.finish()?;
         Ok(out)
     }
-
-    pub fn len(&self) -> usize {
-        self.bytes.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
-    }
 }
 
-/// Frames pages as `[u64 little-endian length][page]...` for one response body.
-pub fn frame_pages(pages: &[Page]) -> Bytes {
-    let total: usize = pages.iter().map(|p| p.len() + FRAME_HEADER).sum();
-    let mut out = BytesMut::with_capacity(total);
+/// Encodes pages into one response body, `[u64 little-endian length][IPC stream]...`.
+pub fn frame_pages(pages: &[Page]) -> Result<Bytes, ArrowError> {
+    // Encoded columns are about the size of the arrays; the schema adds a little.
+    let guess: usize = pages.iter().map(|p| p.len() + FRAME_HEADER + 1024).sum();
+    let mut writer = BytesMut::with_capacity(guess).writer();
     for p in pages {
-        out.put_u64_le(p.len() as u64);
-        out.put_slice(&p.bytes);
+        let at = writer.get_ref().len();
+        writer.get_mut().put_u64_le(0);
+        {
+            let mut stream = StreamWriter::try_new(&mut writer, &p.batch.schema())?;
+            stream.write(&p.batch)?;
+            stream.finish()?;
+        }
+        let out = writer.get_mut();
+        let len = (out.len() - at - FRAME_HEADER) as u64;
+        out[at..at + FRAME_HEADER].copy_from_slice(&len.to_le_bytes());
     }
-    out.freeze()
+    Ok(writer.into_inner().freeze())
 }
 
-/// Splits a response body back into pages; a truncated body is an error, never a
-/// silently shorter result.
+/// Splits a response body back into encoded pages; a truncated body is an error,
+/// never a silently shorter result.
 pub fn unframe_pages(mut body: Bytes) -> Result<Vec<Bytes>, String> {
     let mut pages = Vec::new();
     while body.has_remaining() {
@@ -111,21 +144,24 @@ mod tests {
 
     #[test]
     fn pages_round_trip_through_frames() {
-        let pages =
-            vec![Page::encode(&batch(10)).unwrap(), Page::encode(&batch(0)).unwrap(), Page::encode(&batch(3)).unwrap()];
-        assert_eq!(pages[0].rows, 10);
-        let body = frame_pages(&pages);
+        let pages = vec![Page::new(batch(10)), Page::new(batch(0)), Page::new(batch(3))];
+        assert_eq!(pages[0].rows(), 10);
+        let body = frame_pages(&pages).unwrap();
         let raw = unframe_pages(body).unwrap();
         assert_eq!(raw.len(), 3);
         let decoded: Vec<RecordBatch> = raw.iter().flat_map(|b| Page::decode(b).unwrap()).collect();
         assert_eq!(decoded[0], batch(10));
         assert_eq!(decoded[1].num_rows(), 0);
         assert_eq!(decoded[2], batch(3));
+        // A slice encodes as its rows only.
+        let sliced = batch(10).slice(3, 4);
+        let raw = unframe_pages(frame_pages(&[Page::new(sliced.clone())]).unwrap()).unwrap();
+        assert_eq!(Page::decode(&raw[0]).unwrap(), vec![sliced]);
     }
 
     #[test]
     fn decoded_columns_point_into_the_received_bytes() {
-        let body = frame_pages(&[Page::encode(&batch(1000)).unwrap(), Page::encode(&batch(7)).unwrap()]);
+        let body = frame_pages(&[Page::new(batch(1000)), Page::new(batch(7))]).unwrap();
         let range = body.as_ptr() as usize..body.as_ptr() as usize + body.len();
         for raw in unframe_pages(body.clone()).unwrap() {
             assert_eq!((raw.as_ptr() as usize - range.start) % 8, 0, "pages start 8-byte aligned in the body");
@@ -137,7 +173,7 @@ mod tests {
 
     #[test]
     fn truncated_bodies_are_errors() {
-        let body = frame_pages(&[Page::encode(&batch(5)).unwrap()]);
+        let body = frame_pages(&[Page::new(batch(5))]).unwrap();
         let cut = body.slice(0..body.len() - 1);
         assert!(unframe_pages(cut).is_err());
         assert!(unframe_pages(Bytes::from_static(&[1, 0, 0, 0])).is_err());

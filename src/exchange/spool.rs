@@ -167,7 +167,7 @@ pub fn read_spooled(
     let mut next = token;
     while next < batches {
         let batch = reader.next().ok_or(SpoolError::NotFinished(buffer))?.map_err(arrow_err(&path))?;
-        let page = Page::encode(&batch).map_err(arrow_err(&path))?;
+        let page = Page::new(batch);
         size += page.len() as u64;
         pages.push(page);
         next += 1;
@@ -237,7 +237,7 @@ mod tests {
     fn rows(r: &BufferResult) -> Vec<i64> {
         r.pages
             .iter()
-            .flat_map(|p| Page::decode(&p.bytes).unwrap())
+            .map(|p| p.batch())
             .flat_map(|b| b.column(0).as_any().downcast_ref::<Int64Array>().unwrap().values().to_vec())
             .collect()
     }

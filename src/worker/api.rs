@@ -143,7 +143,7 @@ async fn get_results(
     let token: u64 = token.parse().map_err(|_| WorkerError::BadRequest(format!("bad token '{token}'")))?;
     let (max_bytes, max_wait) = results_limits(&headers);
     match m.read_results(&id, buffer, token, max_bytes, max_wait).await {
-        Ok(result) => Ok(pages_response(&result)),
+        Ok(result) => pages_response(&result),
         Err(e @ WorkerError::TaskFailed { .. }) => {
             // A consumer asking a failed (or, spooled, aborted) task for pages learns why.
             let mut resp = e.into_response();
@@ -156,8 +156,9 @@ async fn get_results(
 
 /// The body and headers of one results response; `flotilla bench exchange` serves
 /// the same.
-pub(crate) fn pages_response(result: &crate::exchange::output_buffer::BufferResult) -> Response {
-    let mut resp = frame_pages(&result.pages).into_response();
+pub(crate) fn pages_response(result: &crate::exchange::output_buffer::BufferResult) -> Result<Response, WorkerError> {
+    let body = frame_pages(&result.pages).map_err(|e| WorkerError::Encode(e.to_string()))?;
+    let mut resp = body.into_response();
     let h = resp.headers_mut();
     h.insert(protocol::HEADER_NEXT_TOKEN, HeaderValue::from(result.next_token));
     h.insert(
@@ -165,7 +166,7 @@ pub(crate) fn pages_response(result: &crate::exchange::output_buffer::BufferResu
         HeaderValue::from_static(if result.complete { "true" } else { "false" }),
     );
     h.insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/x-flotilla-pages"));
-    resp
+    Ok(resp)
 }
 
 /// A results request's page-size limit and long-poll wait, from its headers.

@@ -38,6 +38,8 @@ pub enum WorkerError {
     Injected(failure_injector::InjectedFailureKind),
     #[error("cannot read spooled output: {0}")]
     Spool(String),
+    #[error("cannot encode a results page: {0}")]
+    Encode(String),
     /// Try again shortly (a create of the same task is under way).
     #[error("{0}")]
     Busy(String),
@@ -51,9 +53,10 @@ impl ApiError for WorkerError {
         match self {
             WorkerError::TaskNotFound(_) => StatusCode::NOT_FOUND,
             WorkerError::BadRequest(_) | WorkerError::BadPlan(_) | WorkerError::Buffer(_) => StatusCode::BAD_REQUEST,
-            WorkerError::TaskFailed { .. } | WorkerError::Injected(_) | WorkerError::Spool(_) => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            WorkerError::TaskFailed { .. }
+            | WorkerError::Injected(_)
+            | WorkerError::Spool(_)
+            | WorkerError::Encode(_) => StatusCode::INTERNAL_SERVER_ERROR,
             WorkerError::Busy(_) | WorkerError::ShuttingDown(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -67,6 +70,7 @@ impl ApiError for WorkerError {
             WorkerError::TaskFailed { .. } => "TASK_FAILED",
             WorkerError::Injected(_) => "INJECTED_FAILURE",
             WorkerError::Spool(_) => "SPOOL_ERROR",
+            WorkerError::Encode(_) => "PAGE_ENCODING_ERROR",
             WorkerError::Busy(_) => "TASK_BEING_CREATED",
             WorkerError::ShuttingDown(_) => "SERVER_SHUTTING_DOWN",
         }

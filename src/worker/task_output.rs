@@ -58,7 +58,7 @@ impl TaskOutput {
     pub async fn write(&self, buffer: usize, batch: &RecordBatch) -> Result<u64, DataFusionError> {
         match &self.0 {
             Kind::Buffer { buffer: out, broadcast } => {
-                let page = Page::encode(batch)?;
+                let page = Page::new(batch.clone());
                 let bytes = page.len() as u64;
                 let result = if *broadcast { out.enqueue_all(page).await } else { out.enqueue(buffer, page).await };
                 result.map_err(|e| DataFusionError::Internal(e.to_string()))?;
