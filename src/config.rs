@@ -46,7 +46,13 @@ pub struct SessionProperties {
     /// Joins as sort-merge joins, whose sorted inputs spill, instead of hash joins,
     /// whose build side must fit in memory.
     pub spill_enabled: bool,
+    /// Largest estimated build side a join broadcasts to every task of its probe
+    /// side instead of repartitioning both sides (Trino's name).
+    pub join_max_broadcast_table_size: u64,
 }
+
+/// Default of `join_max_broadcast_table_size`.
+pub const DEFAULT_JOIN_MAX_BROADCAST: u64 = 100 << 20;
 
 impl Default for SessionProperties {
     fn default() -> Self {
@@ -65,6 +71,7 @@ impl Default for SessionProperties {
             query_max_memory_per_node: None,
             query_max_memory: None,
             spill_enabled: false,
+            join_max_broadcast_table_size: DEFAULT_JOIN_MAX_BROADCAST,
         }
     }
 }
@@ -188,6 +195,16 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         default: "10m",
         description: "how long planning may take before the query fails with `EXCEEDED_TIME_LIMIT`",
         set: |p, v| { p.query_max_planning_time = duration("query_max_planning_time", v)?; Ok(()) },
+    },
+    PropertyDef {
+        name: "join_max_broadcast_table_size",
+        default: "100MB",
+        description: "largest estimated build side a join broadcasts to every task of its probe side instead of repartitioning both sides (0B to 4GB; 0B never broadcasts)",
+        set: |p, v| {
+            let n = parse_bytes(v).map_err(|e| format!("session property 'join_max_broadcast_table_size': {e}"))?;
+            p.join_max_broadcast_table_size = ranged("join_max_broadcast_table_size", n, 0, MAX_BUFFER_BYTES)?;
+            Ok(())
+        },
     },
     PropertyDef {
         name: "spill_enabled",

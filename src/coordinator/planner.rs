@@ -117,6 +117,14 @@ pub fn session_context(
     // A hash join's build side cannot spill (DataFusion 55); a sort-merge join's
     // sorts can.
     opts.optimizer.prefer_hash_join = !props.spill_enabled;
+    // Across processes a repartitioned row costs an encode, a copy through the kernel
+    // and a decode, where in one process DataFusion moves it for free; a build side
+    // far smaller than its probe side is cheaper sent whole to every task. DataFusion
+    // uses the row limit only where a plan has no byte estimate (the `tpch` catalog
+    // gives rows only); 128 bytes a row errs on the side of a TPC-H row in memory.
+    let broadcast = props.join_max_broadcast_table_size as usize;
+    opts.optimizer.hash_join_single_partition_threshold = broadcast;
+    opts.optimizer.hash_join_single_partition_threshold_rows = broadcast / 128;
     let ctx = SessionContext::new_with_config_rt(config, connectors.runtime());
     connectors.register(&ctx);
     ctx
@@ -155,6 +163,24 @@ mod tests {
         let q = planning_error(&e);
         assert_eq!(q.error_name, "SYNTAX_ERROR");
         assert_eq!(q.error_type, "USER_ERROR");
+    }
+
+    #[tokio::test]
+    async fn small_build_sides_are_broadcast_up_to_the_session_limit() {
+        let sql = "SELECT c_name, o_totalprice FROM customer JOIN orders ON c_custkey = o_custkey";
+        let plan = |props: SessionProperties| async move {
+            let ctx = session_context(&SessionSpec::default(), &props, 2, &Connectors::builtin());
+            let df = ctx.sql(sql).await.unwrap();
+            let plan = df.create_physical_plan().await.unwrap();
+            let text = datafusion::physical_plan::displayable(plan.as_ref()).indent(false).to_string();
+            text
+        };
+        // tiny: 1,500 customers and 15,000 orders, far under 100MB.
+        let broadcast = plan(SessionProperties::default()).await;
+        assert!(broadcast.contains("mode=CollectLeft"), "{broadcast}");
+        let none = SessionProperties { join_max_broadcast_table_size: 0, ..Default::default() };
+        let partitioned = plan(none).await;
+        assert!(partitioned.contains("mode=Partitioned"), "{partitioned}");
     }
 
     #[tokio::test]

@@ -235,13 +235,14 @@ impl Puller {
     /// Decodes pages and hands them on; false when the consumer has gone.
     async fn deliver(&self, pages: Vec<Received>) -> bool {
         for page in pages {
-            let (batches, bytes) = match page {
+            // What the rows measure (statistics) and what the batches hold (memory).
+            let (batches, bytes, held) = match page {
                 Received::Batch(page) => {
-                    let bytes = page.len();
-                    (vec![page.into_batch()], bytes)
+                    let (bytes, held) = (page.data_bytes(), page.len());
+                    (vec![page.into_batch()], bytes, held)
                 }
                 Received::Encoded(raw) => match Page::decode(&raw) {
-                    Ok(b) => (b, raw.len()),
+                    Ok(b) => (b, raw.len(), raw.len()),
                     Err(e) => {
                         let err = ExchangeError::Protocol {
                             task: self.source.task_id.clone(),
@@ -258,7 +259,7 @@ impl Puller {
             crate::metrics::EXCHANGE_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
             self.stats.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
             let cap = self.config.buffer_bytes.max(1);
-            let want = bytes.clamp(1, cap) as u32;
+            let want = held.clamp(1, cap) as u32;
             let permit = match self.memory.clone().acquire_many_owned(want).await {
                 Ok(p) => p,
                 Err(_) => return false,

@@ -31,6 +31,7 @@ const FRAME_HEADER: usize = 8;
 pub struct Page {
     batch: RecordBatch,
     size: usize,
+    data_bytes: usize,
 }
 
 impl Page {
@@ -38,7 +39,14 @@ impl Page {
     /// buffer's byte limit is there to bound.
     pub fn new(batch: RecordBatch) -> Page {
         let size = batch.get_array_memory_size();
-        Page { batch, size }
+        let data_bytes = data_bytes(&batch);
+        Page { batch, size, data_bytes }
+    }
+
+    /// Bytes of the rows' values, about what the page encodes to: the statistics'
+    /// measure. A batch can hold much more (a builder's spare capacity).
+    pub fn data_bytes(&self) -> usize {
+        self.data_bytes
     }
 
     pub fn batch(&self) -> &RecordBatch {
@@ -66,7 +74,7 @@ impl Page {
     #[cfg(test)]
     pub(crate) fn counting(size: usize) -> Page {
         let schema = std::sync::Arc::new(datafusion::arrow::datatypes::Schema::empty());
-        Page { batch: RecordBatch::new_empty(schema), size }
+        Page { batch: RecordBatch::new_empty(schema), size, data_bytes: size }
     }
 
     /// The batches of one encoded page, whose arrays point into `bytes` (no copy where
@@ -83,6 +91,14 @@ impl Page {
         decoder.finish()?;
         Ok(out)
     }
+}
+
+fn data_bytes(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|c| c.to_data().get_slice_memory_size().unwrap_or_else(|_| c.get_array_memory_size()))
+        .sum()
 }
 
 /// Encodes pages into one response body, `[u64 little-endian length][IPC stream]...`.

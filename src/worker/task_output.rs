@@ -59,7 +59,7 @@ impl TaskOutput {
         match &self.0 {
             Kind::Buffer { buffer: out, broadcast } => {
                 let page = Page::new(batch.clone());
-                let bytes = page.len() as u64;
+                let bytes = page.data_bytes() as u64;
                 let result = if *broadcast { out.enqueue_all(page).await } else { out.enqueue(buffer, page).await };
                 result.map_err(|e| DataFusionError::Internal(e.to_string()))?;
                 Ok(bytes)
