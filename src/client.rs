@@ -18,7 +18,7 @@ use reqwest::{Method, RequestBuilder, StatusCode};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::format::{Column, Delimited, DelimitedRowsSeed};
+use crate::format::{self, Column, Delimited};
 
 const DEFAULT_USER: &str = "flotilla";
 /// Bounds every request, so a coordinator that stops answering cannot hang the client.
@@ -412,14 +412,19 @@ impl StatementClient {
             ClientError::Protocol(format!("{e} in {}", excerpt(&String::from_utf8_lossy(&body))))
         };
         let Some(style) = self.rows_as_text else { return serde_json::from_slice(&body).map_err(bad) };
+        let doc =
+            std::str::from_utf8(&body).map_err(|e| ClientError::Protocol(format!("results are not UTF-8: {e}")))?;
+        let bad_rows = |e: String| ClientError::Protocol(format!("{e} in {}", excerpt(doc)));
+        let Some(data) = format::find_member(doc, "data").map_err(bad_rows)? else {
+            return serde_json::from_str(doc).map_err(bad);
+        };
         // The text is shorter than the JSON it comes from: one allocation.
-        let mut rows = RowsText { text: String::with_capacity(body.len()), rows: 0 };
-        let mut de = serde_json::Deserializer::from_slice(&body);
-        let seed = PageSeed { style, rows: &mut rows };
-        let members = serde::de::DeserializeSeed::deserialize(seed, &mut de).and_then(|m| de.end().map(|_| m));
-        let mut page: QueryResultsPage = serde_json::from_value(Value::Object(members.map_err(bad)?)).map_err(bad)?;
-        if rows.rows > 0 {
-            page.rows_text = Some(rows);
+        let mut text = String::with_capacity(data.len());
+        let rows = format::rows_to_text(&doc[data.clone()], style, &mut text).map_err(bad_rows)?;
+        let rest = [&doc[..data.start], "null", &doc[data.end..]].concat();
+        let mut page: QueryResultsPage = serde_json::from_str(&rest).map_err(bad)?;
+        if rows > 0 {
+            page.rows_text = Some(RowsText { text, rows });
         }
         Ok(page)
     }
@@ -431,42 +436,6 @@ impl StatementClient {
             return ClientError::Protocol(format!("invalid request: {source}"));
         }
         ClientError::Connect { server: self.server.clone(), source }
-    }
-}
-
-/// A results document whose `data` is turned into text as it is parsed; the other
-/// members are returned as they are.
-struct PageSeed<'a> {
-    style: Delimited,
-    rows: &'a mut RowsText,
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for PageSeed<'_> {
-    type Value = serde_json::Map<String, Value>;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for PageSeed<'_> {
-    type Value = serde_json::Map<String, Value>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a QueryResults object")
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut members = serde_json::Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if key == "data" {
-                let RowsText { text, rows } = &mut *self.rows;
-                map.next_value_seed(DelimitedRowsSeed { style: self.style, out: text, rows })?;
-            } else {
-                members.insert(key, map.next_value()?);
-            }
-        }
-        Ok(members)
     }
 }
 

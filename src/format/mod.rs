@@ -22,7 +22,9 @@ use base64::Engine as _;
 use datafusion::arrow;
 use serde_json::{json, Value};
 
+mod rows_text;
 mod text;
+pub use rows_text::{find_member, rows_to_text};
 pub use text::*;
 
 /// A result column as the client sees it: its name and its Trino type name.

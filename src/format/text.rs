@@ -238,8 +238,8 @@ pub(crate) fn markdown_rows(rows: &[Vec<Value>]) -> String {
     out
 }
 
-/// How a delimited format (csv, tsv) writes its cells, for rows turned into text while
-/// their JSON is parsed ([`DelimitedRowsSeed`]).
+/// How a delimited format (csv, tsv) writes its cells, for rows turned into text
+/// straight from their JSON ([`super::rows_to_text`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Delimited {
     sep: char,
@@ -255,151 +255,14 @@ impl Delimited {
             _ => None,
         }
     }
-}
 
-/// Parses a page's `data` (an array of rows) straight into the lines `format_rows` would
-/// print for them, counting the rows, without a `Value` per cell: building and freeing
-/// those was most of the client's time on a large result.
-pub struct DelimitedRowsSeed<'a> {
-    pub style: Delimited,
-    pub out: &'a mut String,
-    pub rows: &'a mut usize,
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for DelimitedRowsSeed<'_> {
-    type Value = ();
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for DelimitedRowsSeed<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("an array of rows")
+    pub(crate) fn sep(&self) -> char {
+        self.sep
     }
 
-    /// `"data": null` is no rows.
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element_seed(RowSeed { style: self.style, out: &mut *self.out })?.is_some() {
-            *self.rows += 1;
-        }
-        Ok(())
-    }
-}
-
-/// One row: its cells, separated, and a newline.
-struct RowSeed<'a> {
-    style: Delimited,
-    out: &'a mut String,
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for RowSeed<'_> {
-    type Value = ();
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for RowSeed<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a row (an array of values)")
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let mut first = true;
-        while seq.next_element_seed(CellSeed { style: self.style, out: &mut *self.out, first })?.is_some() {
-            first = false;
-        }
-        self.out.push('\n');
-        Ok(())
-    }
-}
-
-/// One value, written as `delimited` writes a `Value`.
-struct CellSeed<'a> {
-    style: Delimited,
-    out: &'a mut String,
-    first: bool,
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for CellSeed<'_> {
-    type Value = ();
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        if !self.first {
-            self.out.push(self.style.sep);
-        }
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for CellSeed<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a value")
-    }
-
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_none<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<(), E> {
-        self.out.push_str(if v { "true" } else { "false" });
-        Ok(())
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<(), E> {
-        self.out.push_str(itoa::Buffer::new().format(v));
-        Ok(())
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<(), E> {
-        self.out.push_str(itoa::Buffer::new().format(v));
-        Ok(())
-    }
-
-    fn visit_f64<E>(self, v: f64) -> Result<(), E> {
-        // The text `Value`'s Display gives the same number.
-        use std::fmt::Write;
-        let _ = match serde_json::Number::from_f64(v) {
-            Some(n) => write!(self.out, "{n}"),
-            None => write!(self.out, "null"),
-        };
-        Ok(())
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<(), E> {
-        (self.style.field)(self.out, v);
-        Ok(())
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
-        use serde::Deserialize;
-        let nested = Value::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))?;
-        (self.style.field)(self.out, &nested.to_string());
-        Ok(())
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
-        use serde::Deserialize;
-        let nested = Value::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-        (self.style.field)(self.out, &nested.to_string());
-        Ok(())
+    /// Writes one text cell, quoted or escaped as the format needs.
+    pub(crate) fn field(&self, out: &mut String, s: &str) {
+        (self.field)(out, s)
     }
 }
 
@@ -411,25 +274,6 @@ mod tests {
     fn cols(spec: &[(&str, &str)]) -> Vec<Column> {
         let col = |(name, ty): &(&str, &str)| Column { name: name.to_string(), type_name: ty.to_string() };
         spec.iter().map(col).collect()
-    }
-
-    /// Rows turned into text while parsed must print exactly as their `Value`s do.
-    #[test]
-    fn rows_parsed_into_text_equal_rows_printed_from_values() {
-        use serde::de::DeserializeSeed;
-        let json = r#"[["x,y",1,-2.5e-7,null,true,"say \"hi\"\n","t\tn\\",[1,"a"],{"k":null}],
-                       ["",18446744073709551615,0.1,false,"é",null,"",[],{}]]"#;
-        let values: Vec<Vec<Value>> = serde_json::from_str(json).unwrap();
-        let cols: Vec<Column> = (0..9).map(|i| Column { name: format!("c{i}"), type_name: "varchar".into() }).collect();
-        for format in [OutputFormat::Csv, OutputFormat::Tsv] {
-            let (mut text, mut rows) = (String::new(), 0);
-            let seed =
-                DelimitedRowsSeed { style: Delimited::for_format(format).unwrap(), out: &mut text, rows: &mut rows };
-            seed.deserialize(&mut serde_json::Deserializer::from_str(json)).unwrap();
-            assert_eq!(rows, 2);
-            assert_eq!(text, format_rows(&cols, &values, format), "{format:?}");
-        }
-        assert!(Delimited::for_format(OutputFormat::Aligned).is_none());
     }
 
     #[test]
