@@ -129,8 +129,8 @@ fn push_decimal(text: &str, scale: i8, out: &mut Vec<u8>) {
         None => ("", text),
     };
     out.extend_from_slice(sign.as_bytes());
-    out.extend_from_slice(digits.as_bytes());
     if scale <= 0 {
+        out.extend_from_slice(digits.as_bytes());
         if digits != "0" {
             out.resize(out.len() + scale.unsigned_abs() as usize, b'0');
         }
@@ -138,12 +138,14 @@ fn push_decimal(text: &str, scale: i8, out: &mut Vec<u8>) {
     }
     let scale = scale as usize;
     if digits.len() <= scale {
-        // `0.` and the missing zeros go in front of the digits just written.
-        let at = out.len() - digits.len();
-        let zeros = scale - digits.len();
-        out.splice(at..at, b"0.".iter().copied().chain(std::iter::repeat_n(b'0', zeros)));
+        out.extend_from_slice(b"0.");
+        out.resize(out.len() + scale - digits.len(), b'0');
+        out.extend_from_slice(digits.as_bytes());
     } else {
-        out.insert(out.len() - scale, b'.');
+        let (whole, fraction) = digits.split_at(digits.len() - scale);
+        out.extend_from_slice(whole.as_bytes());
+        out.push(b'.');
+        out.extend_from_slice(fraction.as_bytes());
     }
 }
 
@@ -184,18 +186,18 @@ fn date_of(days: i64) -> Option<chrono::NaiveDate> {
 
 /// `YYYY-MM-DD` without chrono's format-string parser, which dominated result encoding.
 fn ymd(d: chrono::NaiveDate) -> String {
-    match ymd_digits(d) {
+    use chrono::Datelike;
+    match ymd_digits(d.year() as i64, d.month(), d.day()) {
         Some(text) => String::from_utf8(text.to_vec()).expect("digits and dashes are ASCII"),
         None => d.format("%Y-%m-%d").to_string(),
     }
 }
 
 /// `YYYY-MM-DD` digit by digit, for years 0 to 9999 (`None` for the others).
-fn ymd_digits(d: chrono::NaiveDate) -> Option<[u8; 10]> {
-    use chrono::Datelike;
-    let y = u32::try_from(d.year()).ok().filter(|y| *y <= 9999)?;
+fn ymd_digits(year: i64, month: u32, day: u32) -> Option<[u8; 10]> {
+    let y = u32::try_from(year).ok().filter(|y| *y <= 9999)?;
     let mut text = *b"0000-00-00";
-    for (at, value, width) in [(0, y, 4), (5, d.month(), 2), (8, d.day(), 2)] {
+    for (at, value, width) in [(0, y, 4), (5, month, 2), (8, day, 2)] {
         let mut v = value;
         for k in (at..at + width).rev() {
             text[k] = b'0' + (v % 10) as u8;
@@ -203,6 +205,29 @@ fn ymd_digits(d: chrono::NaiveDate) -> Option<[u8; 10]> {
         }
     }
     Some(text)
+}
+
+/// `YYYY-MM-DD` of a `Date32` (days since 1970-01-01), for years 0 to 9999.
+fn date32_digits(days: i32) -> Option<[u8; 10]> {
+    let (y, m, d) = civil_from_days(days as i64);
+    ymd_digits(y, m, d)
+}
+
+/// Year, month and day of a count of days since 1970-01-01 (proleptic Gregorian), by
+/// arithmetic over 400-year eras of 146,097 days whose years start on March 1st (so
+/// that the leap day ends a year). chrono's conversion was a tenth of the time the
+/// coordinator spent writing lineitem's rows.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468; // days from 0000-03-01
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_from_march = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * month_from_march + 2) / 5 + 1) as u32;
+    let month = if month_from_march < 10 { month_from_march + 3 } else { month_from_march - 9 } as u32;
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
 }
 
 fn timestamp_string(v: i64, unit: &TimeUnit) -> Option<String> {
@@ -313,7 +338,7 @@ impl Cells<'_> {
             Cells::Utf8(a) => write_str(a.value(i), out),
             Cells::LargeUtf8(a) => write_str(a.value(i), out),
             Cells::Utf8View(a) => write_str(a.value(i), out),
-            Cells::Date32(a) => match date_of(a.value(i) as i64).and_then(ymd_digits) {
+            Cells::Date32(a) => match date32_digits(a.value(i)) {
                 Some(text) => {
                     out.push(b'"');
                     out.extend_from_slice(&text);
@@ -447,6 +472,18 @@ mod tests {
     use super::*;
     use datafusion::arrow::array::{ArrayRef, Date32Array, Decimal128Array, Float64Array};
     use std::sync::Arc;
+
+    #[test]
+    fn dates_from_day_counts_equal_chrono() {
+        use chrono::Datelike;
+        let days = (-800_000..3_000_000).step_by(997).chain([-719_528, -719_162, -1, 0, 59, 60, 11_016, 2_932_896]);
+        for n in days {
+            let d = date_of(n).unwrap();
+            assert_eq!(civil_from_days(n), (d.year() as i64, d.month(), d.day()), "day {n}");
+        }
+        assert_eq!(&date32_digits(10_000).unwrap(), b"1997-05-19");
+        assert_eq!(date32_digits(-719_529), None, "year -1 takes the slow path");
+    }
 
     #[test]
     fn decimal_strings_keep_exact_scale() {
