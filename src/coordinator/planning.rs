@@ -416,6 +416,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn small_build_scans_are_read_by_each_task_instead_of_broadcast() {
+        use crate::plan::fragmenter::FragmentOutput;
+        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
+        // tiny: 100 suppliers, the build side; 80,000 partsupp rows, the probe side.
+        let sql = "SELECT s_name, ps_availqty FROM supplier JOIN partsupp ON s_suppkey = ps_suppkey".to_string();
+        let Ok(Planned::Query { fragments: Some(f), .. }) = plan(request(ctx), sql, Duration::from_secs(60)).await
+        else {
+            panic!("a distributed plan")
+        };
+        let outputs: Vec<FragmentOutput> = f.fragments.iter().map(|fr| fr.output).collect();
+        assert_eq!(outputs.len(), 2, "the root and one stage that scans both tables: {outputs:?}");
+        assert!(f.fragments[1].inputs.is_empty() && f.fragments[1].has_scan, "{:?}", f.fragments[1].inputs);
+        // At 0B the join repartitions both sides: the supplier scan is a stage again.
+        let props = SessionProperties { join_max_broadcast_table_size: 0, ..Default::default() };
+        let ctx = session_context(&SessionSpec::default(), &props, 2, &Connectors::builtin());
+        let sql = "SELECT s_name, ps_availqty FROM supplier JOIN partsupp ON s_suppkey = ps_suppkey".to_string();
+        let Ok(Planned::Query { fragments: Some(f), .. }) = plan(request(ctx), sql, Duration::from_secs(60)).await
+        else {
+            panic!("a distributed plan")
+        };
+        assert!(f.fragments.len() > 2, "{:?}", f.fragments.iter().map(|fr| fr.output).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
     async fn nested_parentheses_are_a_syntax_error() {
         let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
         let sql = format!("SELECT {}1{}", "(".repeat(5000), ")".repeat(5000));

@@ -7,8 +7,8 @@
 //! `CoalescePartitionsExec` becomes a broadcast exchange to each consumer task (one
 //! task when the consumer is a single partition); a `SortPreservingMergeExec` keeps
 //! the producer's partitions apart (passthrough) so the merge stays in the consumer.
-//! The build side of a collect-left join is always broadcast, so every task of the
-//! probe stage sees all of it.
+//! The build side of a collect-left join is broadcast, so every task of the probe
+//! stage sees all of it, unless it only scans a small table: then each task scans it.
 
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -203,6 +203,13 @@ fn collect_join_dependencies(
     }
 }
 
+/// Largest estimated build-side scan that every task of a join reads itself instead
+/// of a stage broadcasting it: dimension tables like TPC-H's `nation` and `supplier`
+/// at sf1, not `part` or `customer`, whose scans would be repeated by every task.
+const INLINE_BUILD_MAX_BYTES: usize = 4 << 20;
+/// The same where a scan estimates rows only.
+const INLINE_BUILD_MAX_ROWS: usize = 32 << 10;
+
 struct Fragmenter<'a> {
     fragments: Vec<Option<Fragment>>,
     connectors: &'a Connectors,
@@ -282,6 +289,34 @@ impl Fragmenter<'_> {
         Arc::new(RemoteSourceExec::new(id, ExchangeMode::Broadcast, 1, schema))
     }
 
+    /// A build side that only scans a small table, with nothing to cut below it:
+    /// every task of the join's stage scans it itself (all its partitions, through the
+    /// `CoalescePartitionsExec` above it). Reading a few megabytes once per task costs
+    /// less than a stage of its own and a broadcast, which a query of tens of
+    /// milliseconds pays as a whole phase.
+    fn is_small_scan(&self, plan: &Arc<dyn ExecutionPlan>) -> bool {
+        fn has_cut(plan: &Arc<dyn ExecutionPlan>) -> bool {
+            is::<RepartitionExec>(plan)
+                || is::<CoalescePartitionsExec>(plan)
+                || is::<SortPreservingMergeExec>(plan)
+                || is::<HashJoinExec>(plan)
+                || is::<NestedLoopJoinExec>(plan)
+                || is::<CrossJoinExec>(plan)
+                || is::<RemoteSourceExec>(plan)
+                || plan.children().into_iter().any(has_cut)
+        }
+        if !reads_tables(plan, self.connectors) || has_cut(plan) {
+            return false;
+        }
+        use datafusion::physical_plan::{StatisticsArgs, StatisticsContext};
+        let Ok(stats) = StatisticsContext::new().compute(plan.as_ref(), &StatisticsArgs::new()) else { return false };
+        match (stats.total_byte_size.get_value(), stats.num_rows.get_value()) {
+            (Some(bytes), _) => *bytes <= INLINE_BUILD_MAX_BYTES,
+            (None, Some(rows)) => *rows <= INLINE_BUILD_MAX_ROWS,
+            (None, None) => false,
+        }
+    }
+
     fn visit(&mut self, plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
         if let Some(rep) = as_::<RepartitionExec>(&plan) {
             if rep.preserve_order() {
@@ -326,6 +361,10 @@ impl Fragmenter<'_> {
         for (i, child) in children.into_iter().enumerate() {
             let is_build = collect_left && i == 0;
             let was_coalesce = is::<CoalescePartitionsExec>(&child);
+            if is_build && was_coalesce && self.is_small_scan(&child.children()[0]) {
+                new_children.push(child);
+                continue;
+            }
             let visited = self.visit(child)?;
             // Each task of this stage runs the build side itself; if that side reads an
             // exchange, tasks would compete for the same buffers, so broadcast it.
