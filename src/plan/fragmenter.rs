@@ -361,7 +361,7 @@ impl Fragmenter<'_> {
         for (i, child) in children.into_iter().enumerate() {
             let is_build = collect_left && i == 0;
             let was_coalesce = is::<CoalescePartitionsExec>(&child);
-            if is_build && was_coalesce && self.is_small_scan(&child.children()[0]) {
+            if is_build && was_coalesce && self.is_small_scan(child.children()[0]) {
                 new_children.push(child);
                 continue;
             }
