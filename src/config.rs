@@ -107,8 +107,12 @@ fn count(name: &str, v: &str, lo: usize, hi: usize) -> Result<usize, String> {
 }
 
 fn bytes(name: &str, v: &str) -> Result<u64, String> {
+    bytes_between(name, v, MIN_BUFFER_BYTES, MAX_BUFFER_BYTES)
+}
+
+fn bytes_between(name: &str, v: &str, lo: u64, hi: u64) -> Result<u64, String> {
     let n = parse_bytes(v).map_err(|e| format!("session property '{name}': {e}"))?;
-    ranged(name, n, MIN_BUFFER_BYTES, MAX_BUFFER_BYTES)
+    ranged(name, n, lo, hi)
 }
 
 fn duration(name: &str, v: &str) -> Result<Duration, String> {
@@ -157,8 +161,7 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         default: "worker's query.max-memory-per-node",
         description: "bytes the query's tasks on one worker may hold together (1MB to 1PB); over it the query fails with EXCEEDED_LOCAL_MEMORY_LIMIT",
         set: |p, v| {
-            let n = parse_bytes(v).map_err(|e| format!("session property 'query_max_memory_per_node': {e}"))?;
-            p.query_max_memory_per_node = Some(ranged("query_max_memory_per_node", n, 1 << 20, 1 << 50)?);
+            p.query_max_memory_per_node = Some(bytes_between("query_max_memory_per_node", v, 1 << 20, 1 << 50)?);
             Ok(())
         },
     },
@@ -167,8 +170,7 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         default: "coordinator's query.max-memory",
         description: "bytes the query's tasks may hold together over the cluster (1MB to 1PB); over it the query fails with EXCEEDED_GLOBAL_MEMORY_LIMIT",
         set: |p, v| {
-            let n = parse_bytes(v).map_err(|e| format!("session property 'query_max_memory': {e}"))?;
-            p.query_max_memory = Some(ranged("query_max_memory", n, 1 << 20, 1 << 50)?);
+            p.query_max_memory = Some(bytes_between("query_max_memory", v, 1 << 20, 1 << 50)?);
             Ok(())
         },
     },
@@ -201,8 +203,7 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         default: "100MB",
         description: "largest estimated build side a join broadcasts to every task of its probe side instead of repartitioning both sides (0B to 4GB; 0B never broadcasts)",
         set: |p, v| {
-            let n = parse_bytes(v).map_err(|e| format!("session property 'join_max_broadcast_table_size': {e}"))?;
-            p.join_max_broadcast_table_size = ranged("join_max_broadcast_table_size", n, 0, MAX_BUFFER_BYTES)?;
+            p.join_max_broadcast_table_size = bytes_between("join_max_broadcast_table_size", v, 0, MAX_BUFFER_BYTES)?;
             Ok(())
         },
     },

@@ -23,9 +23,16 @@ pub const KINDS: [&str; 5] = [
     "task_failure",
 ];
 
+/// The session QUERY runs with here: every join repartitioned, so that its plan has a
+/// leaf, an intermediate and a root-feeding stage whatever the broadcast and
+/// small-scan choices make of it (with them, sf0_1's customer and nation are scanned
+/// inside the orders stage, leaving no intermediate stage).
+pub const PARTITIONED_JOINS: (&str, &str) = ("join_max_broadcast_table_size", "0B");
+
 /// The leaf, an intermediate and the root-feeding stage of QUERY, from a clean run.
 pub async fn stage_positions(cluster: &Cluster) -> Vec<(&'static str, u64)> {
-    let out = cluster.client("sf0_1").execute(QUERY).await.expect("clean run");
+    let client = cluster.client("sf0_1").with_session(PARTITIONED_JOINS.0, PARTITIONED_JOINS.1);
+    let out = client.execute(QUERY).await.expect("clean run");
     assert_eq!(out.rows.len(), 25, "one row per nation");
     let info = query_info(&cluster.coordinator.url, &out.id).await;
     let stages = info["stages"].as_array().expect("stages").clone();
@@ -65,7 +72,10 @@ async fn every_injected_failure_fails_fast_and_cleanly() {
         ("get_results_request_timeout", "PAGE_TRANSPORT_ERROR"),
         ("task_failure", "REMOTE_TASK_ERROR"),
     ];
-    let client = cluster.client("sf0_1").with_session("exchange_max_error_duration", "3s");
+    let client = cluster
+        .client("sf0_1")
+        .with_session(PARTITIONED_JOINS.0, PARTITIONED_JOINS.1)
+        .with_session("exchange_max_error_duration", "3s");
     for (position, stage) in &positions {
         for (kind, expected) in kinds {
             set_failure(&cluster, Some(json!({"stage": stage, "kind": kind}))).await;
@@ -95,7 +105,12 @@ async fn every_injected_failure_fails_fast_and_cleanly() {
         }
     }
     // The cluster serves the next query.
-    let out = cluster.client("sf0_1").execute(QUERY).await.expect("query after the failures");
+    let out = cluster
+        .client("sf0_1")
+        .with_session(PARTITIONED_JOINS.0, PARTITIONED_JOINS.1)
+        .execute(QUERY)
+        .await
+        .expect("query after the failures");
     assert_eq!(out.rows.len(), 25);
 }
 
@@ -147,6 +162,7 @@ async fn retry_policy_query_survives_every_injected_failure() {
     let want = super::common::oracle("sf0_1", QUERY).await;
     let client =
         cluster.client("sf0_1").with_session("retry_policy", "query").with_session("exchange_max_error_duration", "3s");
+    let client = client.with_session(PARTITIONED_JOINS.0, PARTITIONED_JOINS.1);
     for (position, stage) in &positions {
         for kind in KINDS {
             // Only the first attempt's tasks (attempt 0) fail.

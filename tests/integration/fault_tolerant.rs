@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::common::{assert_same_rows, oracle, Cluster};
-use super::failure_matrix::{set_failure, stage_positions, KINDS, QUERY};
+use super::failure_matrix::{set_failure, stage_positions, KINDS, PARTITIONED_JOINS, QUERY};
 use flotilla::client::{ClientError, StatementClient};
 use flotilla::local::TPCH_QUERIES;
 use serde_json::{json, Value};
@@ -116,7 +116,7 @@ async fn retry_policy_task_survives_every_injected_failure() {
     let spool = SpoolDir::new("matrix");
     let cluster = Cluster::start(3, &["--enable-failure-injection", "--spool-dir", spool.arg()]).await;
     let positions = stage_positions(&cluster).await;
-    let client = task_mode(&cluster, "sf0_1");
+    let client = task_mode(&cluster, "sf0_1").with_session(PARTITIONED_JOINS.0, PARTITIONED_JOINS.1);
     let clean = client.execute(QUERY).await.expect("run without failure");
     assert_same_rows("task mode without failure", QUERY, &clean.rows, &oracle("sf0_1", QUERY).await);
     for (position, stage) in &positions {
@@ -154,7 +154,9 @@ async fn retry_policy_task_gives_up_when_retries_run_out() {
     let positions = stage_positions(&cluster).await;
     let (_, leaf) = positions[0];
     set_failure(&cluster, Some(json!({"stage": leaf, "kind": "task_failure"}))).await;
-    let client = task_mode(&cluster, "sf0_1").with_session("task_retry_attempts", "2");
+    let client = task_mode(&cluster, "sf0_1")
+        .with_session(PARTITIONED_JOINS.0, PARTITIONED_JOINS.1)
+        .with_session("task_retry_attempts", "2");
     let started = Instant::now();
     match client.execute(QUERY).await {
         Err(ClientError::Query { error_name, message, .. }) => {
