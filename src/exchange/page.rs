@@ -57,10 +57,6 @@ impl Page {
         self.batch
     }
 
-    pub fn rows(&self) -> usize {
-        self.batch.num_rows()
-    }
-
     /// Bytes counted against buffer and response limits.
     pub fn len(&self) -> usize {
         self.size
@@ -103,8 +99,9 @@ fn data_bytes(batch: &RecordBatch) -> usize {
 
 /// Encodes pages into one response body, `[u64 little-endian length][IPC stream]...`.
 pub fn frame_pages(pages: &[Page]) -> Result<Bytes, ArrowError> {
-    // Encoded columns are about the size of the arrays; the schema adds a little.
-    let guess: usize = pages.iter().map(|p| p.len() + FRAME_HEADER + 1024).sum();
+    // A page encodes to about its rows' bytes (not the memory its batch holds, which
+    // can be far more); the schema adds a little.
+    let guess: usize = pages.iter().map(|p| p.data_bytes() + FRAME_HEADER + 1024).sum();
     let mut writer = BytesMut::with_capacity(guess).writer();
     for p in pages {
         let at = writer.get_ref().len();
@@ -161,7 +158,7 @@ mod tests {
     #[test]
     fn pages_round_trip_through_frames() {
         let pages = vec![Page::new(batch(10)), Page::new(batch(0)), Page::new(batch(3))];
-        assert_eq!(pages[0].rows(), 10);
+        assert_eq!(pages[0].batch().num_rows(), 10);
         let body = frame_pages(&pages).unwrap();
         let raw = unframe_pages(body).unwrap();
         assert_eq!(raw.len(), 3);

@@ -175,7 +175,10 @@ fn real_json(v: f32) -> Value {
 
 /// `None` when the day lies outside chrono's range; callers fall back to Arrow's display then.
 fn date_string(days: i64) -> Option<String> {
-    Some(ymd(date_of(days)?))
+    match date_digits(days) {
+        Some(text) => Some(String::from_utf8(text.to_vec()).expect("digits and dashes are ASCII")),
+        None => Some(date_of(days)?.format("%Y-%m-%d").to_string()),
+    }
 }
 
 fn date_of(days: i64) -> Option<chrono::NaiveDate> {
@@ -207,9 +210,10 @@ fn ymd_digits(year: i64, month: u32, day: u32) -> Option<[u8; 10]> {
     Some(text)
 }
 
-/// `YYYY-MM-DD` of a `Date32` (days since 1970-01-01), for years 0 to 9999.
-fn date32_digits(days: i32) -> Option<[u8; 10]> {
-    let (y, m, d) = civil_from_days(days as i64);
+/// `YYYY-MM-DD` of a count of days since 1970-01-01, for years 0 to 9999: the one
+/// path from day counts to text, for `Value`s and for rows written straight.
+fn date_digits(days: i64) -> Option<[u8; 10]> {
+    let (y, m, d) = civil_from_days(days);
     ymd_digits(y, m, d)
 }
 
@@ -338,7 +342,7 @@ impl Cells<'_> {
             Cells::Utf8(a) => write_str(a.value(i), out),
             Cells::LargeUtf8(a) => write_str(a.value(i), out),
             Cells::Utf8View(a) => write_str(a.value(i), out),
-            Cells::Date32(a) => match date32_digits(a.value(i)) {
+            Cells::Date32(a) => match date_digits(a.value(i) as i64) {
                 Some(text) => {
                     out.push(b'"');
                     out.extend_from_slice(&text);
@@ -481,8 +485,9 @@ mod tests {
             let d = date_of(n).unwrap();
             assert_eq!(civil_from_days(n), (d.year() as i64, d.month(), d.day()), "day {n}");
         }
-        assert_eq!(&date32_digits(10_000).unwrap(), b"1997-05-19");
-        assert_eq!(date32_digits(-719_529), None, "year -1 takes the slow path");
+        assert_eq!(&date_digits(10_000).unwrap(), b"1997-05-19");
+        assert_eq!(date_digits(-719_529), None, "year -1 takes the slow path");
+        assert_eq!(date_string(-719_529).unwrap(), "-0001-12-31");
     }
 
     #[test]

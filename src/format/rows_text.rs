@@ -82,26 +82,8 @@ fn cell(data: &str, i: usize, style: Delimited, out: &mut String, scratch: &mut 
     let b = data.as_bytes();
     match b.get(i) {
         Some(b'"') => {
-            // One pass finds the end, escapes and commas. Unescaped JSON string
-            // content holds no quote, backslash, tab or line break, so only a comma
-            // can make a csv field need quoting, and nothing a tsv field escaping.
-            let (mut j, mut escaped, mut comma) = (i + 1, false, false);
-            loop {
-                match b.get(j) {
-                    Some(b'"') => break,
-                    Some(b'\\') => {
-                        escaped = true;
-                        j += 2;
-                        continue;
-                    }
-                    Some(b',') => comma = true,
-                    Some(&c) if c < 0x20 => return Err(format!("a control character in a string at byte {j}")),
-                    Some(_) => {}
-                    None => return Err(format!("unterminated string at byte {i}")),
-                }
-                j += 1;
-            }
-            let inner = &data[i + 1..j];
+            let JsonString { end, escaped, comma } = scan_string(b, i)?;
+            let inner = &data[i + 1..end - 1];
             if escaped {
                 scratch.clear();
                 unescape(inner, scratch)?;
@@ -111,7 +93,7 @@ fn cell(data: &str, i: usize, style: Delimited, out: &mut String, scratch: &mut 
             } else {
                 out.push_str(inner);
             }
-            Ok(j + 1)
+            Ok(end)
         }
         Some(b'[' | b'{') => {
             let end = value_end(b, i)?;
@@ -165,19 +147,43 @@ fn expect(b: &[u8], i: usize, want: u8) -> Result<usize, String> {
     }
 }
 
-/// `i` is at an opening quote; returns the index after the closing one.
-fn string_end(b: &[u8], i: usize) -> Result<usize, String> {
+/// A JSON string as [`scan_string`] found it.
+struct JsonString {
+    /// The index after the closing quote.
+    end: usize,
+    /// It holds escapes, to be undone before it is written.
+    escaped: bool,
+    /// It holds a comma, which a csv field must quote.
+    comma: bool,
+}
+
+/// `i` is at an opening quote. One pass finds the end, escapes and commas: unescaped
+/// JSON string content holds no quote, backslash, tab or line break, so only a comma
+/// can make a csv field need quoting, and nothing a tsv field escaping.
+fn scan_string(b: &[u8], i: usize) -> Result<JsonString, String> {
     if b.get(i) != Some(&b'"') {
         return Err(format!("expected a string at byte {i}"));
     }
-    let mut j = i + 1;
+    let (mut j, mut escaped, mut comma) = (i + 1, false, false);
     loop {
-        match memchr::memchr2(b'"', b'\\', &b[j..]) {
-            Some(k) if b[j + k] == b'"' => return Ok(j + k + 1),
-            Some(k) => j += k + 2,
+        match b.get(j) {
+            Some(b'"') => return Ok(JsonString { end: j + 1, escaped, comma }),
+            Some(b'\\') => {
+                escaped = true;
+                j += 2;
+                continue;
+            }
+            Some(b',') => comma = true,
+            Some(&c) if c < 0x20 => return Err(format!("a control character in a string at byte {j}")),
+            Some(_) => {}
             None => return Err(format!("unterminated string at byte {i}")),
         }
+        j += 1;
     }
+}
+
+fn string_end(b: &[u8], i: usize) -> Result<usize, String> {
+    scan_string(b, i).map(|s| s.end)
 }
 
 /// The index after the value at `i`: a string, a nested array or object, or a scalar.
