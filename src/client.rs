@@ -13,12 +13,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use parking_lot::Mutex;
 use reqwest::{Method, RequestBuilder, StatusCode};
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::format::{self, Column, Delimited};
+use crate::protocol::{HEADER_ROWS_AS, TEXT_RESULTS_CONTENT_TYPE};
 
 const DEFAULT_USER: &str = "flotilla";
 /// Bounds every request, so a coordinator that stops answering cannot hang the client.
@@ -65,12 +67,14 @@ pub struct QueryResultsPage {
     /// delimited format, in place of `data`.
     #[serde(skip)]
     pub rows_text: Option<RowsText>,
+    /// How many rows follow a text page's document.
+    pub text_rows: Option<usize>,
 }
 
 /// A page's rows already printed as delimited text.
 #[derive(Debug, Clone)]
 pub struct RowsText {
-    pub text: String,
+    pub text: Bytes,
     pub rows: usize,
 }
 
@@ -182,9 +186,10 @@ impl StatementClient {
         }
     }
 
-    /// Pages come with their rows as `style`'s lines in `rows_text` (parsed straight from
-    /// the JSON, the fastest way to print a large result) and without `data`, so
-    /// `QueryOutcome::rows` stays empty.
+    /// Pages come with their rows as `style`'s lines in `rows_text` and without `data`, so
+    /// `QueryOutcome::rows` stays empty: the fastest way to print a large result. A
+    /// flotilla coordinator writes the lines itself (asked by `X-Flotilla-Rows-As`);
+    /// from any other server's JSON they are made here.
     pub fn with_rows_as_text(mut self, style: Delimited) -> Self {
         self.rows_as_text = Some(style);
         self
@@ -381,7 +386,10 @@ impl StatementClient {
     }
 
     fn request(&self, method: Method, url: String) -> RequestBuilder {
-        let request = self.http.request(method, url).timeout(self.timeout).header("X-Trino-User", &self.user);
+        let mut request = self.http.request(method, url).timeout(self.timeout).header("X-Trino-User", &self.user);
+        if let Some(style) = self.rows_as_text {
+            request = request.header(HEADER_ROWS_AS, style.name());
+        }
         match &self.password {
             Some(p) => request.basic_auth(&self.user, Some(p)),
             None => request,
@@ -402,6 +410,10 @@ impl StatementClient {
     async fn send(&self, request: RequestBuilder) -> Result<QueryResultsPage, ClientError> {
         let response = request.send().await.map_err(|e| self.transport_error(e))?;
         let status = response.status();
+        let text_page = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .is_some_and(|t| t.as_bytes().starts_with(TEXT_RESULTS_CONTENT_TYPE.as_bytes()));
         // Parsed from the bytes: JSON parsing checks UTF-8 itself, and a lossy copy into
         // a String first cost a tenth of the time of a large result.
         let body = response.bytes().await.map_err(|e| self.transport_error(e))?;
@@ -411,6 +423,9 @@ impl StatementClient {
         let bad = |e: serde_json::Error| {
             ClientError::Protocol(format!("{e} in {}", excerpt(&String::from_utf8_lossy(&body))))
         };
+        if text_page && status.is_success() {
+            return text_results(body);
+        }
         let Some(style) = self.rows_as_text else { return serde_json::from_slice(&body).map_err(bad) };
         let doc =
             std::str::from_utf8(&body).map_err(|e| ClientError::Protocol(format!("results are not UTF-8: {e}")))?;
@@ -424,7 +439,7 @@ impl StatementClient {
         let rest = [&doc[..data.start], "null", &doc[data.end..]].concat();
         let mut page: QueryResultsPage = serde_json::from_str(&rest).map_err(bad)?;
         if rows > 0 {
-            page.rows_text = Some(RowsText { text, rows });
+            page.rows_text = Some(RowsText { text: Bytes::from(text.into_bytes()), rows });
         }
         Ok(page)
     }
@@ -437,6 +452,17 @@ impl StatementClient {
         }
         ClientError::Connect { server: self.server.clone(), source }
     }
+}
+
+/// A page whose rows the coordinator sent as text (`protocol::TEXT_RESULTS_CONTENT_TYPE`):
+/// the document up to the first newline, the rows after it, kept as they came.
+fn text_results(body: Bytes) -> Result<QueryResultsPage, ClientError> {
+    let bad = |what: String| ClientError::Protocol(format!("{what} in {}", excerpt(&String::from_utf8_lossy(&body))));
+    let split = body.iter().position(|b| *b == b'\n').ok_or_else(|| bad("a text page without its document".into()))?;
+    let mut page: QueryResultsPage = serde_json::from_slice(&body[..split]).map_err(|e| bad(e.to_string()))?;
+    let rows = page.text_rows.take().ok_or_else(|| bad("a text page without textRows".into()))?;
+    page.rows_text = Some(RowsText { text: body.slice(split + 1..), rows });
+    Ok(page)
 }
 
 /// Prefers the flotilla error shape; a Trino `QueryResults` carrying an error is honoured too, and

@@ -79,13 +79,13 @@ impl<W: Write> RowPrinter<W> {
 
     /// Prints rows a delimited format's text was already made of (see
     /// `StatementClient::with_rows_as_text`), after the header `csv_header` wants.
-    pub fn rows_text(&mut self, text: &str, rows: usize) -> std::io::Result<()> {
+    pub fn rows_text(&mut self, text: &[u8], rows: usize) -> std::io::Result<()> {
         if self.format == OutputFormat::CsvHeader && !self.header_done {
             self.out.write_all(format_rows(&self.columns, &[], self.format).as_bytes())?;
         }
         self.header_done = true;
         self.printed += rows;
-        self.out.write_all(text.as_bytes())
+        self.out.write_all(text)
     }
 
     fn flush_window(&mut self) -> std::io::Result<()> {

@@ -21,6 +21,13 @@ pub const HEADER_BUFFER_COMPLETE: &str = "x-flotilla-buffer-complete";
 pub const HEADER_TASK_FAILED: &str = "x-flotilla-task-failed";
 /// Results request: how many bytes of pages the consumer takes at most.
 pub const HEADER_MAX_SIZE: &str = "x-flotilla-max-size";
+/// Statement protocol request (flotilla's own client only): send the rows of each page
+/// as lines of this delimited format (`csv`, `tsv`) instead of JSON `data`.
+pub const HEADER_ROWS_AS: &str = "x-flotilla-rows-as";
+/// Statement protocol response to [`HEADER_ROWS_AS`], for a page with rows: the
+/// `QueryResults` document (its `textRows` member counting the rows), a newline, then
+/// the rows as text. Trino clients never ask for it, so never see it.
+pub const TEXT_RESULTS_CONTENT_TYPE: &str = "application/x-flotilla-results";
 
 /// `query.stage.task.attempt`, e.g. `20261130_000001_abcde.2.0.0`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

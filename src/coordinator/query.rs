@@ -62,8 +62,9 @@ pub struct QueryExecution {
 #[derive(Default)]
 pub struct PageState {
     pub token: u64,
-    /// The serialized `QueryResults` document.
-    pub page: Option<bytes::Bytes>,
+    /// The serialized `QueryResults` document, and whether its rows follow it as text
+    /// (`protocol::TEXT_RESULTS_CONTENT_TYPE`).
+    pub page: Option<(bytes::Bytes, bool)>,
     /// JSON bytes per row of the last page with rows, which sizes the next.
     pub row_bytes: Option<f64>,
 }

@@ -19,7 +19,8 @@ use super::execute_immediate::{bind, parse_prepared, PreparedStatement};
 use super::planner::{QueryError, SessionSpec};
 use super::query::QueryExecution;
 use super::{Authenticated, CoordinatorError, CoordinatorState};
-use crate::format::{trino_type, type_signature, write_json_rows};
+use crate::format::{trino_type, type_signature, write_delimited_rows, write_json_rows, Delimited};
+use crate::protocol::{HEADER_ROWS_AS, TEXT_RESULTS_CONTENT_TYPE};
 use crate::scheduling::state_machine::{QueryState, StageState, StateKind, TaskState};
 
 fn header(headers: &HeaderMap, name: &str) -> Result<Option<String>, CoordinatorError> {
@@ -164,8 +165,8 @@ async fn first_page(
     headers: &HeaderMap,
 ) -> Result<Response, CoordinatorError> {
     let page = serialize(&results_document(q, &coord.base_url(headers), 0, false), None)?;
-    q.paging.lock().await.page = Some(page.clone());
-    Ok(json_bytes(page))
+    q.paging.lock().await.page = Some((page.clone(), false));
+    Ok(page_response(page, false))
 }
 
 /// `X-Trino-Prepared-Statement: name=form-encoded statement, ...`
@@ -209,8 +210,8 @@ pub async fn get_results(
     // the first and is served its document.
     let mut paging = q.paging.lock().await;
     if token == paging.token {
-        if let Some(page) = &paging.page {
-            return Ok(json_bytes(page.clone()));
+        if let Some((page, text)) = &paging.page {
+            return Ok(page_response(page.clone(), *text));
         }
     }
     if token != paging.token + 1 {
@@ -240,16 +241,41 @@ pub async fn get_results(
     // A statement without a result (PREPARE, DEALLOCATE) is exhausted once it ends.
     let exhausted = exhausted || (q.schema().is_none() && q.state().is_final());
     let row_count: usize = batches.iter().map(|b| b.num_rows()).sum();
-    let doc = results_document(&q, &base, token, exhausted);
+    let mut doc = results_document(&q, &base, token, exhausted);
     // Sized from the last page's bytes per row, so the rows are not copied on growth.
     let guess = paging.row_bytes.map_or(0, |b| (b * 1.1 * row_count as f64) as usize);
-    let page = serialize(&doc, (row_count > 0).then_some((batches.as_slice(), guess)))?;
+    let as_text = header(&headers, HEADER_ROWS_AS)?.and_then(|name| Delimited::by_name(&name));
+    let (page, text) = match as_text {
+        Some(style) if row_count > 0 => {
+            doc["textRows"] = json!(row_count);
+            (serialize_text(&doc, &batches, style, guess)?, true)
+        }
+        _ => (serialize(&doc, (row_count > 0).then_some((batches.as_slice(), guess)))?, false),
+    };
     if row_count > 0 {
         paging.row_bytes = Some(page.len() as f64 / row_count as f64);
     }
     paging.token = token;
-    paging.page = Some(page.clone());
-    Ok(json_bytes(page))
+    paging.page = Some((page.clone(), text));
+    Ok(page_response(page, text))
+}
+
+/// A page for a client that asked for its rows as `style`'s lines: the document, a
+/// newline (compact JSON has none of its own), the lines.
+fn serialize_text(
+    doc: &Value,
+    batches: &[RecordBatch],
+    style: Delimited,
+    size_guess: usize,
+) -> Result<Bytes, CoordinatorError> {
+    let head = serde_json::to_vec(doc).map_err(|e| CoordinatorError::Internal(e.to_string()))?;
+    let mut page = String::with_capacity(head.len() + 1 + size_guess);
+    page.push_str(std::str::from_utf8(&head).map_err(|e| CoordinatorError::Internal(e.to_string()))?);
+    page.push('\n');
+    for b in batches {
+        write_delimited_rows(b, style, &mut page).map_err(|e| CoordinatorError::Internal(e.to_string()))?;
+    }
+    Ok(Bytes::from(page))
 }
 
 /// A page is serialized once: the cached copy a retried request gets is these bytes.
@@ -271,8 +297,9 @@ fn serialize(doc: &Value, data: Option<(&[RecordBatch], usize)>) -> Result<Bytes
     Ok(Bytes::from(page))
 }
 
-fn json_bytes(page: Bytes) -> Response {
-    ([(axum::http::header::CONTENT_TYPE, "application/json")], page).into_response()
+fn page_response(page: Bytes, text: bool) -> Response {
+    let content_type = if text { TEXT_RESULTS_CONTENT_TYPE } else { "application/json" };
+    ([(axum::http::header::CONTENT_TYPE, content_type)], page).into_response()
 }
 
 /// Pages aim at `PAGE_TARGET_BYTES` of JSON: the rows of the next page are sized

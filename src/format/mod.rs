@@ -22,8 +22,10 @@ use base64::Engine as _;
 use datafusion::arrow;
 use serde_json::{json, Value};
 
+mod delimited;
 mod rows_text;
 mod text;
+pub use delimited::write_delimited_rows;
 pub use rows_text::{find_member, rows_to_text};
 pub use text::*;
 

@@ -256,6 +256,24 @@ impl Delimited {
         }
     }
 
+    /// The format's name, as a client asks the coordinator for it (`csv`, `tsv`).
+    pub fn name(&self) -> &'static str {
+        if self.sep == ',' {
+            "csv"
+        } else {
+            "tsv"
+        }
+    }
+
+    /// The style a client named with [`Delimited::name`].
+    pub fn by_name(name: &str) -> Option<Self> {
+        match name {
+            "csv" => Self::for_format(OutputFormat::Csv),
+            "tsv" => Self::for_format(OutputFormat::Tsv),
+            _ => None,
+        }
+    }
+
     pub(crate) fn sep(&self) -> char {
         self.sep
     }

@@ -2,12 +2,15 @@
 
 use std::collections::HashMap;
 
-use super::common::{oracle, Cluster};
+use super::common::{oracle, Cluster, BIN};
+use clap::ValueEnum;
+use flotilla::format::{format_rows, Column, OutputFormat};
 use serde_json::Value;
 
 /// A 100k-row result arrives whole and in order, over several `nextUri` pages: the
 /// first of at most 10,000 rows (and the rest of the batch it ends in), the later
-/// ones sized to a byte target.
+/// ones sized to a byte target; `flotilla sql`'s csv and tsv, whose pages the
+/// coordinator writes as text, print those rows as the client prints JSON ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_pages_arrive_whole_and_in_order() {
     let cluster = Cluster::start(2, &[]).await;
@@ -28,6 +31,29 @@ async fn many_pages_arrive_whole_and_in_order() {
     assert!(page_rows[0] <= 10_000 + 8192, "the first page is small: {page_rows:?}");
     let want = oracle("sf0_1", sql).await;
     assert_eq!(got.rows, want, "rows differ from single-node DataFusion");
+    // `flotilla sql` asks for csv and tsv pages as text, which the coordinator writes
+    // itself: they must read as the JSON rows printed by the client would.
+    let tricky = "SELECT n_nationkey, n_name, concat(n_name, ',', chr(34), chr(9), chr(10), chr(92)) AS odd, \
+                  CASE WHEN n_nationkey % 3 = 0 THEN NULL ELSE n_nationkey / 7.0 END AS dbl, \
+                  CAST(n_nationkey AS DECIMAL(10,2)) / 3 AS dec, n_nationkey % 2 = 0 AS even, \
+                  make_array(n_nationkey, n_regionkey) AS arr, DATE '1995-03-01' AS dt, \
+                  CAST('2020-01-01 10:00:00.5' AS TIMESTAMP) AS ts FROM nation ORDER BY n_nationkey";
+    for (schema, sql) in [("sf0_1", sql), ("tiny", tricky)] {
+        let json = cluster.client(schema).execute(sql).await.expect("query");
+        let columns: Vec<Column> = json.columns.clone();
+        for format in [OutputFormat::Csv, OutputFormat::CsvHeader, OutputFormat::Tsv] {
+            let name = format.to_possible_value().expect("a named format").get_name().to_string();
+            let url = &cluster.coordinator.url;
+            let out = std::process::Command::new(BIN)
+                .args(["sql", "--server", url, "--catalog", "tpch", "--schema", schema, "--output-format", &name])
+                .args(["-e", sql])
+                .output()
+                .expect("run flotilla sql");
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let printed = String::from_utf8(out.stdout).expect("UTF-8 output");
+            assert_eq!(printed, format_rows(&columns, &json.rows, format), "{name} of {sql}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
