@@ -439,6 +439,35 @@ mod tests {
         assert!(f.fragments.len() > 2, "{:?}", f.fragments.iter().map(|fr| fr.output).collect::<Vec<_>>());
     }
 
+    /// A broadcast join's stage waits for its build; the stages feeding its probe side
+    /// do not (they fill their buffers meanwhile). A partitioned join's probe-side
+    /// producers still wait for its build.
+    #[tokio::test]
+    async fn only_the_stage_of_a_broadcast_join_waits_for_its_build() {
+        use crate::plan::DependencyKind::{BroadcastJoinBuild, PartitionedJoinBuild};
+        let sql = include_str!("../../queries/tpch/q11.sql").trim().trim_end_matches(';').to_string();
+        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
+        let Ok(Planned::Query { fragments: Some(f), .. }) =
+            plan(request(ctx), sql.clone(), Duration::from_secs(60)).await
+        else {
+            panic!("a distributed plan")
+        };
+        let deps = f.dependencies();
+        // q11's scalar subquery is the build of a join whose probe side is another
+        // stage's aggregation.
+        let (build, join) = deps.iter().find(|d| d.2 == BroadcastJoinBuild).map(|d| (d.0, d.1)).expect("{deps:?}");
+        let probe: Vec<usize> = f.fragments[join].inputs.iter().copied().filter(|i| *i != build).collect();
+        assert!(!probe.is_empty(), "the join reads its probe side from a stage: {deps:?}");
+        assert!(deps.iter().all(|d| d.2 != PartitionedJoinBuild || !probe.contains(&d.1)), "{deps:?}");
+        let props = SessionProperties { join_max_broadcast_table_size: 0, ..Default::default() };
+        let ctx = session_context(&SessionSpec::default(), &props, 2, &Connectors::builtin());
+        let Ok(Planned::Query { fragments: Some(f), .. }) = plan(request(ctx), sql, Duration::from_secs(60)).await
+        else {
+            panic!("a distributed plan")
+        };
+        assert!(f.dependencies().iter().any(|d| d.2 == PartitionedJoinBuild), "{:?}", f.dependencies());
+    }
+
     #[tokio::test]
     async fn nested_parentheses_are_a_syntax_error() {
         let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());

@@ -14,6 +14,7 @@ pub mod table_writer;
 pub enum DependencyKind {
     /// Probe-side source of a partitioned join waits for the build side.
     PartitionedJoinBuild,
-    /// The stage of a broadcast join waits for its build stage.
+    /// The stage of a broadcast join waits for its build stage (the stages feeding
+    /// its probe side do not).
     BroadcastJoinBuild,
 }

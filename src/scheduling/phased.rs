@@ -7,7 +7,7 @@
 //! output buffer is full, because then `a` can only go on once its consumers run.
 //! Edges come from joins: a partitioned join's build-side stages must be done before
 //! its probe-side source stages start; a broadcast join's stage waits for its build
-//! stage. Aggregations and unions add no edges. A stage leaves the graph when it is
+//! stage (the stages feeding its probe side do not: see `plan::fragmenter`). Aggregations and unions add no edges. A stage leaves the graph when it is
 //! done producing (`remove_completed_stages`), which may make its dependents ready.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
