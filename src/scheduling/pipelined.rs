@@ -288,6 +288,7 @@ impl PipelinedQueryScheduler {
             })
             .collect();
         let slices = partition_slices(fragment.partitions, stage.task_count);
+        tracing::debug!(query = %self.settings.query_id, stage = id, bytes = bytes.len(), "fragment encoded");
         let fragment_bytes = Base64Bytes(bytes);
         let mut created = Vec::new();
         for (t, (worker, partitions)) in workers.into_iter().zip(slices).enumerate() {
