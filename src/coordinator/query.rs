@@ -65,7 +65,7 @@ pub struct PageState {
     /// The serialized `QueryResults` document, and whether its rows follow it as text
     /// (`protocol::TEXT_RESULTS_CONTENT_TYPE`).
     pub page: Option<(bytes::Bytes, bool)>,
-    /// JSON bytes per row of the last page with rows, which sizes the next.
+    /// Bytes per row of the last page with rows (JSON or text), which sizes the next.
     pub row_bytes: Option<f64>,
 }
 

@@ -268,9 +268,8 @@ fn serialize_text(
     style: Delimited,
     size_guess: usize,
 ) -> Result<Bytes, CoordinatorError> {
-    let head = serde_json::to_vec(doc).map_err(|e| CoordinatorError::Internal(e.to_string()))?;
-    let mut page = String::with_capacity(head.len() + 1 + size_guess);
-    page.push_str(std::str::from_utf8(&head).map_err(|e| CoordinatorError::Internal(e.to_string()))?);
+    let mut page = serde_json::to_string(doc).map_err(|e| CoordinatorError::Internal(e.to_string()))?;
+    page.reserve(1 + size_guess);
     page.push('\n');
     for b in batches {
         write_delimited_rows(b, style, &mut page).map_err(|e| CoordinatorError::Internal(e.to_string()))?;
@@ -302,7 +301,8 @@ fn page_response(page: Bytes, text: bool) -> Response {
     ([(axum::http::header::CONTENT_TYPE, content_type)], page).into_response()
 }
 
-/// Pages aim at `PAGE_TARGET_BYTES` of JSON: the rows of the next page are sized
+/// Pages aim at `PAGE_TARGET_BYTES` (of JSON, or of text lines for a client that
+/// asked for them): the rows of the next page are sized
 /// from the bytes per row of the last one (the first has `FIRST_PAGE_ROWS`), so
 /// narrow rows come in large pages (fewer round trips) and wide ones in small
 /// pages. The Arrow-memory cap stops a page early when rows suddenly widen.
@@ -311,7 +311,7 @@ const FIRST_PAGE_ROWS: usize = 10_000;
 const PAGE_MAX_ROWS: usize = 1_000_000;
 const PAGE_MAX_ARROW_BYTES: usize = 64 << 20;
 
-/// Rows for the next page, given the JSON bytes per row seen so far.
+/// Rows for the next page, given the page bytes per row seen so far.
 fn page_rows(row_bytes: Option<f64>) -> usize {
     match row_bytes {
         None => FIRST_PAGE_ROWS,
