@@ -1,9 +1,10 @@
 //! The coordinator: owns cluster membership (`NodeManager`), the queries
-//! (`QueryExecution`, each with its own scheduler task) and the HTTP surface: the
-//! statement protocol, query info, worker announcements. Started by
-//! `flotilla coordinator` and by `flotilla local`.
+//! (`QueryExecution`, each with its own scheduler task) and the server of its HTTP
+//! surface (routes and handlers in `api`, the statement protocol in `statement`).
+//! Started by `flotilla coordinator` and by `flotilla local`.
 
 pub mod admission;
+mod api;
 pub mod cluster_memory;
 pub mod ddl;
 pub mod execute_immediate;
@@ -25,12 +26,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
-use axum::{Json, Router};
 use parking_lot::RwLock;
 use tokio::sync::watch;
 
@@ -38,11 +35,12 @@ use crate::cluster::node_manager::NodeManager;
 use crate::connector::Connectors;
 use crate::exchange::client::ExchangeConfig;
 use crate::http::ApiError;
-use crate::protocol::Announcement;
 use crate::scheduling::node_scheduler::NodeScheduler;
 use crate::scheduling::state_machine::StateKind;
 use planner::SessionSpec;
 use query::QueryExecution;
+
+pub use api::Authenticated;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CoordinatorError {
@@ -467,7 +465,7 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
         bound: addr,
         config,
     });
-    let app = router(state.clone());
+    let app = api::router(state.clone());
     let (stop, mut stopped) = watch::channel(false);
     let reaper = state.clone();
     crate::util::every(Duration::from_millis(500), stop.subscribe(), move || {
@@ -483,163 +481,4 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
         }
     });
     Ok(CoordinatorHandle { url, state, stop, server })
-}
-
-fn router(state: Arc<CoordinatorState>) -> Router {
-    let auth = crate::http::InternalAuth(state.config.shared_secret.as_deref().map(Arc::from));
-    let internal = Router::new()
-        .route("/v1/announcement", post(announce))
-        .route_layer(axum::middleware::from_fn_with_state(auth, crate::http::require_internal));
-    // A statement may be as long as MAX_QUERY_LENGTH; a longer one is refused by
-    // `post_statement` as a failed query, so the body limit sits a little above it.
-    let statement_limit = axum::extract::DefaultBodyLimit::max(planning::MAX_QUERY_LENGTH + (1 << 20));
-    // What clients use needs a login when PASSWORD authentication is on.
-    let client = Router::new()
-        .route("/v1/statement", post(statement::post_statement).layer(statement_limit))
-        .route(
-            "/v1/statement/executing/{query_id}/{token}",
-            get(statement::get_results).delete(statement::cancel_query),
-        )
-        .route("/v1/node", get(list_nodes))
-        .route("/v1/query", get(list_queries))
-        .route("/v1/query/{query_id}", get(query_info).delete(cancel))
-        .route("/v1/query/{query_id}/cancel", delete(cancel))
-        .merge(ui::routes())
-        .route_layer(axum::middleware::from_fn_with_state(state.clone(), authenticate));
-    Router::new()
-        .merge(internal)
-        .merge(client)
-        .route("/v1/info", get(info))
-        .route("/metrics", get(metrics))
-        .fallback(not_found)
-        .layer(axum::middleware::from_fn(crate::http::json_errors))
-        .with_state(state)
-}
-
-type St = State<Arc<CoordinatorState>>;
-
-async fn not_found() -> Response {
-    let mut r = CoordinatorError::BadRequest("no such endpoint".into()).into_response();
-    *r.status_mut() = StatusCode::NOT_FOUND;
-    r
-}
-
-/// The user a request logged in as (PASSWORD authentication).
-#[derive(Clone, Debug)]
-pub struct Authenticated(pub String);
-
-/// Checks HTTP basic credentials against the password file; without one, every
-/// request passes (the user is whoever `X-Trino-User` names).
-async fn authenticate(State(s): St, mut req: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    let Some(passwords) = s.config.security.passwords.clone() else { return next.run(req).await };
-    let credentials = req
-        .headers()
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Basic "))
-        .and_then(|b| base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b.trim()).ok())
-        .and_then(|b| String::from_utf8(b).ok())
-        .and_then(|s| s.split_once(':').map(|(u, p)| (u.to_string(), p.to_string())));
-    let Some((user, password)) = credentials else {
-        return unauthorized("this server needs a user and password (HTTP basic authentication)");
-    };
-    // bcrypt is slow on purpose: off the runtime's threads.
-    let checked = user.clone();
-    let ok = tokio::task::spawn_blocking(move || passwords.verify(&checked, &password)).await.unwrap_or(false);
-    if !ok {
-        return unauthorized("wrong user or password");
-    }
-    req.extensions_mut().insert(Authenticated(user));
-    next.run(req).await
-}
-
-fn unauthorized(message: &str) -> Response {
-    let mut resp = CoordinatorError::Unauthenticated(message.to_string()).into_response();
-    resp.headers_mut()
-        .insert(axum::http::header::WWW_AUTHENTICATE, axum::http::HeaderValue::from_static("Basic realm=\"flotilla\""));
-    resp
-}
-
-async fn announce(State(s): St, body: Bytes) -> Result<Response, CoordinatorError> {
-    let a: Announcement = serde_json::from_slice(&body)
-        .map_err(|e| CoordinatorError::BadRequest(format!("malformed announcement: {e}")))?;
-    if !a.url.starts_with("http://") && !a.url.starts_with("https://") {
-        return Err(CoordinatorError::BadRequest(format!("worker url '{}' is not http(s)", a.url)));
-    }
-    if s.config.https_required && !a.url.starts_with("https://") {
-        return Err(CoordinatorError::BadRequest(format!(
-            "internal communication requires HTTPS (internal-communication.https.required), worker '{}' announced {}",
-            a.node_id, a.url
-        )));
-    }
-    if let Some(env) = a.environment.as_deref().filter(|e| *e != s.config.environment) {
-        if s.refused.lock().insert(a.node_id.clone()) {
-            tracing::warn!(
-                "refusing worker {} ({}): its node.environment is '{env}', this coordinator's is '{}'",
-                a.node_id,
-                a.url,
-                s.config.environment
-            );
-        }
-        return Err(CoordinatorError::WrongEnvironment(format!(
-            "this coordinator's node.environment is '{}', the worker's is '{env}'",
-            s.config.environment
-        )));
-    }
-    s.nodes.heartbeat(&a.node_id, &a.url, a.shutting_down);
-    s.cluster_memory.report(&a.node_id, a.query_memory);
-    Ok(StatusCode::NO_CONTENT.into_response())
-}
-
-async fn list_nodes(State(s): St) -> Response {
-    Json(s.nodes.all()).into_response()
-}
-
-type Login = Option<axum::Extension<Authenticated>>;
-
-async fn list_queries(State(s): St, login: Login) -> Response {
-    let login = login.map(|axum::Extension(a)| a);
-    let mut v: Vec<_> = s.queries().iter().filter(|q| s.may_see(login.as_ref(), q)).map(|q| q.summary()).collect();
-    v.sort_by(|a, b| a.query_id.cmp(&b.query_id));
-    Json(v).into_response()
-}
-
-async fn query_info(State(s): St, login: Login, Path(id): Path<String>) -> Result<Response, CoordinatorError> {
-    Ok(Json(s.query_for(&id, login.map(|axum::Extension(a)| a).as_ref())?.detail()).into_response())
-}
-
-async fn cancel(State(s): St, login: Login, Path(id): Path<String>) -> Result<Response, CoordinatorError> {
-    s.query_for(&id, login.map(|axum::Extension(a)| a).as_ref())?.cancel();
-    Ok(StatusCode::NO_CONTENT.into_response())
-}
-
-async fn metrics(State(s): St) -> Response {
-    use crate::scheduling::state_machine::QueryState::*;
-    let states: Vec<_> = s.queries().iter().map(|q| q.state()).collect();
-    let mut e = crate::metrics::Exposition::default();
-    let all = [Queued, Planning, Starting, Running, Finishing, Finished, Failed];
-    e.state_counts("flotilla_queries", "Queries known to the coordinator, by state.", &all, &states);
-    e.counter(
-        "flotilla_queries_submitted_total",
-        "Queries submitted to this coordinator.",
-        crate::metrics::QUERIES_SUBMITTED.load(Ordering::Relaxed),
-    );
-    e.gauge("flotilla_workers_alive", "Workers with a recent heartbeat.", s.nodes.live_workers().len() as f64);
-    e.latency_histogram(
-        "flotilla_query_latency_seconds",
-        "Time from submission to the end of a query.",
-        &crate::metrics::QUERY_LATENCY,
-    );
-    e.exchange_counters();
-    ([(axum::http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], e.finish()).into_response()
-}
-
-async fn info(State(s): St) -> Response {
-    Json(serde_json::json!({
-        "nodeVersion": {"version": env!("CARGO_PKG_VERSION")},
-        "coordinator": true,
-        "starting": false,
-        "workers": s.nodes.live_workers().len(),
-    }))
-    .into_response()
 }
