@@ -423,7 +423,7 @@ impl StatementClient {
         let bad = |e: serde_json::Error| {
             ClientError::Protocol(format!("{e} in {}", excerpt(&String::from_utf8_lossy(&body))))
         };
-        if text_page && status.is_success() {
+        if text_page {
             return text_results(body);
         }
         let Some(style) = self.rows_as_text else { return serde_json::from_slice(&body).map_err(bad) };

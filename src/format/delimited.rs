@@ -30,9 +30,9 @@ pub fn write_delimited_rows(batch: &RecordBatch, style: Delimited, out: &mut Str
                 continue;
             }
             match &cell.values {
-                Cells::Values(v) => value_cell(&v[row], style, out),
+                Cells::Values(v) => style.value(out, &v[row]),
                 Cells::Int64(a) => out.push_str(itoa::Buffer::new().format(a.value(row))),
-                Cells::Float64(a) => value_cell(&float_json(a.value(row)), style, out),
+                Cells::Float64(a) => style.value(out, &float_json(a.value(row))),
                 Cells::Decimal128(a, s) => {
                     digits.clear();
                     push_decimal(itoa::Buffer::new().format(a.value(row)), *s, &mut digits);
@@ -45,7 +45,7 @@ pub fn write_delimited_rows(batch: &RecordBatch, style: Delimited, out: &mut Str
                     Some(text) => out.push_str(ascii(&text)),
                     None => {
                         let v = column_to_json(&a.slice(row, 1))?.pop().unwrap_or(Value::Null);
-                        value_cell(&v, style, out)
+                        style.value(out, &v)
                     }
                 },
                 Cells::Boolean(a) => out.push_str(if a.value(row) { "true" } else { "false" }),
@@ -54,17 +54,6 @@ pub fn write_delimited_rows(batch: &RecordBatch, style: Delimited, out: &mut Str
         out.push('\n');
     }
     Ok(())
-}
-
-/// A value as the client prints it: strings bare (quoted or escaped as the format
-/// needs), nested values as their JSON, null as nothing.
-fn value_cell(v: &Value, style: Delimited, out: &mut String) {
-    match v {
-        Value::Null => {}
-        Value::String(s) => style.field(out, s),
-        Value::Array(_) | Value::Object(_) => style.field(out, &v.to_string()),
-        Value::Bool(_) | Value::Number(_) => out.push_str(&v.to_string()),
-    }
 }
 
 /// Digits, signs, points and dashes are ASCII.

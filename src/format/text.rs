@@ -164,9 +164,23 @@ fn tsv_field(out: &mut String, s: &str) {
     }
 }
 
+/// One value as a delimited cell: strings bare (quoted or escaped by `field`), numbers
+/// and booleans as their JSON, nested values as their JSON through `field`, null as
+/// nothing. The coordinator's text pages write `Value`s the same way.
+fn delimited_value(out: &mut String, v: &Value, field: fn(&mut String, &str)) {
+    use std::fmt::Write;
+    match v {
+        Value::Null => {}
+        Value::String(s) => field(out, s),
+        Value::Number(_) | Value::Bool(_) => {
+            let _ = write!(out, "{v}");
+        }
+        nested => field(out, &nested.to_string()),
+    }
+}
+
 /// Written straight into one buffer: this is the CLI's hot path for large results.
 fn delimited(columns: &[Column], rows: &[Vec<Value>], header: bool, sep: &str, field: fn(&mut String, &str)) -> String {
-    use std::fmt::Write;
     let mut out = String::new();
     if header {
         for (i, c) in columns.iter().enumerate() {
@@ -182,14 +196,7 @@ fn delimited(columns: &[Column], rows: &[Vec<Value>], header: bool, sep: &str, f
             if i > 0 {
                 out.push_str(sep);
             }
-            match v {
-                Value::Null => {}
-                Value::String(s) => field(&mut out, s),
-                Value::Number(_) | Value::Bool(_) => {
-                    let _ = write!(out, "{v}");
-                }
-                nested => field(&mut out, &nested.to_string()),
-            }
+            delimited_value(&mut out, v, field);
         }
         out.push('\n');
     }
@@ -281,6 +288,11 @@ impl Delimited {
     /// Writes one text cell, quoted or escaped as the format needs.
     pub(crate) fn field(&self, out: &mut String, s: &str) {
         (self.field)(out, s)
+    }
+
+    /// Writes one value as a cell, as the CLI prints it.
+    pub(crate) fn value(&self, out: &mut String, v: &Value) {
+        delimited_value(out, v, self.field)
     }
 }
 
