@@ -152,11 +152,28 @@ pub struct StatementClient {
     schema: Option<String>,
     session: Vec<(String, String)>,
     timeout: Duration,
-    current: Arc<Mutex<Option<String>>>,
+    current: Arc<Mutex<InFlight>>,
     /// Sent as HTTP basic authentication with `user` (PASSWORD authentication).
     password: Option<String>,
     /// Rows are parsed into this format's text instead of `Value`s.
     rows_as_text: Option<Delimited>,
+}
+
+/// What a canceller needs of the query a client (or a clone) is running.
+#[derive(Debug, Default)]
+enum InFlight {
+    #[default]
+    Idle,
+    /// The statement is posted and its first answer (which names the query) not yet in.
+    Posting(tokio::sync::watch::Receiver<bool>),
+    /// The query's current `nextUri`.
+    Next(String),
+}
+
+impl InFlight {
+    fn after(page: &QueryResultsPage) -> Self {
+        page.next_uri.clone().map_or(InFlight::Idle, InFlight::Next)
+    }
 }
 
 impl StatementClient {
@@ -180,7 +197,7 @@ impl StatementClient {
             schema: None,
             session: Vec::new(),
             timeout: REQUEST_TIMEOUT,
-            current: Arc::new(Mutex::new(None)),
+            current: Arc::new(Mutex::new(InFlight::Idle)),
             password: None,
             rows_as_text: None,
         }
@@ -253,7 +270,10 @@ impl StatementClient {
 
     /// The `nextUri` of the query this client (or a clone) is running, if any.
     pub fn current_next_uri(&self) -> Option<String> {
-        self.current.lock().clone()
+        match &*self.current.lock() {
+            InFlight::Next(uri) => Some(uri.clone()),
+            _ => None,
+        }
     }
 
     /// Runs `sql` to completion and returns all of its rows.
@@ -288,7 +308,7 @@ impl StatementClient {
             let _ = self.cancel_current().await;
         }
         // The slot must not outlive the query, or a later Ctrl-C would cancel a finished one.
-        *self.current.lock() = None;
+        *self.current.lock() = InFlight::Idle;
         result
     }
 
@@ -310,11 +330,11 @@ impl StatementClient {
             let pairs: Vec<String> = self.session.iter().map(|(k, v)| format!("{k}={v}")).collect();
             request = request.header("X-Trino-Session", pairs.join(","));
         }
-        let mut page = self.send(request).await?;
+        let mut page = self.post(request).await?;
         let mut outcome = QueryOutcome::default();
         let mut idle_pages: u32 = 0;
         for _ in 0..MAX_PAGES {
-            *self.current.lock() = page.next_uri.clone();
+            *self.current.lock() = InFlight::after(&page);
             let had_rows = page.data.as_ref().is_some_and(|d| !d.is_empty()) || page.rows_text.is_some();
             // A page with rows is usually followed by more: the next one is asked for
             // (and parsed, on another thread) while the caller handles this one, so
@@ -377,12 +397,43 @@ impl StatementClient {
     }
 
     /// Cancels the query this client (or a clone) is running; `Ok(false)` when there is none.
+    /// A statement still being posted is waited for: its first answer names the query.
     pub async fn cancel_current(&self) -> Result<bool, ClientError> {
-        let next_uri = self.current.lock().take();
-        let Some(next_uri) = next_uri else {
-            return Ok(false);
+        let posting = match &*self.current.lock() {
+            InFlight::Posting(rx) => Some(rx.clone()),
+            _ => None,
+        };
+        if let Some(mut rx) = posting {
+            let _ = tokio::time::timeout(self.timeout, rx.wait_for(|posted| *posted)).await;
+        }
+        let next_uri = match std::mem::take(&mut *self.current.lock()) {
+            InFlight::Next(uri) => uri,
+            _ => return Ok(false),
         };
         self.cancel(&next_uri).await.map(|()| true)
+    }
+
+    /// Posts the statement from a task of its own, which records the first answer's
+    /// `nextUri` for `cancel_current` even when the caller stopped waiting (a Ctrl-C
+    /// handler dropped it): the coordinator may hold that answer a few milliseconds, to
+    /// send a quick query's rows and end with it, and the query would otherwise run on
+    /// with nobody knowing its name.
+    async fn post(&self, request: RequestBuilder) -> Result<QueryResultsPage, ClientError> {
+        let (posted, rx) = tokio::sync::watch::channel(false);
+        *self.current.lock() = InFlight::Posting(rx.clone());
+        let client = self.clone();
+        let task = tokio::spawn(async move {
+            let page = client.send(request).await;
+            let mut current = client.current.lock();
+            // Only if no later statement of a clone took the slot meanwhile.
+            if matches!(&*current, InFlight::Posting(r) if r.same_channel(&rx)) {
+                *current = page.as_ref().map_or(InFlight::Idle, InFlight::after);
+            }
+            drop(current);
+            let _ = posted.send(true);
+            page
+        });
+        task.await.map_err(|e| ClientError::Protocol(format!("posting the statement: {e}")))?
     }
 
     fn request(&self, method: Method, url: String) -> RequestBuilder {

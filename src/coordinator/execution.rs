@@ -193,6 +193,7 @@ async fn execute(
         *q.schema.lock() = Some(batch.schema());
         q.transition(QueryState::Starting);
         q.transition(QueryState::Running);
+        q.mark_output_complete();
         q.emit(batch).await;
         return Ok(());
     }
@@ -230,6 +231,7 @@ async fn execute(
                 break;
             }
         }
+        q.mark_output_complete();
         return Ok(());
     };
     if workers.is_empty() {
@@ -367,6 +369,9 @@ async fn run_stages(
                 break;
             }
         }
+        if !analyze {
+            q.mark_output_complete();
+        }
         Ok::<u64, RunFailure>(rows)
     };
     let scheduling = scheduler.run();
@@ -499,6 +504,7 @@ async fn emit_text(q: &QueryExecution, column: &str, text: String) -> Result<(),
         .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
     q.transition(QueryState::Starting);
     q.transition(QueryState::Running);
+    q.mark_output_complete();
     q.emit(batch).await;
     Ok(())
 }

@@ -4,7 +4,7 @@
 //! drives it to a final state.
 
 use crate::error_code::ErrorCode;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -50,6 +50,8 @@ pub struct QueryExecution {
     /// When the client last asked for results (`query.client.timeout`).
     pub(super) last_client_contact: Mutex<Instant>,
     pub(super) output_rows: AtomicU64,
+    /// Set once the last row is emitted (see `take_results`).
+    output_complete: AtomicBool,
     /// `query_max_memory` in bytes, once the session is read (0: no limit).
     pub(super) memory_limit: AtomicU64,
     /// Times the whole query was run again (retry_policy=query).
@@ -121,6 +123,7 @@ impl QueryExecution {
             paging: tokio::sync::Mutex::new(PageState::default()),
             last_client_contact: Mutex::new(Instant::now()),
             output_rows: AtomicU64::new(0),
+            output_complete: AtomicBool::new(false),
             memory_limit: AtomicU64::new(0),
             retries: AtomicU64::new(0),
             root_input: Arc::new(ExchangeStats::default()),
@@ -194,14 +197,25 @@ impl QueryExecution {
         self.last_client_contact.lock().elapsed()
     }
 
-    /// Takes up to `max_rows` buffered rows, waiting up to `wait` for the first batch.
-    /// Returns the batches and whether the results are exhausted.
-    pub async fn take_results(&self, max_rows: usize, max_bytes: usize, wait: Duration) -> (Vec<RecordBatch>, bool) {
+    /// Takes up to `max_rows` buffered rows, waiting until `deadline` for the first
+    /// batch. Returns the batches and whether the results are exhausted.
+    ///
+    /// Once rows are in hand it still waits a moment (`END_GRACE`) when the channel
+    /// runs dry, and up to `deadline` once the producer has said no rows follow
+    /// (`mark_output_complete`): the channel closes only when the query is final, a
+    /// moment after its last rows, and a page that carries them together with the end
+    /// spares the client a round trip (`SELECT 1` is then one request).
+    pub async fn take_results(
+        &self,
+        max_rows: usize,
+        max_bytes: usize,
+        deadline: tokio::time::Instant,
+    ) -> (Vec<RecordBatch>, bool) {
+        const END_GRACE: Duration = Duration::from_millis(2);
         let mut rx = self.results_rx.lock().await;
         let mut out = Vec::new();
         let (mut rows, mut bytes) = (0, 0);
-        let first = tokio::time::timeout(wait, rx.recv()).await;
-        match first {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
             Err(_) => return (out, false),
             Ok(None) => return (out, true),
             Ok(Some(b)) => {
@@ -211,17 +225,35 @@ impl QueryExecution {
             }
         }
         while rows < max_rows && bytes < max_bytes {
-            match rx.try_recv() {
-                Ok(b) => {
-                    rows += b.num_rows();
-                    bytes += b.get_array_memory_size();
-                    out.push(b);
-                }
-                Err(mpsc::error::TryRecvError::Empty) => return (out, false),
+            let next = match rx.try_recv() {
+                Ok(b) => b,
                 Err(mpsc::error::TryRecvError::Disconnected) => return (out, true),
-            }
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    let now = tokio::time::Instant::now();
+                    let until = if self.output_complete.load(Ordering::Acquire) {
+                        deadline
+                    } else {
+                        deadline.min(now + END_GRACE)
+                    };
+                    match tokio::time::timeout_at(until, rx.recv()).await {
+                        Ok(Some(b)) => b,
+                        Ok(None) => return (out, true),
+                        Err(_) if until < deadline && self.output_complete.load(Ordering::Acquire) => continue,
+                        Err(_) => return (out, false),
+                    }
+                }
+            };
+            rows += next.num_rows();
+            bytes += next.get_array_memory_size();
+            out.push(next);
         }
         (out, false)
+    }
+
+    /// The producer has emitted its last row: a reader may wait for the channel to
+    /// close (the query to end) rather than hand out a page without the end.
+    pub(crate) fn mark_output_complete(&self) {
+        self.output_complete.store(true, Ordering::Release);
     }
 
     pub fn summary(&self) -> QuerySummary {

@@ -124,6 +124,9 @@ impl RootStage for SpooledRootStage {
             if !streaming {
                 *progress.lock() = RootProgress::InputsRead;
             }
+            if !analyze {
+                q.mark_output_complete();
+            }
             for b in held {
                 if !q.emit(b).await {
                     break;

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 use super::execute_immediate::{bind, parse_prepared, PreparedStatement};
 use super::planner::{QueryError, SessionSpec};
-use super::query::QueryExecution;
+use super::query::{PageState, QueryExecution};
 use super::{Authenticated, CoordinatorError, CoordinatorState};
 use crate::format::{trino_type, type_signature, write_delimited_rows, write_json_rows, Delimited};
 use crate::protocol::{HEADER_ROWS_AS, TEXT_RESULTS_CONTENT_TYPE};
@@ -158,16 +158,22 @@ pub async fn post_statement(
     Ok(resp)
 }
 
-/// The answer to `POST /v1/statement`: page 0 of the query, kept as its current page.
+/// The answer to `POST /v1/statement`: page 0 of the query, served like any other
+/// page but waiting at most `FIRST_PAGE_WAIT`. A quick query's rows and end come in
+/// this one response (Trino's clients take rows from it as from any page); a slower
+/// one still hands the client its id and `nextUri` at once.
 async fn first_page(
     coord: &CoordinatorState,
     q: &Arc<QueryExecution>,
     headers: &HeaderMap,
 ) -> Result<Response, CoordinatorError> {
-    let page = serialize(&results_document(q, &coord.base_url(headers), 0, false), None)?;
-    q.paging.lock().await.page = Some((page.clone(), false));
-    Ok(page_response(page, false))
+    let mut paging = q.paging.lock().await;
+    let deadline = tokio::time::Instant::now() + FIRST_PAGE_WAIT;
+    serve_page(coord, q, headers, &mut paging, 0, deadline).await
 }
+
+/// How long `POST /v1/statement` waits for rows or the end before answering.
+const FIRST_PAGE_WAIT: Duration = Duration::from_millis(20);
 
 /// `X-Trino-Prepared-Statement: name=form-encoded statement, ...`
 fn prepared_statements(headers: &HeaderMap) -> BTreeMap<String, String> {
@@ -220,12 +226,25 @@ pub async fn get_results(
             paging.token
         )));
     }
-    let base = coord.base_url(&headers);
     // Wait for rows, or for the query to end, at most a second, so clients see progress.
-    // A query still queued or planning is waited for first, within the same second:
-    // answering the moment it starts would hand the client an empty page, and it
-    // pauses before asking again after two of those.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+    serve_page(&coord, &q, &headers, &mut paging, token, deadline).await
+}
+
+/// Serves page `token` (the current one plus one, or 0 for the first) and keeps it as
+/// the current page. Waits until `deadline` for rows or the end. A query still queued
+/// or planning is waited for first, within the same time: answering the moment it
+/// starts would hand the client an empty page, and it pauses before asking again
+/// after two of those.
+async fn serve_page(
+    coord: &CoordinatorState,
+    q: &Arc<QueryExecution>,
+    headers: &HeaderMap,
+    paging: &mut PageState,
+    token: u64,
+    deadline: tokio::time::Instant,
+) -> Result<Response, CoordinatorError> {
+    let base = coord.base_url(headers);
     if q.schema().is_none() && q.state() != QueryState::Running {
         let mut rx = q.watch_state();
         let _ =
@@ -233,18 +252,17 @@ pub async fn get_results(
                 .await;
     }
     let (batches, exhausted) = if q.schema().is_some() || q.state() == QueryState::Running {
-        let wait = deadline.saturating_duration_since(tokio::time::Instant::now());
-        q.take_results(page_rows(paging.row_bytes), PAGE_MAX_ARROW_BYTES, wait).await
+        q.take_results(page_rows(paging.row_bytes), PAGE_MAX_ARROW_BYTES, deadline).await
     } else {
         (Vec::new(), false)
     };
     // A statement without a result (PREPARE, DEALLOCATE) is exhausted once it ends.
     let exhausted = exhausted || (q.schema().is_none() && q.state().is_final());
     let row_count: usize = batches.iter().map(|b| b.num_rows()).sum();
-    let mut doc = results_document(&q, &base, token, exhausted);
+    let mut doc = results_document(q, &base, token, exhausted);
     // Sized from the last page's bytes per row, so the rows are not copied on growth.
     let guess = paging.row_bytes.map_or(0, |b| (b * 1.1 * row_count as f64) as usize);
-    let as_text = header(&headers, HEADER_ROWS_AS)?.and_then(|name| Delimited::by_name(&name));
+    let as_text = header(headers, HEADER_ROWS_AS)?.and_then(|name| Delimited::by_name(&name));
     let (page, text) = match as_text {
         Some(style) if row_count > 0 => {
             doc["textRows"] = json!(row_count);

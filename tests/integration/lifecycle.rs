@@ -134,12 +134,14 @@ async fn rejected_requests_are_json_and_uris_ignore_untrusted_headers() {
     assert_eq!(resp.status().as_u16(), 400);
     let body: Value = resp.json().await.expect("JSON error body");
     assert_eq!(body["error"]["code"], "BAD_REQUEST", "{body}");
-    // A forged Host or X-Forwarded-Proto does not reach the URIs handed out.
+    // A forged Host or X-Forwarded-Proto does not reach the URIs handed out. The query
+    // takes long enough not to be answered whole in the first response, which then
+    // has a `nextUri`.
     let doc: Value = http
         .post(format!("{base}/v1/statement"))
         .header("Host", "evil.example/steal?")
         .header("X-Forwarded-Proto", "javascript")
-        .body("SELECT 1")
+        .body("SELECT count(*) FROM tpch.sf1.lineitem")
         .send()
         .await
         .unwrap()
@@ -150,6 +152,9 @@ async fn rejected_requests_are_json_and_uris_ignore_untrusted_headers() {
         let uri = doc[key].as_str().unwrap_or_default();
         assert!(uri.starts_with(&format!("{base}/")), "{key} {uri} is not on {base}");
     }
+    let next = doc["nextUri"].as_str().unwrap();
+    assert_eq!(http.delete(next).send().await.unwrap().status().as_u16(), 204);
+    cluster.assert_no_tasks_left().await;
 }
 
 /// `flotilla sql` printing all of sf1 lineitem (6M rows) as CSV keeps its memory flat.

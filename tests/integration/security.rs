@@ -251,7 +251,12 @@ async fn https_logins_and_access_rules() {
         .json()
         .await
         .unwrap();
-    let (id, next) = (first["id"].as_str().unwrap().to_string(), first["nextUri"].as_str().unwrap().to_string());
+    // A query this small may be answered whole in its first response, without a
+    // `nextUri`; its pages are still at the same address.
+    let id = first["id"].as_str().unwrap().to_string();
+    let next = first["nextUri"]
+        .as_str()
+        .map_or_else(|| format!("{}/v1/statement/executing/{id}/1", coordinator.url), String::from);
     let as_reader = |r: reqwest::RequestBuilder| r.basic_auth("reader", Some("reader-pw")).send();
     let listed: Vec<Value> =
         as_reader(trusting.get(format!("{}/v1/query", coordinator.url))).await.unwrap().json().await.unwrap();
