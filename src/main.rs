@@ -222,6 +222,10 @@ enum BenchSuite {
         workers: usize,
         #[arg(long, default_value_t = 200)]
         iterations: usize,
+        /// A running coordinator to measure instead of a local cluster in this process
+        /// (whose servers then share the client's cores and runtime).
+        #[arg(long)]
+        server: Option<String>,
     },
 }
 
@@ -570,8 +574,8 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Bench { suite: BenchSuite::Scheduling { stages, tasks, workers, iterations } } => {
             flotilla::bench::run_scheduling(stages.max(1), tasks.max(1), workers, iterations.max(1)).await
         }
-        Command::Bench { suite: BenchSuite::Latency { sql, workers, iterations } } => {
-            flotilla::bench::run_latency(&sql, workers, iterations).await
+        Command::Bench { suite: BenchSuite::Latency { sql, workers, iterations, server } } => {
+            flotilla::bench::run_latency(&sql, workers, iterations, server).await
         }
         Command::Bench { suite: BenchSuite::Exchange { bytes, iterations } } => {
             flotilla::bench::run_exchange(flotilla::config::parse_bytes(&bytes)?, iterations.max(1)).await

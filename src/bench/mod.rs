@@ -124,11 +124,22 @@ pub async fn run_scheduling(stages: usize, tasks: usize, workers: usize, iterati
 }
 
 /// `flotilla bench latency`: one statement (`SELECT 1` by default) over and over
-/// through the statement protocol against a local cluster; prints the median, the
-/// 90th and 99th percentiles and the slowest run.
-pub async fn run_latency(sql: &str, workers: usize, iterations: usize) -> Result<(), String> {
-    let cluster = LocalCluster::start(workers.max(1), LocalOptions::default()).await?;
-    let client = StatementClient::new(cluster.url());
+/// through the statement protocol against a local cluster, or the coordinator at
+/// `server`; prints the median, the 90th and 99th percentiles and the slowest run.
+pub async fn run_latency(sql: &str, workers: usize, iterations: usize, server: Option<String>) -> Result<(), String> {
+    let (cluster, url) = match &server {
+        Some(s) => (None, s.clone()),
+        None => {
+            let cluster = LocalCluster::start(workers.max(1), LocalOptions::default()).await?;
+            let url = cluster.url().to_string();
+            (Some(cluster), url)
+        }
+    };
+    let where_ = match &server {
+        Some(s) => format!("on {s}"),
+        None => format!("{workers} workers in this process"),
+    };
+    let client = StatementClient::new(url);
     // The first run on a new cluster also waits for what workers build once (the
     // tpch text pool takes about a second): reported apart, not as the tail.
     let t = Instant::now();
@@ -143,13 +154,15 @@ pub async fn run_latency(sql: &str, workers: usize, iterations: usize) -> Result
     times.sort();
     let p = |q: f64| times[((times.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e3;
     println!(
-        "{sql} over the statement protocol, {workers} workers: median {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms ({} runs after a first of {first:.2} ms)",
+        "{sql} over the statement protocol, {where_}: median {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms ({} runs after a first of {first:.2} ms)",
         p(0.5),
         p(0.9),
         p(0.99),
         p(1.0),
         times.len()
     );
-    cluster.shutdown().await;
+    if let Some(cluster) = cluster {
+        cluster.shutdown().await;
+    }
     Ok(())
 }

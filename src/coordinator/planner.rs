@@ -7,7 +7,10 @@ use std::collections::BTreeMap;
 
 use std::sync::Arc;
 
+use datafusion::catalog::{CatalogProviderList, MemoryCatalogProviderList};
+use datafusion::config::TableOptions;
 use datafusion::error::DataFusionError;
+use datafusion::execution::SessionStateDefaults;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 use crate::config::SessionProperties;
@@ -125,7 +128,16 @@ pub fn session_context(
     let broadcast = props.join_max_broadcast_table_size as usize;
     opts.optimizer.hash_join_single_partition_threshold = broadcast;
     opts.optimizer.hash_join_single_partition_threshold_rows = broadcast / 128;
-    let ctx = SessionContext::new_with_config_rt(config, connectors.runtime());
+    // What `SessionStateBuilder::build` would do with this configuration, on a copy of
+    // a state whose functions are already registered.
+    let mut state = connectors.session_template();
+    *state.table_options_mut() = TableOptions::default_from_session_config(config.options());
+    *state.config_mut() = config;
+    let catalogs: Arc<dyn CatalogProviderList> = Arc::new(MemoryCatalogProviderList::new());
+    let default = SessionStateDefaults::default_catalog(state.config(), state.table_factories(), state.runtime_env());
+    catalogs.register_catalog(state.config().options().catalog.default_catalog.clone(), Arc::new(default));
+    state.register_catalog_list(catalogs);
+    let ctx = SessionContext::new_with_state(state);
     connectors.register(&ctx);
     ctx
 }
