@@ -120,6 +120,7 @@ pub async fn plan(request: PlanRequest, sql: String, max_time: Duration) -> Resu
 }
 
 async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> bool) -> Result<Planned, QueryError> {
+    let started = std::time::Instant::now();
     let (ctx, connectors, workers) = (&request.ctx, &request.connectors, request.workers);
     let state = ctx.state();
     let dialect = state.config().options().sql_parser.dialect;
@@ -189,13 +190,22 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
         return Ok(Planned::Query { physical, fragments, analyze, write: Some(w.commit) });
     }
     let pending = super::ddl::before(&logical, connectors, catalog, schema);
+    let logical_done = started.elapsed();
     let df = ctx.execute_logical_plan(logical.clone()).await.map_err(|e| planning_error(&e))?;
     super::ddl::after(ctx, &logical, pending, connectors, catalog, schema).await?;
     let physical = df.create_physical_plan().await.map_err(|e| planning_error(&e))?;
+    let physical_done = started.elapsed();
     let fragments = match reads_tables(&physical, connectors) {
         true => Some(Arc::new(cut(physical.clone(), ctx, connectors)?)),
         false => None,
     };
+    tracing::debug!(
+        query = %request.query_id,
+        parsed_and_logical_us = logical_done.as_micros() as u64,
+        optimized_and_physical_us = (physical_done - logical_done).as_micros() as u64,
+        distributed_and_cut_us = (started.elapsed() - physical_done).as_micros() as u64,
+        "planned"
+    );
     Ok(Planned::Query { physical, fragments, analyze, write: None })
 }
 
@@ -441,7 +451,8 @@ mod tests {
 
     /// A broadcast join's stage waits for its build; the stages feeding its probe side
     /// do not (they fill their buffers meanwhile). A partitioned join's probe-side
-    /// producers still wait for its build.
+    /// producers wait for its build when they gather state (see
+    /// `partitioned_probe_stages_wait_only_when_they_gather_state`).
     #[tokio::test]
     async fn only_the_stage_of_a_broadcast_join_waits_for_its_build() {
         use crate::plan::DependencyKind::{BroadcastJoinBuild, PartitionedJoinBuild};
@@ -466,6 +477,66 @@ mod tests {
             panic!("a distributed plan")
         };
         assert!(f.dependencies().iter().any(|d| d.2 == PartitionedJoinBuild), "{:?}", f.dependencies());
+    }
+
+    /// With every join partitioned, the stages feeding a join's probe side wait for its
+    /// build only when they gather state; a stage that only scans and repartitions
+    /// (q22's `orders`) starts at once. Both kinds occur over these queries.
+    #[tokio::test]
+    async fn partitioned_probe_stages_wait_only_when_they_gather_state() {
+        use crate::plan::fragmenter::streams_only;
+        use crate::plan::DependencyKind::PartitionedJoinBuild;
+        let props = SessionProperties { join_max_broadcast_table_size: 0, ..Default::default() };
+        let (mut waiting, mut streaming_probes) = (0, 0);
+        for q in [include_str!("../../queries/tpch/q11.sql"), include_str!("../../queries/tpch/q22.sql")] {
+            let sql = q.trim().trim_end_matches(';').to_string();
+            let ctx = session_context(&SessionSpec::default(), &props, 2, &Connectors::builtin());
+            let Ok(Planned::Query { fragments: Some(f), .. }) = plan(request(ctx), sql, Duration::from_secs(60)).await
+            else {
+                panic!("a distributed plan")
+            };
+            let deps = f.dependencies();
+            for (_, probe, kind) in &deps {
+                if *kind == PartitionedJoinBuild {
+                    assert!(!streams_only(&f.fragments[*probe].plan), "fragment {probe} streams but waits: {deps:?}");
+                    waiting += 1;
+                }
+            }
+            // Stages that only stream and feed a partitioned join's probe side.
+            for join in &f.fragments {
+                let Some(hj) = find_partitioned_join(&join.plan) else { continue };
+                let mut probe = std::collections::BTreeSet::new();
+                remote_stages(hj.right(), &mut probe);
+                for p in probe.into_iter().filter(|p| streams_only(&f.fragments[*p].plan)) {
+                    assert!(deps.iter().all(|d| d.1 != p), "fragment {p} only streams but waits: {deps:?}");
+                    streaming_probes += 1;
+                }
+            }
+        }
+        assert!(waiting > 0 && streaming_probes > 0, "{waiting} waiting, {streaming_probes} streaming probe stages");
+    }
+
+    fn find_partitioned_join(
+        plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    ) -> Option<&datafusion::physical_plan::joins::HashJoinExec> {
+        use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
+        match (plan.as_ref() as &dyn std::any::Any).downcast_ref::<HashJoinExec>() {
+            Some(j) if *j.partition_mode() == PartitionMode::Partitioned => Some(j),
+            _ => plan.children().into_iter().find_map(find_partitioned_join),
+        }
+    }
+
+    fn remote_stages(
+        plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+        out: &mut std::collections::BTreeSet<usize>,
+    ) {
+        use crate::exchange::remote_source::RemoteSourceExec;
+        match (plan.as_ref() as &dyn std::any::Any).downcast_ref::<RemoteSourceExec>() {
+            Some(r) => {
+                out.insert(r.stage());
+            }
+            None => plan.children().into_iter().for_each(|c| remote_stages(c, out)),
+        }
     }
 
     #[tokio::test]

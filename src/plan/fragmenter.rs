@@ -15,10 +15,15 @@ use std::fmt::Write;
 use std::sync::Arc;
 
 use datafusion::error::{DataFusionError, Result};
+use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
-use datafusion::physical_plan::joins::{CrossJoinExec, HashJoinExec, NestedLoopJoinExec, PartitionMode};
+use datafusion::physical_plan::joins::{
+    CrossJoinExec, HashJoinExec, NestedLoopJoinExec, PartitionMode, SortMergeJoinExec, SymmetricHashJoinExec,
+};
 use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
+use datafusion::physical_plan::windows::{BoundedWindowAggExec, WindowAggExec};
 use datafusion::physical_plan::{displayable, ExecutionPlan, ExecutionPlanProperties};
 use petgraph::graph::DiGraph;
 
@@ -89,6 +94,14 @@ impl FragmentedPlan {
             collect_join_dependencies(&f.plan, f.id, &mut deps);
         }
         deps.retain(|(a, b, _)| *a != 0 && *b != 0 && a != b);
+        // A probe-side stage that only streams rows (scans, filters, projections,
+        // repartitioning) runs while the build is read and stops when its output
+        // buffers fill: it holds nothing else, and its rows are ready when the join
+        // wants them. One that gathers state (a join, an aggregation, a sort) waits, as
+        // in Trino, so that it and the build do not hold their memory at once.
+        deps.retain(|(_, probe, kind)| {
+            *kind != DependencyKind::PartitionedJoinBuild || !streams_only(&self.fragments[*probe].plan)
+        });
         deps
     }
 
@@ -220,6 +233,22 @@ fn collect_join_dependencies(
     for c in plan.children() {
         collect_join_dependencies(c, fragment, deps);
     }
+}
+
+/// Whether `plan` passes rows through without gathering them: no join, aggregation,
+/// sort or window anywhere in it.
+pub(crate) fn streams_only(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    let any = plan.as_ref() as &dyn std::any::Any;
+    let gathers = any.is::<HashJoinExec>()
+        || any.is::<NestedLoopJoinExec>()
+        || any.is::<CrossJoinExec>()
+        || any.is::<SortMergeJoinExec>()
+        || any.is::<SymmetricHashJoinExec>()
+        || any.is::<AggregateExec>()
+        || any.is::<SortExec>()
+        || any.is::<WindowAggExec>()
+        || any.is::<BoundedWindowAggExec>();
+    !gathers && plan.children().into_iter().all(streams_only)
 }
 
 /// Largest estimated build-side scan that every task of a join reads itself instead
