@@ -12,26 +12,22 @@
 //! Each encoded page carries its own schema so that any page can be decoded alone,
 //! whichever token a consumer resumes from; the schema is small next to a page of rows.
 //!
-//! A page decodes into arrays over the received bytes, without a copy, when every
-//! column's values lie at an address their type allows: Arrow copies a column to
-//! realign it otherwise. Decimals need 16 bytes, and they are half of a `lineitem`
-//! row. So each page's IPC stream (whose buffers the writer aligns to 64 bytes from
-//! the stream's start) starts at a multiple of 64 bytes into the body, after its
-//! length and the padding that gets it there, and the `ExchangeClient` gathers the
-//! body into a 64-byte-aligned buffer.
+//! A page decodes into arrays over the received bytes, without a copy: the
+//! `PageAssembler` gathers each page of a body, as its chunks arrive, into a 64-byte
+//! aligned buffer of its own. Arrow copies a column whose values lie at an address
+//! their type does not allow, and decimals (16-byte values, half of a `lineitem` row)
+//! lay 8-byte aligned in a received body; and the page's arrays account for that
+//! page's memory only, not for a whole body they would otherwise point into.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::buffer::Buffer;
+use datafusion::arrow::buffer::{Buffer, MutableBuffer};
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::ipc::reader::StreamDecoder;
 use datafusion::arrow::ipc::writer::StreamWriter;
 
-/// Bytes before each page in a response: its length and the number of zero bytes
-/// between this header and the page, u64 little-endian each.
-const FRAME_HEADER: usize = 16;
-/// Each page starts this far into the body, or a multiple of it.
-pub const PAGE_ALIGNMENT: usize = 64;
+/// Bytes before each page in a response: its length, u64 little-endian.
+const FRAME_HEADER: usize = 8;
 
 /// A batch waiting in an output buffer, and the bytes it counts there.
 #[derive(Debug, Clone)]
@@ -104,72 +100,96 @@ fn data_bytes(batch: &RecordBatch) -> usize {
         .sum()
 }
 
-/// Encodes pages into one response body, `[u64 length][u64 padding][zeros][IPC
-/// stream]...` (little-endian), each stream `PAGE_ALIGNMENT`-aligned from the start.
+/// Encodes pages into one response body, `[u64 little-endian length][IPC stream]...`.
 pub fn frame_pages(pages: &[Page]) -> Result<Bytes, ArrowError> {
     // A page encodes to about its rows' bytes (not the memory its batch holds, which
     // can be far more); the schema adds a little.
-    let guess: usize = pages.iter().map(|p| p.data_bytes() + FRAME_HEADER + PAGE_ALIGNMENT + 1024).sum();
+    let guess: usize = pages.iter().map(|p| p.data_bytes() + FRAME_HEADER + 1024).sum();
     let mut writer = BytesMut::with_capacity(guess).writer();
     for p in pages {
         let at = writer.get_ref().len();
-        let padding = (PAGE_ALIGNMENT - (at + FRAME_HEADER) % PAGE_ALIGNMENT) % PAGE_ALIGNMENT;
         writer.get_mut().put_u64_le(0);
-        writer.get_mut().put_u64_le(padding as u64);
-        writer.get_mut().put_bytes(0, padding);
-        let start = writer.get_ref().len();
         {
             let mut stream = StreamWriter::try_new(&mut writer, &p.batch.schema())?;
             stream.write(&p.batch)?;
             stream.finish()?;
         }
         let out = writer.get_mut();
-        let len = (out.len() - start) as u64;
-        out[at..at + 8].copy_from_slice(&len.to_le_bytes());
+        let len = (out.len() - at - FRAME_HEADER) as u64;
+        out[at..at + FRAME_HEADER].copy_from_slice(&len.to_le_bytes());
     }
     Ok(writer.into_inner().freeze())
 }
 
-/// Splits a response body back into encoded pages, slices of `body`; a truncated body
-/// is an error, never a silently shorter result.
-pub fn unframe_pages(body: &Buffer) -> Result<Vec<Buffer>, String> {
-    let mut pages = Vec::new();
-    let mut at = 0usize;
-    while at < body.len() {
-        let mut header: &[u8] = body
-            .get(at..)
-            .and_then(|b| b.get(..FRAME_HEADER))
-            .ok_or_else(|| "truncated page frame header".to_string())?;
-        let (len, padding) = (header.get_u64_le(), header.get_u64_le());
-        at += FRAME_HEADER;
-        let left = (body.len() - at) as u64;
-        match padding.checked_add(len) {
-            Some(need) if need <= left => {}
-            _ => return Err(format!("truncated page: expected {padding} + {len} bytes, got {left}")),
-        }
-        at += padding as usize;
-        pages.push(body.slice_with_length(at, len as usize));
-        at += len as usize;
-    }
-    Ok(pages)
+/// Splits a response body, fed as it arrives, back into encoded pages, each in a
+/// buffer of its own aligned as Arrow's allocations are (64 bytes). A truncated body is
+/// an error, never a silently shorter result.
+pub struct PageAssembler {
+    header: Vec<u8>,
+    /// The page being gathered and its length.
+    page: Option<(MutableBuffer, usize)>,
+    pages: Vec<Buffer>,
+    /// Largest allocation made ahead of the bytes: a length is the peer's word.
+    prealloc_limit: usize,
 }
 
-/// A body gathered from its chunks into one buffer aligned as Arrow's allocations are
-/// (64 bytes), so that pages framed by `frame_pages` decode without realigning.
-pub struct AlignedBody(datafusion::arrow::buffer::MutableBuffer);
-
-impl AlignedBody {
-    pub fn with_capacity(bytes: usize) -> Self {
-        AlignedBody(datafusion::arrow::buffer::MutableBuffer::with_capacity(bytes))
+impl PageAssembler {
+    /// An assembler for a body of about `expected` bytes (allocated ahead at most).
+    pub fn new(expected: usize) -> Self {
+        PageAssembler {
+            header: Vec::with_capacity(FRAME_HEADER),
+            page: None,
+            pages: Vec::new(),
+            prealloc_limit: expected,
+        }
     }
 
-    pub fn extend(&mut self, chunk: &[u8]) {
-        self.0.extend_from_slice(chunk);
+    pub fn push(&mut self, mut chunk: &[u8]) -> Result<(), String> {
+        while !chunk.is_empty() {
+            match &mut self.page {
+                None => {
+                    let take = (FRAME_HEADER - self.header.len()).min(chunk.len());
+                    self.header.extend_from_slice(&chunk[..take]);
+                    chunk = &chunk[take..];
+                    if self.header.len() == FRAME_HEADER {
+                        let len = self.header.as_slice().get_u64_le();
+                        self.header.clear();
+                        let len = usize::try_from(len).map_err(|_| format!("page of {len} bytes"))?;
+                        self.page = Some((MutableBuffer::with_capacity(len.min(self.prealloc_limit)), len));
+                    }
+                }
+                Some((buffer, len)) => {
+                    let take = (*len - buffer.len()).min(chunk.len());
+                    buffer.extend_from_slice(&chunk[..take]);
+                    chunk = &chunk[take..];
+                }
+            }
+            if let Some((buffer, len)) = &mut self.page {
+                if buffer.len() == *len {
+                    self.pages.push(std::mem::take(buffer).into());
+                    self.page = None;
+                }
+            }
+        }
+        Ok(())
     }
 
-    pub fn finish(self) -> Buffer {
-        self.0.into()
+    pub fn finish(self) -> Result<Vec<Buffer>, String> {
+        if !self.header.is_empty() {
+            return Err("truncated page frame header".into());
+        }
+        if let Some((buffer, len)) = self.page {
+            return Err(format!("truncated page: expected {len} bytes, got {}", buffer.len()));
+        }
+        Ok(self.pages)
     }
+}
+
+/// A whole body split into pages (`PageAssembler` in one go).
+pub fn unframe_pages(body: &[u8]) -> Result<Vec<Buffer>, String> {
+    let mut assembler = PageAssembler::new(body.len());
+    assembler.push(body)?;
+    assembler.finish()
 }
 
 #[cfg(test)]
@@ -185,26 +205,16 @@ mod tests {
             Field::new("s", DataType::Utf8, true),
             Field::new("d", DataType::Decimal128(15, 2), false),
         ]));
+        let decimals = Decimal128Array::from_iter_values((0..n).map(|i| i as i128 * 101));
         RecordBatch::try_new(
             schema,
             vec![
                 Arc::new(Int64Array::from_iter_values(0..n)),
                 Arc::new(StringArray::from_iter((0..n).map(|i| (i % 3 != 0).then(|| format!("v{i}"))))),
-                Arc::new(
-                    Decimal128Array::from_iter_values((0..n).map(|i| i as i128 * 101))
-                        .with_precision_and_scale(15, 2)
-                        .unwrap(),
-                ),
+                Arc::new(decimals.with_precision_and_scale(15, 2).unwrap()),
             ],
         )
         .unwrap()
-    }
-
-    /// The body as the client gathers it.
-    fn received(body: &[u8]) -> Buffer {
-        let mut aligned = AlignedBody::with_capacity(body.len());
-        aligned.extend(body);
-        aligned.finish()
     }
 
     #[test]
@@ -212,7 +222,7 @@ mod tests {
         let pages = vec![Page::new(batch(10)), Page::new(batch(0)), Page::new(batch(3))];
         assert_eq!(pages[0].batch().num_rows(), 10);
         let body = frame_pages(&pages).unwrap();
-        let raw = unframe_pages(&received(&body)).unwrap();
+        let raw = unframe_pages(&body).unwrap();
         assert_eq!(raw.len(), 3);
         let decoded: Vec<RecordBatch> = raw.iter().flat_map(|b| Page::decode(b).unwrap()).collect();
         assert_eq!(decoded[0], batch(10));
@@ -220,23 +230,35 @@ mod tests {
         assert_eq!(decoded[2], batch(3));
         // A slice encodes as its rows only.
         let sliced = batch(10).slice(3, 4);
-        let raw = unframe_pages(&received(&frame_pages(&[Page::new(sliced.clone())]).unwrap())).unwrap();
+        let raw = unframe_pages(&frame_pages(&[Page::new(sliced.clone())]).unwrap()).unwrap();
         assert_eq!(Page::decode(&raw[0]).unwrap(), vec![sliced]);
     }
 
-    /// No column is copied to be realigned, decimals (16-byte values) included, in any
-    /// page of a body, whatever the lengths of the pages before it.
+    /// No column is copied to be realigned, decimals (16-byte values) included, and a
+    /// page's arrays hold that page's bytes only, whatever the chunks the body came in.
     #[test]
-    fn decoded_columns_point_into_the_received_bytes() {
+    fn decoded_columns_point_into_their_page() {
         let pages: Vec<Page> = [1000, 7, 3, 250].into_iter().map(|n| Page::new(batch(n))).collect();
-        let body = received(&frame_pages(&pages).unwrap());
-        let range = body.as_ptr() as usize..body.as_ptr() as usize + body.len();
-        for raw in unframe_pages(&body).unwrap() {
-            assert_eq!(raw.as_ptr() as usize % PAGE_ALIGNMENT, 0, "pages start aligned");
-            let decoded = Page::decode(&raw).unwrap();
+        let body = frame_pages(&pages).unwrap();
+        let mut assembler = PageAssembler::new(body.len());
+        for chunk in body.chunks(7) {
+            assembler.push(chunk).unwrap();
+        }
+        let raw = assembler.finish().unwrap();
+        assert_eq!(raw.len(), pages.len());
+        for (page, want) in raw.iter().zip(&pages) {
+            let range = page.as_ptr() as usize..page.as_ptr() as usize + page.len();
+            let decoded = Page::decode(page).unwrap();
+            assert_eq!(&decoded[0], want.batch());
             for (c, column) in decoded[0].columns().iter().enumerate() {
                 for b in column.to_data().buffers() {
-                    assert!(range.contains(&(b.as_ptr() as usize)), "column {c} was copied out of the body");
+                    assert!(range.contains(&(b.as_ptr() as usize)), "column {c} was copied out of its page");
+                    assert!(
+                        b.capacity() < page.len() + 64,
+                        "column {c} holds {} B of a {} B page",
+                        b.capacity(),
+                        page.len()
+                    );
                 }
             }
         }
@@ -245,12 +267,10 @@ mod tests {
     #[test]
     fn truncated_bodies_are_errors() {
         let body = frame_pages(&[Page::new(batch(5))]).unwrap();
-        assert!(unframe_pages(&received(&body[..body.len() - 1])).is_err());
-        assert!(unframe_pages(&received(&[1, 0, 0, 0])).is_err());
-        // A padding that points past the end.
-        let mut header = vec![0u8; 16];
-        header[8..].copy_from_slice(&u64::MAX.to_le_bytes());
-        assert!(unframe_pages(&received(&header)).is_err());
-        assert!(unframe_pages(&received(&[])).unwrap().is_empty());
+        assert!(unframe_pages(&body[..body.len() - 1]).is_err());
+        assert!(unframe_pages(&[1, 0, 0, 0]).is_err());
+        // A length far beyond the body allocates no more than the body ahead of it.
+        assert!(unframe_pages(&u64::MAX.to_le_bytes()).is_err());
+        assert!(unframe_pages(&[]).unwrap().is_empty());
     }
 }
