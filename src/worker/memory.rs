@@ -28,6 +28,10 @@ use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 /// worker pool's.)
 pub const LOCAL_LIMIT_MARK: &str = "Query exceeded per-node memory limit";
 
+/// Consumers that can spill may hold a query's per-node limit less this fraction of
+/// it (a tenth), which stays for those that cannot.
+const SPILLABLE_HEADROOM_DIVISOR: usize = 10;
+
 /// How much memory a worker's tasks may hold and where they spill.
 #[derive(Debug, Clone)]
 pub struct MemorySettings {
@@ -235,8 +239,16 @@ impl MemoryPool for TaskMemoryPool {
     }
 
     fn try_grow(&self, reservation: &MemoryReservation, additional: usize) -> Result<()> {
+        // Consumers that can spill (sorts, aggregations) stop short of the limit and
+        // spill there, leaving the rest to those that cannot: a spilled sort's merge
+        // grows past the buffer it reserved up front, and with the sorts of the other
+        // partitions holding everything up to the limit it failed the query.
+        let limit = match reservation.consumer().can_spill() {
+            true => self.query.limit - self.query.limit / SPILLABLE_HEADROOM_DIVISOR,
+            false => self.query.limit,
+        };
         let held = self.query.reserved.fetch_add(additional, Ordering::Relaxed);
-        if held + additional > self.query.limit {
+        if held + additional > limit {
             self.query.reserved.fetch_sub(additional, Ordering::Relaxed);
             return Err(DataFusionError::ResourcesExhausted(format!(
                 "{LOCAL_LIMIT_MARK} of {} on worker {}: {} asked for {} more with the query holding {} here \
@@ -318,6 +330,23 @@ mod tests {
         ra.free();
         rb.shrink(100);
         assert_eq!(m.reserved(), 500);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Sorts that can spill stop a tenth short of the query's limit, so a merge that
+    /// cannot spill still finds room.
+    #[test]
+    fn spillable_consumers_leave_a_tenth_of_the_limit_to_the_others() {
+        let (m, dir) = memory(2000, 1000);
+        let (_, task) = m.task_runtime("q", None).unwrap();
+        let task: Arc<dyn MemoryPool> = task;
+        let sort = MemoryConsumer::new("ExternalSorter").with_can_spill(true).register(&task);
+        let merge = MemoryConsumer::new("ExternalSorterMerge").register(&task);
+        sort.try_grow(900).unwrap();
+        let err = sort.try_grow(1).unwrap_err().to_string();
+        assert!(err.contains(LOCAL_LIMIT_MARK) && err.contains("ExternalSorter"), "{err}");
+        merge.try_grow(100).unwrap();
+        assert!(merge.try_grow(1).is_err(), "the limit still holds for all");
         let _ = std::fs::remove_dir_all(dir);
     }
 
