@@ -72,6 +72,8 @@ async fn over_limit_beside_a_small_query(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queries_spill_or_fail_clearly_within_a_200_mib_pool() {
     let spill = std::env::temp_dir().join(format!("flotilla-spill-test-{}", flotilla::util::random_suffix(8)));
+    // Dropped after the cluster (declared before it), however the test ends.
+    let _remove_spill = RemoveOnDrop(spill.clone());
     let spill_arg = spill.display().to_string();
     let c = Cluster::start(2, &["--memory", "200MB", "--spill-path", &spill_arg]).await;
     let client = c.client("sf1");
@@ -139,7 +141,15 @@ async fn queries_spill_or_fail_clearly_within_a_200_mib_pool() {
     assert!(files_below(&spill).is_empty(), "spill files left: {:?}", files_below(&spill));
     c.wait_for_live_workers_exactly(2).await;
     drop(c);
-    let _ = std::fs::remove_dir_all(&spill);
+}
+
+/// Removes a directory the test made, on success and on panic alike.
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// States of every query the coordinator lists.
