@@ -484,7 +484,7 @@ mod tests {
     /// (q22's `orders`) starts at once. Both kinds occur over these queries.
     #[tokio::test]
     async fn partitioned_probe_stages_wait_only_when_they_gather_state() {
-        use crate::plan::fragmenter::streams_only;
+        use crate::plan::fragmenter::{remote_sources, streams_only};
         use crate::plan::DependencyKind::PartitionedJoinBuild;
         let props = SessionProperties { join_max_broadcast_table_size: 0, ..Default::default() };
         let (mut waiting, mut streaming_probes) = (0, 0);
@@ -506,7 +506,7 @@ mod tests {
             for join in &f.fragments {
                 let Some(hj) = find_partitioned_join(&join.plan) else { continue };
                 let mut probe = std::collections::BTreeSet::new();
-                remote_stages(hj.right(), &mut probe);
+                remote_sources(hj.right(), &mut probe);
                 for p in probe.into_iter().filter(|p| streams_only(&f.fragments[*p].plan)) {
                     assert!(deps.iter().all(|d| d.1 != p), "fragment {p} only streams but waits: {deps:?}");
                     streaming_probes += 1;
@@ -523,19 +523,6 @@ mod tests {
         match (plan.as_ref() as &dyn std::any::Any).downcast_ref::<HashJoinExec>() {
             Some(j) if *j.partition_mode() == PartitionMode::Partitioned => Some(j),
             _ => plan.children().into_iter().find_map(find_partitioned_join),
-        }
-    }
-
-    fn remote_stages(
-        plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
-        out: &mut std::collections::BTreeSet<usize>,
-    ) {
-        use crate::exchange::remote_source::RemoteSourceExec;
-        match (plan.as_ref() as &dyn std::any::Any).downcast_ref::<RemoteSourceExec>() {
-            Some(r) => {
-                out.insert(r.stage());
-            }
-            None => plan.children().into_iter().for_each(|c| remote_stages(c, out)),
         }
     }
 

@@ -191,7 +191,8 @@ fn as_<T: 'static>(plan: &Arc<dyn ExecutionPlan>) -> Option<&T> {
     (plan.as_ref() as &dyn std::any::Any).downcast_ref::<T>()
 }
 
-fn remote_sources(plan: &Arc<dyn ExecutionPlan>, out: &mut BTreeSet<usize>) {
+/// The stages `plan` reads through its remote sources.
+pub(crate) fn remote_sources(plan: &Arc<dyn ExecutionPlan>, out: &mut BTreeSet<usize>) {
     if let Some(rs) = as_::<RemoteSourceExec>(plan) {
         out.insert(rs.stage());
     }
