@@ -23,7 +23,7 @@ use futures::StreamExt;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use super::local::{LocalFetch, LocalResults};
-use super::page::{unframe_pages, Page};
+use super::page::{Page, PageAssembler};
 use crate::protocol::{self, ErrorBody, TaskId};
 
 /// Tunables of the exchange, from session properties or the node's configuration.
@@ -172,7 +172,7 @@ enum Fetched {
 /// A page as it arrived: encoded in a response body, or as the batch itself from a
 /// producer in this process.
 enum Received {
-    Encoded(bytes::Bytes),
+    Encoded(datafusion::arrow::buffer::Buffer),
     Batch(Page),
 }
 
@@ -312,8 +312,14 @@ impl Puller {
             .and_then(|v| v.parse::<u64>().ok())
             .ok_or_else(|| "missing next token header".to_string())?;
         let complete = header(protocol::HEADER_BUFFER_COMPLETE).as_deref() == Some("true");
-        let body = response.bytes().await.map_err(|e| format!("reading body failed: {e}"))?;
-        let pages = unframe_pages(body)?.into_iter().map(Received::Encoded).collect();
+        // The length is the peer's word: it sizes allocations only up to what was asked.
+        let expected = response.content_length().unwrap_or(0).min(2 * self.config.max_response_bytes);
+        let mut assembler = PageAssembler::new(expected as usize);
+        let mut response = response;
+        while let Some(chunk) = response.chunk().await.map_err(|e| format!("reading body failed: {e}"))? {
+            assembler.push(&chunk)?;
+        }
+        let pages = assembler.finish()?.into_iter().map(Received::Encoded).collect();
         Ok(Fetched::Pages { pages, next_token, complete })
     }
 

@@ -11,6 +11,7 @@ pub mod output_buffer;
 pub mod page;
 pub mod remote_source;
 pub mod spool;
+pub mod validate;
 
 use datafusion::error::DataFusionError;
 

@@ -12,16 +12,24 @@
 //! Each encoded page carries its own schema so that any page can be decoded alone,
 //! whichever token a consumer resumes from; the schema is small next to a page of rows.
 //!
-//! A page decodes into arrays over the received bytes, without a copy. The length
-//! prefix is 8 bytes because IPC streams are multiples of 8 bytes: every page then
-//! starts 8-byte aligned in the body, and Arrow need not copy a column to realign it.
+//! A page decodes into arrays over the received bytes, without a copy: the
+//! `PageAssembler` gathers each page of a body, as its chunks arrive, into a 64-byte
+//! aligned buffer of its own. Arrow copies a column whose values lie at an address
+//! their type does not allow, and decimals (16-byte values, half of a `lineitem` row)
+//! lay 8-byte aligned in a received body; and the page's arrays account for that
+//! page's memory only, not for a whole body they would otherwise point into.
+
+use std::sync::Arc;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::buffer::Buffer;
+use datafusion::arrow::array::{ArrayData, RecordBatch};
+use datafusion::arrow::buffer::{Buffer, MutableBuffer};
+use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::error::ArrowError;
-use datafusion::arrow::ipc::reader::StreamDecoder;
 use datafusion::arrow::ipc::writer::StreamWriter;
+use datafusion::arrow::ipc::{self, reader::FileDecoder};
+
+use super::validate::check_batch;
 
 /// Bytes before each page in a response: its length, u64 little-endian.
 const FRAME_HEADER: usize = 8;
@@ -74,34 +82,99 @@ impl Page {
     }
 
     /// The batches of one encoded page, whose arrays point into `bytes` (no copy where
-    /// the buffers are aligned).
-    pub fn decode(bytes: &Bytes) -> Result<Vec<RecordBatch>, ArrowError> {
-        let mut buffer = Buffer::from(bytes.clone());
-        let mut decoder = StreamDecoder::new();
-        let mut out = Vec::new();
-        while !buffer.is_empty() {
-            if let Some(batch) = decoder.decode(&mut buffer)? {
-                out.push(batch);
-            }
-        }
-        decoder.finish()?;
-        Ok(out)
+    /// the buffers are aligned). Every batch is checked as Arrow's reader would check
+    /// it (`validate::check_batch`) before it is handed on: bytes from the network are
+    /// not trusted.
+    pub fn decode(bytes: &Buffer) -> Result<Vec<RecordBatch>, ArrowError> {
+        // Building arrays over unchecked bytes can trip one of Arrow's bounds
+        // assertions (a panic, not undefined behaviour): that is a bad page too.
+        std::panic::catch_unwind(|| decode_stream(bytes))
+            .unwrap_or_else(|_| Err(ArrowError::IpcError("malformed page".to_string())))
     }
 }
 
+/// Walks the messages of one IPC stream (schema, dictionaries, batches, end marker).
+/// Arrow's `StreamDecoder` would check every batch its own way whatever it is told;
+/// its `FileDecoder` can leave that to `check_batch`, given where each message lies.
+fn decode_stream(bytes: &Buffer) -> Result<Vec<RecordBatch>, ArrowError> {
+    let malformed = |what: &str| ArrowError::IpcError(format!("malformed page: {what}"));
+    let word = |at: usize| -> Result<i32, ArrowError> {
+        let b = bytes.get(at..at + 4).ok_or_else(|| malformed("truncated message header"))?;
+        Ok(i32::from_le_bytes(b.try_into().expect("4 bytes")))
+    };
+    let (mut at, mut decoder, mut out) = (0usize, None::<FileDecoder>, Vec::new());
+    while at < bytes.len() {
+        // `[0xFFFFFFFF] <metadata length> <metadata> <body>`; a zero length ends it.
+        let (prefix, meta) = match word(at)? {
+            -1 => (8, word(at + 4)?),
+            len => (4, len),
+        };
+        if meta == 0 {
+            break;
+        }
+        let meta = usize::try_from(meta).map_err(|_| malformed("negative metadata length"))?;
+        let header = bytes.get(at + prefix..at + prefix + meta).ok_or_else(|| malformed("truncated metadata"))?;
+        let message = ipc::root_as_message(header).map_err(|e| malformed(&e.to_string()))?;
+        let body = usize::try_from(message.bodyLength()).map_err(|_| malformed("negative body length"))?;
+        let end = (at + prefix + meta).checked_add(body).filter(|e| *e <= bytes.len());
+        let end = end.ok_or_else(|| malformed("truncated body"))?;
+        let block = ipc::Block::new(0, (prefix + meta) as i32, body as i64);
+        let slice = bytes.slice_with_length(at, end - at);
+        match (message.header_type(), &mut decoder) {
+            (ipc::MessageHeader::Schema, None) => {
+                let schema = message.header_as_schema().ok_or_else(|| malformed("schema"))?;
+                let schema = Arc::new(ipc::convert::fb_to_schema(schema));
+                // SAFETY: every batch is checked in full by `check_batch` below before
+                // anything reads its values.
+                decoder = Some(unsafe { FileDecoder::new(schema, message.version()).with_skip_validation(true) });
+            }
+            (ipc::MessageHeader::DictionaryBatch, Some(d)) => d.read_dictionary(&block, &slice)?,
+            (ipc::MessageHeader::RecordBatch, Some(d)) => {
+                if let Some(batch) = d.read_record_batch(&block, &slice)? {
+                    check_batch(&batch)?;
+                    out.push(batch);
+                }
+            }
+            (kind, _) => return Err(malformed(&format!("unexpected {kind:?} message"))),
+        }
+        at = end;
+    }
+    Ok(out)
+}
+
 fn data_bytes(batch: &RecordBatch) -> usize {
-    batch
-        .columns()
-        .iter()
-        .map(|c| c.to_data().get_slice_memory_size().unwrap_or_else(|_| c.get_array_memory_size()))
-        .sum()
+    batch.columns().iter().map(|c| column_bytes(&c.to_data())).sum()
+}
+
+/// A column's bytes as Arrow IPC writes them. Arrow's slice size leaves out the data
+/// buffers of string and binary views (the strings longer than 12 bytes), which the
+/// IPC writer sends whole.
+fn column_bytes(data: &ArrayData) -> usize {
+    let slice = data.get_slice_memory_size().unwrap_or_else(|_| data.get_array_memory_size());
+    let variadic = match data.data_type() {
+        DataType::Utf8View | DataType::BinaryView => data.buffers()[1..].iter().map(|b| b.len()).sum(),
+        _ => 0,
+    };
+    slice + variadic
+}
+
+/// Room for one page's encoding: its bytes, the IPC writer's padding of each buffer
+/// to 64 bytes, and the schema and message headers. A short guess costs a copy of
+/// the whole body when it grows.
+fn encoded_size_guess(page: &Page) -> usize {
+    let buffers: usize = page.batch.columns().iter().map(|c| buffer_count(&c.to_data())).sum();
+    FRAME_HEADER + page.data_bytes + 64 * buffers + 1024 + 256 * page.batch.num_columns()
+}
+
+fn buffer_count(data: &ArrayData) -> usize {
+    1 + data.buffers().len() + data.child_data().iter().map(buffer_count).sum::<usize>()
 }
 
 /// Encodes pages into one response body, `[u64 little-endian length][IPC stream]...`.
 pub fn frame_pages(pages: &[Page]) -> Result<Bytes, ArrowError> {
     // A page encodes to about its rows' bytes (not the memory its batch holds, which
-    // can be far more); the schema adds a little.
-    let guess: usize = pages.iter().map(|p| p.data_bytes() + FRAME_HEADER + 1024).sum();
+    // can be far more).
+    let guess: usize = pages.iter().map(encoded_size_guess).sum();
     let mut writer = BytesMut::with_capacity(guess).writer();
     for p in pages {
         let at = writer.get_ref().len();
@@ -118,38 +191,97 @@ pub fn frame_pages(pages: &[Page]) -> Result<Bytes, ArrowError> {
     Ok(writer.into_inner().freeze())
 }
 
-/// Splits a response body back into encoded pages; a truncated body is an error,
-/// never a silently shorter result.
-pub fn unframe_pages(mut body: Bytes) -> Result<Vec<Bytes>, String> {
-    let mut pages = Vec::new();
-    while body.has_remaining() {
-        if body.remaining() < FRAME_HEADER {
+/// Splits a response body, fed as it arrives, back into encoded pages, each in a
+/// buffer of its own aligned as Arrow's allocations are (64 bytes). A truncated body is
+/// an error, never a silently shorter result.
+pub struct PageAssembler {
+    header: Vec<u8>,
+    /// The page being gathered and its length.
+    page: Option<(MutableBuffer, usize)>,
+    pages: Vec<Buffer>,
+    /// Largest allocation made ahead of the bytes: a length is the peer's word.
+    prealloc_limit: usize,
+}
+
+impl PageAssembler {
+    /// An assembler for a body of about `expected` bytes (allocated ahead at most).
+    pub fn new(expected: usize) -> Self {
+        PageAssembler {
+            header: Vec::with_capacity(FRAME_HEADER),
+            page: None,
+            pages: Vec::new(),
+            prealloc_limit: expected,
+        }
+    }
+
+    pub fn push(&mut self, mut chunk: &[u8]) -> Result<(), String> {
+        while !chunk.is_empty() {
+            match &mut self.page {
+                None => {
+                    let take = (FRAME_HEADER - self.header.len()).min(chunk.len());
+                    self.header.extend_from_slice(&chunk[..take]);
+                    chunk = &chunk[take..];
+                    if self.header.len() == FRAME_HEADER {
+                        let len = self.header.as_slice().get_u64_le();
+                        self.header.clear();
+                        let len = usize::try_from(len).map_err(|_| format!("page of {len} bytes"))?;
+                        self.page = Some((MutableBuffer::with_capacity(len.min(self.prealloc_limit)), len));
+                    }
+                }
+                Some((buffer, len)) => {
+                    let take = (*len - buffer.len()).min(chunk.len());
+                    buffer.extend_from_slice(&chunk[..take]);
+                    chunk = &chunk[take..];
+                }
+            }
+            if let Some((buffer, len)) = &mut self.page {
+                if buffer.len() == *len {
+                    self.pages.push(std::mem::take(buffer).into());
+                    self.page = None;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn finish(self) -> Result<Vec<Buffer>, String> {
+        if !self.header.is_empty() {
             return Err("truncated page frame header".into());
         }
-        let len = body.get_u64_le();
-        if (body.remaining() as u64) < len {
-            return Err(format!("truncated page: expected {len} bytes, got {}", body.remaining()));
+        if let Some((buffer, len)) = self.page {
+            return Err(format!("truncated page: expected {len} bytes, got {}", buffer.len()));
         }
-        pages.push(body.split_to(len as usize));
+        Ok(self.pages)
     }
-    Ok(pages)
+}
+
+/// A whole body split into pages (`PageAssembler` in one go).
+pub fn unframe_pages(body: &[u8]) -> Result<Vec<Buffer>, String> {
+    let mut assembler = PageAssembler::new(body.len());
+    assembler.push(body)?;
+    assembler.finish()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::arrow::array::{Int64Array, StringArray};
+    use datafusion::arrow::array::{Decimal128Array, Int64Array, StringArray};
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use std::sync::Arc;
 
     fn batch(n: i64) -> RecordBatch {
-        let schema =
-            Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false), Field::new("s", DataType::Utf8, true)]));
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, false),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("d", DataType::Decimal128(15, 2), false),
+        ]));
+        let decimals = Decimal128Array::from_iter_values((0..n).map(|i| i as i128 * 101));
         RecordBatch::try_new(
             schema,
             vec![
                 Arc::new(Int64Array::from_iter_values(0..n)),
                 Arc::new(StringArray::from_iter((0..n).map(|i| (i % 3 != 0).then(|| format!("v{i}"))))),
+                Arc::new(decimals.with_precision_and_scale(15, 2).unwrap()),
             ],
         )
         .unwrap()
@@ -160,7 +292,7 @@ mod tests {
         let pages = vec![Page::new(batch(10)), Page::new(batch(0)), Page::new(batch(3))];
         assert_eq!(pages[0].batch().num_rows(), 10);
         let body = frame_pages(&pages).unwrap();
-        let raw = unframe_pages(body).unwrap();
+        let raw = unframe_pages(&body).unwrap();
         assert_eq!(raw.len(), 3);
         let decoded: Vec<RecordBatch> = raw.iter().flat_map(|b| Page::decode(b).unwrap()).collect();
         assert_eq!(decoded[0], batch(10));
@@ -168,28 +300,101 @@ mod tests {
         assert_eq!(decoded[2], batch(3));
         // A slice encodes as its rows only.
         let sliced = batch(10).slice(3, 4);
-        let raw = unframe_pages(frame_pages(&[Page::new(sliced.clone())]).unwrap()).unwrap();
+        let raw = unframe_pages(&frame_pages(&[Page::new(sliced.clone())]).unwrap()).unwrap();
         assert_eq!(Page::decode(&raw[0]).unwrap(), vec![sliced]);
     }
 
+    /// No column is copied to be realigned, decimals (16-byte values) included, and a
+    /// page's arrays hold that page's bytes only, whatever the chunks the body came in.
     #[test]
-    fn decoded_columns_point_into_the_received_bytes() {
-        let body = frame_pages(&[Page::new(batch(1000)), Page::new(batch(7))]).unwrap();
-        let range = body.as_ptr() as usize..body.as_ptr() as usize + body.len();
-        for raw in unframe_pages(body.clone()).unwrap() {
-            assert_eq!((raw.as_ptr() as usize - range.start) % 8, 0, "pages start 8-byte aligned in the body");
-            let decoded = Page::decode(&raw).unwrap();
-            let values = decoded[0].column(0).to_data().buffers()[0].as_ptr() as usize;
-            assert!(range.contains(&values), "the key column was copied out of the body");
+    fn decoded_columns_point_into_their_page() {
+        let pages: Vec<Page> = [1000, 7, 3, 250].into_iter().map(|n| Page::new(batch(n))).collect();
+        let body = frame_pages(&pages).unwrap();
+        let mut assembler = PageAssembler::new(body.len());
+        for chunk in body.chunks(7) {
+            assembler.push(chunk).unwrap();
         }
+        let raw = assembler.finish().unwrap();
+        assert_eq!(raw.len(), pages.len());
+        for (page, want) in raw.iter().zip(&pages) {
+            let range = page.as_ptr() as usize..page.as_ptr() as usize + page.len();
+            let decoded = Page::decode(page).unwrap();
+            assert_eq!(&decoded[0], want.batch());
+            for (c, column) in decoded[0].columns().iter().enumerate() {
+                for b in column.to_data().buffers() {
+                    assert!(range.contains(&(b.as_ptr() as usize)), "column {c} was copied out of its page");
+                    assert!(
+                        b.capacity() < page.len() + 64,
+                        "column {c} holds {} B of a {} B page",
+                        b.capacity(),
+                        page.len()
+                    );
+                }
+            }
+        }
+    }
+
+    fn views(n: usize) -> RecordBatch {
+        use datafusion::arrow::array::StringViewArray;
+        let s =
+            StringViewArray::from_iter((0..n).map(|i| (i % 5 != 0).then(|| format!("comment number {i}, ünïcödé"))));
+        let k = Int64Array::from_iter_values(0..n as i64);
+        RecordBatch::try_from_iter([("k", Arc::new(k) as _), ("s", Arc::new(s) as _)]).unwrap()
+    }
+
+    /// The encoding fits the room made for it (a short guess copies the body as it
+    /// grows), and a page of string views counts its strings' bytes.
+    #[test]
+    fn view_pages_fit_their_guess_and_count_their_strings() {
+        for n in [0, 1, 100, 5000] {
+            let page = Page::new(views(n));
+            let strings: usize =
+                (0..n).filter(|i| i % 5 != 0).map(|i| format!("comment number {i}, ünïcödé").len()).sum();
+            assert!(page.data_bytes() >= strings, "{} < {strings}", page.data_bytes());
+            let body = frame_pages(std::slice::from_ref(&page)).unwrap();
+            assert!(body.len() <= encoded_size_guess(&page), "{} > {}", body.len(), encoded_size_guess(&page));
+        }
+    }
+
+    /// A page whose bytes were changed anywhere decodes to an error or to batches
+    /// Arrow's own full validation accepts; it never panics past `decode`.
+    #[test]
+    fn tampered_pages_decode_to_errors_or_valid_batches() {
+        let body = frame_pages(&[Page::new(views(40)), Page::new(batch(30))]).unwrap();
+        let clean = unframe_pages(&body).unwrap();
+        // A string's byte made invalid UTF-8 is caught.
+        let mut bad = clean[0].to_vec();
+        let at = bad.windows(14).position(|w| w == b"comment number").expect("a string in the page");
+        bad[at + 3] = 0xff;
+        assert!(Page::decode(&Buffer::from_vec(bad)).is_err());
+        let (mut refused, mut accepted) = (0, 0);
+        for page in &clean {
+            for at in 0..page.len() {
+                let mut bytes = page.to_vec();
+                bytes[at] ^= 0x5a;
+                match Page::decode(&Buffer::from_vec(bytes)) {
+                    Err(_) => refused += 1,
+                    Ok(batches) => {
+                        accepted += 1;
+                        for b in &batches {
+                            for c in b.columns() {
+                                c.to_data().validate_full().expect("accepted data is valid");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(refused > 0 && accepted > 0, "{refused} refused, {accepted} accepted");
     }
 
     #[test]
     fn truncated_bodies_are_errors() {
         let body = frame_pages(&[Page::new(batch(5))]).unwrap();
-        let cut = body.slice(0..body.len() - 1);
-        assert!(unframe_pages(cut).is_err());
-        assert!(unframe_pages(Bytes::from_static(&[1, 0, 0, 0])).is_err());
-        assert!(unframe_pages(Bytes::new()).unwrap().is_empty());
+        assert!(unframe_pages(&body[..body.len() - 1]).is_err());
+        assert!(unframe_pages(&[1, 0, 0, 0]).is_err());
+        // A length far beyond the body allocates no more than the body ahead of it.
+        assert!(unframe_pages(&u64::MAX.to_le_bytes()).is_err());
+        assert!(unframe_pages(&[]).unwrap().is_empty());
     }
 }
