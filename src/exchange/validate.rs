@@ -16,6 +16,8 @@ use datafusion::arrow::error::ArrowError;
 
 /// Longest string a view holds inline.
 const MAX_INLINE: u32 = 12;
+/// The high bit of each of the 12 bytes an inline string can take.
+const HIGH_BITS: u128 = 0x8080_8080_8080_8080_8080_8080;
 
 /// Every column of `batch` is valid Arrow data.
 pub fn check_batch(batch: &RecordBatch) -> Result<(), ArrowError> {
@@ -42,29 +44,34 @@ pub fn check_string_views(views: &[u128], buffers: &[Buffer]) -> Result<(), Arro
     // Views need not cover all of a buffer, and what they leave out need not be
     // UTF-8: such a buffer gets the check string by string.
     let whole: Vec<bool> = buffers.iter().map(|b| std::str::from_utf8(b).is_ok()).collect();
-    for (idx, v) in views.iter().enumerate() {
-        let len = *v as u32;
+    let data: Vec<&[u8]> = buffers.iter().map(|b| b.as_slice()).collect();
+    for (idx, &v) in views.iter().enumerate() {
+        let len = v as u32;
         if len <= MAX_INLINE {
-            if len < MAX_INLINE && (v >> (32 + len * 8)) != 0 {
+            // The string is the low `len` bytes of the view's last 12, the rest zero;
+            // when no byte has its high bit set it is ASCII, hence UTF-8.
+            let (inline, used) = (v >> 32, (1u128 << (8 * len)) - 1);
+            if inline & !used != 0 {
                 return Err(invalid(idx, "non-zero padding after an inline string"));
             }
-            let bytes = &v.to_le_bytes()[4..4 + len as usize];
-            if !bytes.is_ascii() && std::str::from_utf8(bytes).is_err() {
+            if inline & HIGH_BITS != 0 && std::str::from_utf8(&v.to_le_bytes()[4..4 + len as usize]).is_err() {
                 return Err(invalid(idx, "not UTF-8"));
             }
             continue;
         }
         let (prefix, index, offset) = ((v >> 32) as u32, (v >> 64) as u32 as usize, (v >> 96) as u32 as usize);
-        let data = buffers.get(index).ok_or_else(|| invalid(idx, "no such data buffer"))?;
+        let text = *data.get(index).ok_or_else(|| invalid(idx, "no such data buffer"))?;
         let end = offset + len as usize;
-        let bytes = data.get(offset..end).ok_or_else(|| invalid(idx, "outside its data buffer"))?;
-        if !bytes.starts_with(&prefix.to_le_bytes()) {
+        if end > text.len() {
+            return Err(invalid(idx, "outside its data buffer"));
+        }
+        if text[offset..offset + 4] != prefix.to_le_bytes() {
             return Err(invalid(idx, "prefix differs from its data"));
         }
         let utf8 = if whole[index] {
-            is_char_boundary(data, offset) && is_char_boundary(data, end)
+            is_char_boundary(text, offset) && is_char_boundary(text, end)
         } else {
-            std::str::from_utf8(bytes).is_ok()
+            std::str::from_utf8(&text[offset..end]).is_ok()
         };
         if !utf8 {
             return Err(invalid(idx, "not UTF-8"));
