@@ -107,6 +107,10 @@ pub struct TaskStart {
     pub codec: FlotillaCodec,
     /// The task's share of the worker's memory pool (its `task_ctx` reserves there).
     pub memory: Arc<super::memory::TaskMemoryPool>,
+    /// Failure injection: the task fails as it starts, before any of its work runs (a
+    /// task failed after starting could finish first, and a test of retries that run
+    /// out would see it succeed).
+    pub fail_injected: bool,
 }
 
 impl SqlTask {
@@ -177,6 +181,10 @@ impl SqlTask {
         });
         task.add_sources(start.sources);
         task.transition(TaskState::Running);
+        if start.fail_injected {
+            task.fail_injected();
+            return Ok(task);
+        }
         // On the compute runtime: CPU-bound operators there cannot starve the task API.
         let driver = crate::runtime::compute().spawn(task.clone().drive(
             exec_plan,

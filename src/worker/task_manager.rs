@@ -182,6 +182,8 @@ impl SqlTaskManager {
             }
             false => None,
         };
+        let fail_injected =
+            self.injector.as_ref().is_some_and(|i| i.find(&id, |k| k == InjectedFailureKind::TaskFailure).is_some());
         let started = SqlTask::start(TaskStart {
             id: id.clone(),
             node_id: self.node_id.clone(),
@@ -197,6 +199,7 @@ impl SqlTaskManager {
             spool: spool.clone(),
             codec: self.codec.clone(),
             memory,
+            fail_injected,
         });
         let task = match started {
             Ok(task) => task,
@@ -207,11 +210,6 @@ impl SqlTaskManager {
                 return Err(WorkerError::BadPlan(e.to_string()));
             }
         };
-        if let Some(inj) = &self.injector {
-            if inj.find(&id, |k| k == InjectedFailureKind::TaskFailure).is_some() {
-                task.fail_injected();
-            }
-        }
         let info = task.info();
         let mut tasks = self.tasks.write();
         if self.deleted_while_creating.lock().remove(&id) {
