@@ -40,6 +40,8 @@ pub struct Page {
     batch: RecordBatch,
     size: usize,
     data_bytes: usize,
+    /// Room for its encoding in a response body (`encoded_size_guess`).
+    encoded_guess: usize,
 }
 
 impl Page {
@@ -47,8 +49,10 @@ impl Page {
     /// buffer's byte limit is there to bound.
     pub fn new(batch: RecordBatch) -> Page {
         let size = batch.get_array_memory_size();
-        let data_bytes = data_bytes(&batch);
-        Page { batch, size, data_bytes }
+        let columns: Vec<ArrayData> = batch.columns().iter().map(|c| c.to_data()).collect();
+        let data_bytes = columns.iter().map(column_bytes).sum();
+        let encoded_guess = encoded_size_guess(&columns, data_bytes);
+        Page { batch, size, data_bytes, encoded_guess }
     }
 
     /// Bytes of the rows' values, about what the page encodes to: the statistics'
@@ -78,7 +82,7 @@ impl Page {
     #[cfg(test)]
     pub(crate) fn counting(size: usize) -> Page {
         let schema = std::sync::Arc::new(datafusion::arrow::datatypes::Schema::empty());
-        Page { batch: RecordBatch::new_empty(schema), size, data_bytes: size }
+        Page { batch: RecordBatch::new_empty(schema), size, data_bytes: size, encoded_guess: size }
     }
 
     /// The batches of one encoded page, whose arrays point into `bytes` (no copy where
@@ -142,10 +146,6 @@ fn decode_stream(bytes: &Buffer) -> Result<Vec<RecordBatch>, ArrowError> {
     Ok(out)
 }
 
-fn data_bytes(batch: &RecordBatch) -> usize {
-    batch.columns().iter().map(|c| column_bytes(&c.to_data())).sum()
-}
-
 /// A column's bytes as Arrow IPC writes them. Arrow's slice size leaves out the data
 /// buffers of string and binary views (the strings longer than 12 bytes), which the
 /// IPC writer sends whole.
@@ -161,9 +161,9 @@ fn column_bytes(data: &ArrayData) -> usize {
 /// Room for one page's encoding: its bytes, the IPC writer's padding of each buffer
 /// to 64 bytes, and the schema and message headers. A short guess costs a copy of
 /// the whole body when it grows.
-fn encoded_size_guess(page: &Page) -> usize {
-    let buffers: usize = page.batch.columns().iter().map(|c| buffer_count(&c.to_data())).sum();
-    FRAME_HEADER + page.data_bytes + 64 * buffers + 1024 + 256 * page.batch.num_columns()
+fn encoded_size_guess(columns: &[ArrayData], data_bytes: usize) -> usize {
+    let buffers: usize = columns.iter().map(buffer_count).sum();
+    FRAME_HEADER + data_bytes + 64 * buffers + 1024 + 256 * columns.len()
 }
 
 fn buffer_count(data: &ArrayData) -> usize {
@@ -174,7 +174,7 @@ fn buffer_count(data: &ArrayData) -> usize {
 pub fn frame_pages(pages: &[Page]) -> Result<Bytes, ArrowError> {
     // A page encodes to about its rows' bytes (not the memory its batch holds, which
     // can be far more).
-    let guess: usize = pages.iter().map(encoded_size_guess).sum();
+    let guess: usize = pages.iter().map(|p| p.encoded_guess).sum();
     let mut writer = BytesMut::with_capacity(guess).writer();
     for p in pages {
         let at = writer.get_ref().len();
@@ -255,19 +255,19 @@ impl PageAssembler {
     }
 }
 
-/// A whole body split into pages (`PageAssembler` in one go).
-pub fn unframe_pages(body: &[u8]) -> Result<Vec<Buffer>, String> {
-    let mut assembler = PageAssembler::new(body.len());
-    assembler.push(body)?;
-    assembler.finish()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use datafusion::arrow::array::{Decimal128Array, Int64Array, StringArray};
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use std::sync::Arc;
+
+    /// A whole body split into pages (`PageAssembler` in one go).
+    fn unframe_pages(body: &[u8]) -> Result<Vec<Buffer>, String> {
+        let mut assembler = PageAssembler::new(body.len());
+        assembler.push(body)?;
+        assembler.finish()
+    }
 
     fn batch(n: i64) -> RecordBatch {
         let schema = Arc::new(Schema::new(vec![
@@ -352,7 +352,7 @@ mod tests {
                 (0..n).filter(|i| i % 5 != 0).map(|i| format!("comment number {i}, ünïcödé").len()).sum();
             assert!(page.data_bytes() >= strings, "{} < {strings}", page.data_bytes());
             let body = frame_pages(std::slice::from_ref(&page)).unwrap();
-            assert!(body.len() <= encoded_size_guess(&page), "{} > {}", body.len(), encoded_size_guess(&page));
+            assert!(body.len() <= page.encoded_guess, "{} > {}", body.len(), page.encoded_guess);
         }
     }
 
