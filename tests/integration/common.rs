@@ -290,6 +290,16 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// A loopback port that refuses connections for as long as the returned socket lives:
+/// bound, so no other process (another test's server) can take it, but never
+/// listening, so the kernel answers every connection with a reset.
+pub fn refusing_port() -> (tokio::net::TcpSocket, u16) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    (socket, port)
+}
+
 /// A cluster started from configuration directories under `root`: the coordinator's
 /// (`node.data-dir` below it, so catalogs keep their tables) on a fixed port, and
 /// one per worker, every node with the given catalogs besides `tpch`.

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use flotilla::local::TPCH_QUERIES;
 
-use super::common::{assert_same_rows, free_port, oracle, EtcCluster};
+use super::common::{assert_same_rows, free_port, oracle, refusing_port, EtcCluster};
 
 const TABLES: [&str; 8] = ["nation", "region", "part", "supplier", "partsupp", "customer", "orders", "lineitem"];
 const BUCKET: &str = "flotilla-test";
@@ -89,9 +89,11 @@ async fn tpch_in_a_bucket_is_written_read_and_survives_a_killed_worker() {
              s3.path-style-access=true\ns3.aws-access-key=testing\ns3.aws-secret-key=testing\n"
         )
     };
-    // `gone` points at a port nobody listens on; a bucket's client comes from the
-    // catalog whose allowed locations name the bucket, so it has a bucket of its own.
-    let closed = format!("http://127.0.0.1:{}", free_port());
+    // `gone` points at a port nobody listens on (held, so that no other test's
+    // server can take it meanwhile); a bucket's client comes from the catalog whose
+    // allowed locations name the bucket, so it has a bucket of its own.
+    let (_refusing, closed_port) = refusing_port();
+    let closed = format!("http://127.0.0.1:{closed_port}");
     let lake_catalog = s3(&moto.endpoint, &format!("s3://{BUCKET}/,s3://flotilla-missing/"))
         + &format!("files.warehouse=s3://{BUCKET}/warehouse\n");
     let gone_catalog = s3(&closed, "s3://flotilla-gone/");
