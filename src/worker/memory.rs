@@ -125,6 +125,12 @@ impl WorkerMemory {
         &self.settings
     }
 
+    /// The worker's own spill directory, gone; the shared parent stays (other
+    /// workers on this machine may spill there).
+    pub fn remove_spill_dir(&self) {
+        let _ = std::fs::remove_dir_all(self.settings.spill_path.join(&self.node_id));
+    }
+
     /// Bytes reserved in the pool now, by every task.
     pub fn reserved(&self) -> usize {
         self.pool.reserved()

@@ -94,8 +94,11 @@ impl SqlTaskManager {
     }
 
     /// Deletes the spool directory (worker shutdown, after every task is aborted).
+    /// Removes the worker's spool and spill directories (at shutdown, with every
+    /// task aborted).
     pub fn remove_spool_root(&self) {
         let _ = std::fs::remove_dir_all(&self.spool_root);
+        self.memory.remove_spill_dir();
     }
 
     pub fn node_id(&self) -> &str {

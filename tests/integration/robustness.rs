@@ -225,8 +225,12 @@ async fn tasks_of_a_killed_coordinator_expire_on_the_workers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_worker_stops_on_sigterm() {
     // SIGTERM drains: the running query may finish within the grace period, and after
-    // it the worker stops anyway, aborting what is left.
-    let mut cluster = Cluster::start(1, &["--shutdown-grace-period", "1s"]).await;
+    // it the worker stops anyway, aborting what is left, and its spill directory.
+    let spill = std::env::temp_dir().join(format!("flotilla-spill-it-{}", flotilla::util::random_suffix(8)));
+    let spill_arg = spill.display().to_string();
+    let mut cluster = Cluster::start(1, &["--shutdown-grace-period", "1s", "--spill-path", &spill_arg]).await;
+    let made: Vec<_> = std::fs::read_dir(&spill).expect("the worker makes its spill directory").collect();
+    assert_eq!(made.len(), 1, "one directory, the worker's own");
     cluster.start_statement("sf0_1", CROSS_JOIN).await;
     cluster.wait_for_tasks(1).await;
     let pid = cluster.workers[0].child.id();
@@ -251,4 +255,7 @@ async fn a_busy_worker_stops_on_sigterm() {
     };
     println!("busy worker exited {:?} after SIGTERM ({status})", signalled.elapsed());
     assert!(status.success(), "{status}");
+    let left: Vec<_> = std::fs::read_dir(&spill).unwrap().map(|e| e.unwrap().path()).collect();
+    let _ = std::fs::remove_dir_all(&spill);
+    assert!(left.is_empty(), "a stopped worker left {left:?} in its spill path");
 }
