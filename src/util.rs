@@ -144,6 +144,31 @@ impl Drop for EchoOff {
     }
 }
 
+thread_local! {
+    static QUIET_PANICS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f`; a panic inside becomes `None`, without the message and backtrace the
+/// panic hook would print. For checking untrusted bytes by letting a library's own
+/// bounds assertions fire (an Arrow page with bad offsets): there the panic is the
+/// answer "malformed", not a bug worth a backtrace in the worker's log. Panics on
+/// other threads, and outside `f`, still reach the previous hook.
+pub fn catch_quietly<R>(f: impl FnOnce() -> R + std::panic::UnwindSafe) -> Option<R> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET_PANICS.with(|q| q.get()) {
+                previous(info)
+            }
+        }));
+    });
+    let outer = QUIET_PANICS.with(|q| q.replace(true));
+    let result = std::panic::catch_unwind(f);
+    QUIET_PANICS.with(|q| q.set(outer));
+    result.ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,5 +183,13 @@ mod tests {
         assert_eq!(announced_url("http", wildcard, Some("http://w1.example:8081/")), "http://w1.example:8081");
         assert_eq!(announced_url("https", wildcard, Some("10.1.2.3")), "https://10.1.2.3:8081");
         assert_eq!(announced_url("http", wildcard, Some("fd00::3")), "http://[fd00::3]:8081");
+    }
+
+    #[test]
+    fn a_quiet_panic_is_none_and_the_thread_is_loud_again_after() {
+        assert_eq!(catch_quietly(|| 7), Some(7));
+        assert_eq!(catch_quietly(|| -> u8 { panic!("bad offsets") }), None);
+        assert_eq!(catch_quietly(|| catch_quietly(|| -> u8 { panic!("inner") }).is_none()), Some(true));
+        assert!(!QUIET_PANICS.with(|q| q.get()), "the flag is restored");
     }
 }

@@ -92,8 +92,8 @@ impl Page {
     pub fn decode(bytes: &Buffer) -> Result<Vec<RecordBatch>, ArrowError> {
         // Building arrays over unchecked bytes can trip one of Arrow's bounds
         // assertions (a panic, not undefined behaviour): that is a bad page too.
-        std::panic::catch_unwind(|| decode_stream(bytes))
-            .unwrap_or_else(|_| Err(ArrowError::IpcError("malformed page".to_string())))
+        crate::util::catch_quietly(|| decode_stream(bytes))
+            .unwrap_or_else(|| Err(ArrowError::IpcError("malformed page".to_string())))
     }
 }
 
