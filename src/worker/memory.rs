@@ -28,8 +28,8 @@ use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 /// worker pool's.)
 pub const LOCAL_LIMIT_MARK: &str = "Query exceeded per-node memory limit";
 
-/// Consumers that can spill may hold a query's per-node limit less this fraction of
-/// it (a tenth), which stays for those that cannot.
+/// Consumers that can spill may hold a query's per-node limit, and the worker's pool,
+/// less this fraction of it (a tenth), which stays for those that cannot.
 const SPILLABLE_HEADROOM_DIVISOR: usize = 10;
 
 /// How much memory a worker's tasks may hold and where they spill.
@@ -266,6 +266,24 @@ impl MemoryPool for TaskMemoryPool {
                 human(held),
             )));
         }
+        // The same tenth of the worker's pool stays free of them too: with the sorts of
+        // two queries each within its own limit, the pool's fair shares let them fill
+        // it whole, and the first merge of either failed.
+        if let (true, MemoryLimit::Finite(size)) = (reservation.consumer().can_spill(), self.inner.memory_limit()) {
+            let in_pool = self.inner.reserved();
+            if in_pool + additional > size - size / SPILLABLE_HEADROOM_DIVISOR {
+                self.query.reserved.fetch_sub(additional, Ordering::Relaxed);
+                return Err(DataFusionError::ResourcesExhausted(format!(
+                    "the memory pool of worker {} ({}) holds {}: {} asked for {} more, and operators that can \
+                     spill keep a tenth of the pool free",
+                    self.node_id,
+                    human(size),
+                    human(in_pool),
+                    reservation.consumer().name(),
+                    human(additional),
+                )));
+            }
+        }
         if let Err(e) = self.inner.try_grow(reservation, additional) {
             self.query.reserved.fetch_sub(additional, Ordering::Relaxed);
             return Err(e);
@@ -353,6 +371,28 @@ mod tests {
         assert!(err.contains(LOCAL_LIMIT_MARK) && err.contains("ExternalSorter"), "{err}");
         merge.try_grow(100).unwrap();
         assert!(merge.try_grow(1).is_err(), "the limit still holds for all");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Two queries' sorts, each within its own limit, leave a tenth of the worker's
+    /// pool to the merges; the pool's fair shares alone would let them fill it.
+    #[test]
+    fn spillable_consumers_of_all_queries_leave_a_tenth_of_the_pool() {
+        let (m, dir) = memory(1000, 1000);
+        let (_, a) = m.task_runtime("a", None).unwrap();
+        let (_, b) = m.task_runtime("b", None).unwrap();
+        let (a, b): (Arc<dyn MemoryPool>, Arc<dyn MemoryPool>) = (a, b);
+        let sort_a = MemoryConsumer::new("ExternalSorter").with_can_spill(true).register(&a);
+        let sort_b = MemoryConsumer::new("ExternalSorter").with_can_spill(true).register(&b);
+        sort_a.try_grow(500).unwrap();
+        sort_b.try_grow(400).unwrap();
+        let err = sort_b.try_grow(1).unwrap_err().to_string();
+        assert!(err.contains("a tenth of the pool") && err.contains("w1"), "{err}");
+        assert!(!err.contains(LOCAL_LIMIT_MARK), "not the query's limit: {err}");
+        let merge = MemoryConsumer::new("ExternalSorterMerge").register(&b);
+        merge.try_grow(100).unwrap();
+        assert!(merge.try_grow(1).is_err(), "the pool is full");
+        assert_eq!(m.reserved(), 1000);
         let _ = std::fs::remove_dir_all(dir);
     }
 
