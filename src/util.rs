@@ -169,6 +169,45 @@ pub fn catch_quietly<R>(f: impl FnOnce() -> R + std::panic::UnwindSafe) -> Optio
     result.ok()
 }
 
+/// Names the process owning a worker's directory (its spool, its spill files).
+pub const OWNER_FILE: &str = "owner.pid";
+
+/// Makes `dir` an empty directory owned by this process, after removing the sibling
+/// directories whose owning process is gone: a worker killed, or a test's cluster
+/// torn down, before it could clean up. Siblings of live processes (the other
+/// workers of `flotilla local`) and directories without an owner file (not ours)
+/// are left alone.
+pub fn prepare_owned_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    if let Some(parent) = dir.parent() {
+        sweep_dead_owners(parent);
+    }
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join(OWNER_FILE), std::process::id().to_string())
+}
+
+fn sweep_dead_owners(parent: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let owner = std::fs::read_to_string(path.join(OWNER_FILE)).ok().and_then(|t| t.trim().parse::<u32>().ok());
+        if let Some(pid) = owner.filter(|pid| path.is_dir() && !process_alive(*pid)) {
+            tracing::info!(pid, "removing the directory of a worker that is gone: {}", path.display());
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
+}
+
+/// Whether a process exists; without /proc nothing counts as gone, so nothing is swept.
+fn process_alive(pid: u32) -> bool {
+    let proc_root = std::path::Path::new("/proc");
+    !proc_root.is_dir() || proc_root.join(pid.to_string()).exists()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

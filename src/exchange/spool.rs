@@ -178,45 +178,10 @@ pub fn read_spooled(
     Ok(BufferResult { pages, next_token: next, complete: next == batches })
 }
 
-/// Names the process owning a worker's spool directory.
-const OWNER_FILE: &str = "owner.pid";
-
 /// Makes `dir` (`<spool root>/<node id>`) the empty spool directory of this worker,
-/// marked with the owning process, and first removes sibling directories of workers
-/// whose process is gone (killed before they could clean up). Siblings of live
-/// processes, e.g. the other workers of `flotilla local`, are left alone.
+/// first removing those of workers whose process is gone (`util::prepare_owned_dir`).
 pub fn prepare_spool_root(dir: &Path) -> std::io::Result<()> {
-    if let Some(parent) = dir.parent() {
-        sweep_dead_owners(parent);
-    }
-    match std::fs::remove_dir_all(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    std::fs::create_dir_all(dir)?;
-    std::fs::write(dir.join(OWNER_FILE), std::process::id().to_string())
-}
-
-fn sweep_dead_owners(parent: &Path) {
-    let Ok(entries) = std::fs::read_dir(parent) else { return };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let is_worker_dir = path.is_dir() && entry.file_name().to_string_lossy().starts_with("worker-");
-        let owner = std::fs::read_to_string(path.join(OWNER_FILE)).ok().and_then(|t| t.trim().parse::<u32>().ok());
-        if let (true, Some(pid)) = (is_worker_dir, owner) {
-            if !process_alive(pid) {
-                tracing::info!("removing the spool of a worker that is gone: {}", path.display());
-                let _ = std::fs::remove_dir_all(&path);
-            }
-        }
-    }
-}
-
-/// Whether a process exists; without /proc nothing counts as gone, so nothing is swept.
-fn process_alive(pid: u32) -> bool {
-    let proc_root = Path::new("/proc");
-    !proc_root.is_dir() || proc_root.join(pid.to_string()).exists()
+    crate::util::prepare_owned_dir(dir)
 }
 
 #[cfg(test)]
@@ -282,7 +247,10 @@ mod tests {
         let dead = root.join("worker-1-dead");
         std::fs::create_dir_all(dead.join("q.1.0.0")).unwrap();
         // No process has this pid (above the kernel's pid_max).
-        std::fs::write(dead.join(OWNER_FILE), "4194305").unwrap();
+        std::fs::write(dead.join(crate::util::OWNER_FILE), "4194305").unwrap();
+        let dead_named_otherwise = root.join("node-7");
+        std::fs::create_dir_all(&dead_named_otherwise).unwrap();
+        std::fs::write(dead_named_otherwise.join(crate::util::OWNER_FILE), "4194305").unwrap();
         let sibling = root.join("worker-2-live");
         prepare_spool_root(&sibling).unwrap();
         std::fs::create_dir_all(sibling.join("q.1.0.0")).unwrap();
@@ -292,10 +260,11 @@ mod tests {
         prepare_spool_root(&me).unwrap();
         if Path::new("/proc").is_dir() {
             assert!(!dead.exists(), "the dead worker's spool is swept");
+            assert!(!dead_named_otherwise.exists(), "whatever the node id (node.id)");
         }
         assert!(sibling.join("q.1.0.0").exists(), "a live worker's spool stays");
         assert!(foreign.exists());
-        assert_eq!(std::fs::read_to_string(me.join(OWNER_FILE)).unwrap(), std::process::id().to_string());
+        assert_eq!(std::fs::read_to_string(me.join(crate::util::OWNER_FILE)).unwrap(), std::process::id().to_string());
         std::fs::remove_dir_all(&root).unwrap();
     }
 

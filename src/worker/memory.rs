@@ -103,8 +103,10 @@ impl WorkerMemory {
             let fair = FairSpillPool::new(settings.pool_bytes);
             Arc::new(TrackConsumersPool::new(fair, NonZeroUsize::new(3).expect("three is not zero")))
         };
+        // Marked as this process's, so that the next worker to start here removes it
+        // if this one is killed before it can.
         let dir = settings.spill_path.join(node_id);
-        std::fs::create_dir_all(&dir).map_err(|e| {
+        crate::util::prepare_owned_dir(&dir).map_err(|e| {
             DataFusionError::Execution(format!("cannot make the spill directory {}: {e}", dir.display()))
         })?;
         let disk = DiskManager::builder()
