@@ -16,6 +16,11 @@ use flotilla::local::TPCH_QUERIES;
 
 use super::common::{assert_same_rows, files_below, oracle, query_info, Cluster};
 
+/// Spill files below `dir`: every file but the workers' owner marks.
+fn spill_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    files_below(dir).into_iter().filter(|p| p.file_name().is_none_or(|n| n != flotilla::util::OWNER_FILE)).collect()
+}
+
 /// Spilled bytes and peak memory over the query's tasks, from query info; each
 /// stage's and the query's totals must be their tasks' sums.
 async fn spilled_and_peak(base: &str, id: &str) -> (u64, u64) {
@@ -96,7 +101,7 @@ async fn queries_spill_or_fail_clearly_within_a_200_mib_pool() {
             Err(e) => panic!("q{q}: {e}"),
         }
         c.assert_no_tasks_left().await;
-        assert!(files_below(&spill).is_empty(), "spill files left after q{q}: {:?}", files_below(&spill));
+        assert!(spill_files(&spill).is_empty(), "spill files left after q{q}: {:?}", spill_files(&spill));
     }
     // With spill_enabled, joins are sort-merge joins whose sorts spill: the queries
     // whose hash joins did not fit finish in the same pool.
@@ -109,7 +114,7 @@ async fn queries_spill_or_fail_clearly_within_a_200_mib_pool() {
         println!("q{q} with spill_enabled: right, spilled {spilled} B, task peaks {peak} B");
         spilled_somewhere |= spilled > 0;
         c.assert_no_tasks_left().await;
-        assert!(files_below(&spill).is_empty(), "spill files left after q{q}: {:?}", files_below(&spill));
+        assert!(spill_files(&spill).is_empty(), "spill files left after q{q}: {:?}", spill_files(&spill));
     }
 
     // A sort of all of lineitem by a text column cannot fit in its share of the
@@ -124,7 +129,7 @@ async fn queries_spill_or_fail_clearly_within_a_200_mib_pool() {
     assert!(spilled_somewhere, "a 200 MiB pool makes the sort spill");
     assert!(got.stats["spilledBytes"].as_u64().unwrap_or(0) <= spilled, "{}", got.stats);
     c.assert_no_tasks_left().await;
-    assert!(files_below(&spill).is_empty(), "spill files left after the sort: {:?}", files_below(&spill));
+    assert!(spill_files(&spill).is_empty(), "spill files left after the sort: {:?}", spill_files(&spill));
     c.wait_for_live_workers_exactly(2).await;
 
     // One query's share of a worker: over it the query fails, naming the limit; a
@@ -138,7 +143,7 @@ async fn queries_spill_or_fail_clearly_within_a_200_mib_pool() {
     )
     .await;
     c.assert_no_tasks_left().await;
-    assert!(files_below(&spill).is_empty(), "spill files left: {:?}", files_below(&spill));
+    assert!(spill_files(&spill).is_empty(), "spill files left: {:?}", spill_files(&spill));
     c.wait_for_live_workers_exactly(2).await;
     drop(c);
 }
