@@ -32,6 +32,11 @@ pub const LOCAL_LIMIT_MARK: &str = "Query exceeded per-node memory limit";
 /// less this fraction of it (a tenth), which stays for those that cannot.
 const SPILLABLE_HEADROOM_DIVISOR: usize = 10;
 
+/// What consumers that can spill may hold of `limit`.
+fn spillable_share(limit: usize) -> usize {
+    limit - limit / SPILLABLE_HEADROOM_DIVISOR
+}
+
 /// How much memory a worker's tasks may hold and where they spill.
 #[derive(Debug, Clone)]
 pub struct MemorySettings {
@@ -252,7 +257,7 @@ impl MemoryPool for TaskMemoryPool {
         // grows past the buffer it reserved up front, and with the sorts of the other
         // partitions holding everything up to the limit it failed the query.
         let limit = match reservation.consumer().can_spill() {
-            true => self.query.limit - self.query.limit / SPILLABLE_HEADROOM_DIVISOR,
+            true => spillable_share(self.query.limit),
             false => self.query.limit,
         };
         let held = self.query.reserved.fetch_add(additional, Ordering::Relaxed);
@@ -273,7 +278,7 @@ impl MemoryPool for TaskMemoryPool {
         // it whole, and the first merge of either failed.
         if let (true, MemoryLimit::Finite(size)) = (reservation.consumer().can_spill(), self.inner.memory_limit()) {
             let in_pool = self.inner.reserved();
-            if in_pool + additional > size - size / SPILLABLE_HEADROOM_DIVISOR {
+            if in_pool + additional > spillable_share(size) {
                 self.query.reserved.fetch_sub(additional, Ordering::Relaxed);
                 return Err(DataFusionError::ResourcesExhausted(format!(
                     "the memory pool of worker {} ({}) holds {}: {} asked for {} more, and operators that can \

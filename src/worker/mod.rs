@@ -233,7 +233,7 @@ impl WorkerHandle {
     pub async fn shutdown(self) {
         crate::exchange::local::unregister(&self.url);
         self.manager.abort_all();
-        self.manager.remove_spool_root();
+        self.manager.remove_worker_dirs();
         let _ = self.stop.send(true);
         let _ = self.server.await;
     }

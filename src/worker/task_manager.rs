@@ -93,10 +93,9 @@ impl SqlTaskManager {
         let _ = rx.wait_for(|s| *s).await;
     }
 
-    /// Deletes the spool directory (worker shutdown, after every task is aborted).
     /// Removes the worker's spool and spill directories (at shutdown, with every
     /// task aborted).
-    pub fn remove_spool_root(&self) {
+    pub fn remove_worker_dirs(&self) {
         let _ = std::fs::remove_dir_all(&self.spool_root);
         self.memory.remove_spill_dir();
     }
