@@ -49,10 +49,18 @@ pub struct SessionProperties {
     /// Largest estimated build side a join broadcasts to every task of its probe
     /// side instead of repartitioning both sides (Trino's name).
     pub join_max_broadcast_table_size: u64,
+    /// Largest number of rows, by the tables' statistics, a query's scans may read for
+    /// it to run as one task on one worker instead of stages over the cluster.
+    pub single_task_max_rows: u64,
 }
 
 /// Default of `join_max_broadcast_table_size`.
 pub const DEFAULT_JOIN_MAX_BROADCAST: u64 = 100 << 20;
+
+/// Default of `single_task_max_rows`: a few million rows, which one node scans, joins
+/// and aggregates in tens of milliseconds, where a distributed plan's stages, tasks and
+/// exchanges cost 10 to 30 ms more (TPC-H q2, q11, q16 and q22 at sf1).
+pub const DEFAULT_SINGLE_TASK_MAX_ROWS: u64 = 3_000_000;
 
 impl Default for SessionProperties {
     fn default() -> Self {
@@ -72,6 +80,7 @@ impl Default for SessionProperties {
             query_max_memory: None,
             spill_enabled: false,
             join_max_broadcast_table_size: DEFAULT_JOIN_MAX_BROADCAST,
+            single_task_max_rows: DEFAULT_SINGLE_TASK_MAX_ROWS,
         }
     }
 }
@@ -204,6 +213,15 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         description: "largest estimated build side a join broadcasts to every task of its probe side instead of repartitioning both sides (0B to 4GB; 0B never broadcasts)",
         set: |p, v| {
             p.join_max_broadcast_table_size = bytes_between("join_max_broadcast_table_size", v, 0, MAX_BUFFER_BYTES)?;
+            Ok(())
+        },
+    },
+    PropertyDef {
+        name: "single_task_max_rows",
+        default: "3000000",
+        description: "a query whose table scans read at most this many rows, by the tables' statistics, runs whole as one task on one worker, its exchanges inside that task (0 to 10^12; 0 always distributes)",
+        set: |p, v| {
+            p.single_task_max_rows = count("single_task_max_rows", v, 0, 1_000_000_000_000)? as u64;
             Ok(())
         },
     },

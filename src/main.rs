@@ -76,6 +76,10 @@ enum Command {
         /// Users' groups for the access rules (group:user1,user2 lines).
         #[arg(long)]
         groups_file: Option<std::path::PathBuf>,
+        /// The default of a session property for every query, NAME=VALUE (repeatable;
+        /// the same as NAME with dashes in config.properties; a client's value wins).
+        #[arg(long = "session", value_name = "NAME=VALUE")]
+        session_defaults: Vec<String>,
     },
     /// Run a worker that joins a coordinator.
     Worker {
@@ -373,6 +377,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             password_file,
             access_rules,
             groups_file,
+            session_defaults,
         } => {
             use flotilla::coordinator::CoordinatorConfig;
             let etc = node.etc()?;
@@ -396,6 +401,14 @@ async fn run(cli: Cli) -> Result<(), String> {
             }
             if let Some(n) = max_queued_queries {
                 config.admission.max_queued = n;
+            }
+            for entry in session_defaults {
+                let (name, value) = entry
+                    .split_once('=')
+                    .ok_or_else(|| format!("--session {entry}: expected NAME=VALUE"))?;
+                let one = [(name.trim().to_string(), value.trim().to_string())].into_iter().collect();
+                flotilla::config::SessionProperties::parse(&one).map_err(|e| format!("--session {entry}: {e}"))?;
+                config.session_defaults.extend(one);
             }
             node.apply(
                 &mut config.shared_secret,

@@ -203,6 +203,7 @@ async fn execute(
         access,
         query_id: q.id.to_string(),
         workers: workers.len(),
+        single_task_max_rows: usize::try_from(props.single_task_max_rows).unwrap_or(usize::MAX),
     };
     let (physical, fragments, analyze) =
         match super::planning::plan(request, sql, props.query_max_planning_time).await? {

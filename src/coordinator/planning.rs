@@ -25,7 +25,7 @@ use super::table_commit::TableCommit;
 use super::write;
 use crate::connector::Connectors;
 use crate::plan::distribute::prepare_for_distribution;
-use crate::plan::fragmenter::{fragment_plan, reads_tables, FragmentedPlan};
+use crate::plan::fragmenter::{fragment_plan, reads_tables, scanned_rows, single_task_plan, FragmentedPlan};
 use crate::scheduling::pipelined::task_count;
 use crate::security::{Access, AccessRules, Identity};
 
@@ -84,6 +84,8 @@ pub struct PlanRequest {
     pub access: Option<AccessCheck>,
     pub query_id: String,
     pub workers: usize,
+    /// `single_task_max_rows`: see `cut`.
+    pub single_task_max_rows: usize,
 }
 
 pub async fn plan(request: PlanRequest, sql: String, max_time: Duration) -> Result<Planned, QueryError> {
@@ -122,6 +124,7 @@ pub async fn plan(request: PlanRequest, sql: String, max_time: Duration) -> Resu
 async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> bool) -> Result<Planned, QueryError> {
     let started = std::time::Instant::now();
     let (ctx, connectors, workers) = (&request.ctx, &request.connectors, request.workers);
+    let single_task_max_rows = request.single_task_max_rows;
     let state = ctx.state();
     let dialect = state.config().options().sql_parser.dialect;
     let normalize = state.config().options().sql_parser.enable_ident_normalization;
@@ -150,7 +153,7 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
         let physical = state.create_physical_plan(&explain.plan).await.map_err(|e| planning_error(&e))?;
         let graphviz = matches!(explain.explain_format, datafusion::common::format::ExplainFormat::Graphviz);
         let text = if reads_tables(&physical, connectors) {
-            let fragmented = cut(physical, ctx, connectors)?;
+            let fragmented = cut(physical, ctx, connectors, single_task_max_rows)?;
             if graphviz {
                 fragmented.to_dot()
             } else {
@@ -196,7 +199,7 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
     let physical = df.create_physical_plan().await.map_err(|e| planning_error(&e))?;
     let physical_done = started.elapsed();
     let fragments = match reads_tables(&physical, connectors) {
-        true => Some(Arc::new(cut(physical.clone(), ctx, connectors)?)),
+        true => Some(Arc::new(cut(physical.clone(), ctx, connectors, single_task_max_rows)?)),
         false => None,
     };
     tracing::debug!(
@@ -336,11 +339,22 @@ pub fn accesses(logical: &LogicalPlan, catalog: &str, schema: &str) -> Vec<Acces
     out.into_iter().collect()
 }
 
+/// Cuts the plan into stages; one whose scans read at most `single_task_max_rows` (by
+/// the tables' statistics) becomes a single worker stage run by one task instead, the
+/// whole single-node plan with its repartitions inside that task's process: for a query
+/// of tens of milliseconds, the stages, tasks and exchanges of a distributed plan cost
+/// more than they save.
 fn cut(
     physical: Arc<dyn ExecutionPlan>,
     ctx: &SessionContext,
     connectors: &Connectors,
+    single_task_max_rows: usize,
 ) -> Result<FragmentedPlan, QueryError> {
+    if single_task_max_rows > 0
+        && scanned_rows(&physical, connectors).is_some_and(|rows| rows <= single_task_max_rows)
+    {
+        return single_task_plan(physical, connectors).map_err(|e| planning_error(&e));
+    }
     let physical =
         prepare_for_distribution(physical, ctx.state().config().options()).map_err(|e| planning_error(&e))?;
     fragment_plan(physical, connectors).map_err(|e| planning_error(&e))
@@ -403,7 +417,14 @@ mod tests {
     use crate::coordinator::planner::{session_context, SessionSpec};
 
     fn request(ctx: SessionContext) -> PlanRequest {
-        PlanRequest { ctx, connectors: Connectors::builtin(), access: None, query_id: "q".into(), workers: 1 }
+        PlanRequest {
+            ctx,
+            connectors: Connectors::builtin(),
+            access: None,
+            query_id: "q".into(),
+            workers: 1,
+            single_task_max_rows: 0,
+        }
     }
 
     fn chain(n: usize) -> String {
@@ -423,6 +444,45 @@ mod tests {
         let e = plan(request(ctx), chain(10_000), Duration::from_secs(60)).await.err().expect("refused");
         assert_eq!(e.error_name, "SYNTAX_ERROR", "{e:?}");
         assert!(e.message.contains("limit of 500"), "{}", e.message);
+    }
+
+    /// Under `single_task_max_rows` the whole plan is one worker stage of one task, its
+    /// repartitions kept inside; over it (or at 0) the plan is cut into stages.
+    #[tokio::test]
+    async fn small_queries_run_as_one_task_and_larger_ones_are_cut() {
+        use crate::plan::fragmenter::remote_sources;
+        use datafusion::physical_plan::repartition::RepartitionExec;
+        fn repartitions(p: &Arc<dyn ExecutionPlan>) -> usize {
+            usize::from((p.as_ref() as &dyn std::any::Any).is::<RepartitionExec>())
+                + p.children().into_iter().map(repartitions).sum::<usize>()
+        }
+        // tiny: 1,500 customers and 15,000 orders are read.
+        let sql = "SELECT c_mktsegment, count(*) FROM customer JOIN orders ON c_custkey = o_custkey \
+                   GROUP BY c_mktsegment";
+        let planned = |max: usize| async move {
+            let ctx =
+                session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
+            let r = PlanRequest { single_task_max_rows: max, ..request(ctx) };
+            match plan(r, sql.to_string(), Duration::from_secs(60)).await {
+                Ok(Planned::Query { fragments: Some(f), .. }) => f,
+                _ => panic!("a distributed plan"),
+            }
+        };
+        let one = planned(16_500).await;
+        assert_eq!(one.fragments.len(), 2, "the root and one worker stage");
+        let stage = &one.fragments[1];
+        assert_eq!((stage.partitions, task_count(stage, 3)), (1, 1), "one partition, one task");
+        assert!(stage.has_scan && stage.inputs.is_empty());
+        let mut sources = std::collections::BTreeSet::new();
+        remote_sources(&stage.plan, &mut sources);
+        assert!(sources.is_empty(), "no exchange inside: {sources:?}");
+        assert!(repartitions(&stage.plan) > 0, "the single-node plan's repartitions stay in the task");
+        // One row more than the limit, or the limit 0: stages and exchanges.
+        for max in [16_499, 0] {
+            let cut = planned(max).await;
+            assert!(cut.fragments.len() > 2, "limit {max}: {} fragments", cut.fragments.len());
+            assert!(cut.fragments.iter().all(|f| repartitions(&f.plan) <= 1), "limit {max}: cut at every repartition");
+        }
     }
 
     #[tokio::test]

@@ -268,13 +268,35 @@ struct Fragmenter<'a> {
 /// Cuts `plan` into fragments. The root fragment is always a single partition that
 /// reads only remote sources, so the coordinator never scans.
 pub fn fragment_plan(plan: Arc<dyn ExecutionPlan>, connectors: &Connectors) -> Result<FragmentedPlan> {
+    fragment_with(plan, connectors, true)
+}
+
+/// The whole plan as one fragment run by a single task (its partitions merged at its
+/// top), under the root fragment: its repartitions and joins stay inside that task's
+/// process, where DataFusion moves rows between partitions for free.
+pub fn single_task_plan(plan: Arc<dyn ExecutionPlan>, connectors: &Connectors) -> Result<FragmentedPlan> {
+    fragment_with(plan, connectors, false)
+}
+
+/// Rows the plan's table scans read in all, by their statistics (exact or estimated);
+/// None when a scan does not know.
+pub fn scanned_rows(plan: &Arc<dyn ExecutionPlan>, connectors: &Connectors) -> Option<usize> {
+    if connectors.is_scan(plan.as_ref()) {
+        use datafusion::physical_plan::{StatisticsArgs, StatisticsContext};
+        let stats = StatisticsContext::new().compute(plan.as_ref(), &StatisticsArgs::new()).ok()?;
+        return stats.num_rows.get_value().copied();
+    }
+    plan.children().into_iter().try_fold(0usize, |sum, c| Some(sum.saturating_add(scanned_rows(c, connectors)?)))
+}
+
+fn fragment_with(plan: Arc<dyn ExecutionPlan>, connectors: &Connectors, cut: bool) -> Result<FragmentedPlan> {
     let plan = if plan.output_partitioning().partition_count() > 1 {
         Arc::new(CoalescePartitionsExec::new(plan)) as Arc<dyn ExecutionPlan>
     } else {
         plan
     };
     let mut f = Fragmenter { fragments: vec![None], connectors };
-    let mut root = f.visit(plan)?;
+    let mut root = if cut { f.visit(plan)? } else { plan };
     if reads_tables(&root, connectors) {
         // Nothing was cut above the scans: run the whole plan on one worker task.
         let partitions = root.output_partitioning().partition_count();

@@ -69,6 +69,12 @@ impl Cluster {
 
     pub async fn start_with(coordinator_args: &[&str], workers: usize, worker_args: &[&str]) -> Cluster {
         let mut args = vec!["coordinator", "--bind", "127.0.0.1:0"];
+        // Queries over the tests' small tables would run as one task each
+        // (single_task_max_rows); the tests are about stages, tasks and exchanges, so
+        // they are distributed unless a test says otherwise (per query, or here).
+        if !coordinator_args.iter().any(|a| a.starts_with("single_task_max_rows=")) {
+            args.extend_from_slice(&["--session", "single_task_max_rows=0"]);
+        }
         args.extend_from_slice(coordinator_args);
         let coordinator = spawn(&args);
         let mut ws = Vec::new();
@@ -325,7 +331,9 @@ impl EtcCluster {
         };
         write_etc(
             &root.join("etc-coordinator"),
-            format!("coordinator=true\ninternal-communication.shared-secret={ETC_SECRET}\n"),
+            // Distributed like `Cluster`'s queries (see `start_with`), here as the
+            // cluster's default in its configuration file.
+            format!("coordinator=true\ninternal-communication.shared-secret={ETC_SECRET}\nsingle-task-max-rows=0\n"),
             format!("node.environment=test\nnode.data-dir={}\n", root.join("data").display()),
         );
         for i in 0..workers {

@@ -1,5 +1,6 @@
 //! All 22 TPC-H queries on a real cluster equal single-node DataFusion's answers,
-//! with hash joins and (`spill_enabled`) with sort-merge joins.
+//! with hash joins and (`spill_enabled`) with sort-merge joins, distributed and as one
+//! task (`single_task_max_rows`).
 
 use super::common::{assert_same_rows, oracle, Cluster};
 use flotilla::local::TPCH_QUERIES;
@@ -30,6 +31,8 @@ async fn tpch_on_three_workers_matches_datafusion() {
     run_all(&cluster, "sf0_1").await;
     // Joins as sort-merge joins (spill_enabled): the same answers.
     run_all_with(&cluster, "sf0_1", &[("spill_enabled", "true")]).await;
+    // Small queries as one task on one worker, as the default runs them at sf0_1.
+    run_all_with(&cluster, "sf0_1", &[("single_task_max_rows", "3000000")]).await;
     cluster.assert_no_tasks_left().await;
 }
 
