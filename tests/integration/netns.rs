@@ -175,7 +175,8 @@ async fn a_cluster_across_network_namespaces() {
     net.start(
         0,
         "coordinator",
-        &format!("coordinator=true\nhttp-server.http.port=8080\ninternal-communication.shared-secret={SECRET}\nfailure-detector.timeout=3s\n"),
+        &format!("coordinator=true\nhttp-server.http.port=8080\ninternal-communication.shared-secret={SECRET}\nfailure-detector.timeout=3s\n\
+          single-task-max-rows=0\n"),
     );
     for w in 1..=WORKERS {
         let config = format!(

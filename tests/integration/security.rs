@@ -154,6 +154,9 @@ async fn https_logins_and_access_rules() {
         &pw_s,
         "--access-rules",
         &rules_s,
+        // Stages and exchanges between workers, over TLS too.
+        "--session",
+        "single_task_max_rows=0",
     ]);
     assert!(coordinator.url.starts_with("https://"), "{}", coordinator.url);
     let mut workers = Vec::new();
