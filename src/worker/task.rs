@@ -113,6 +113,22 @@ pub struct TaskStart {
     pub fail_injected: bool,
 }
 
+/// The same context with file scans' work stealing on.
+fn with_work_stealing(ctx: &Arc<TaskContext>) -> Arc<TaskContext> {
+    let mut config = ctx.session_config().clone();
+    config.options_mut().execution.enable_file_stream_work_stealing = true;
+    Arc::new(TaskContext::new(
+        ctx.task_id(),
+        ctx.session_id(),
+        config,
+        ctx.scalar_functions().clone(),
+        ctx.higher_order_functions().clone(),
+        ctx.aggregate_functions().clone(),
+        ctx.window_functions().clone(),
+        ctx.runtime_env(),
+    ))
+}
+
 impl SqlTask {
     /// Decodes the fragment and starts running it. A fragment that does not decode is
     /// an error here, before any state exists, so a bad request changes nothing.
@@ -127,6 +143,14 @@ impl SqlTask {
                 "partition {bad} out of range: fragment has {input_partitions}"
             )));
         }
+        // A task that runs every partition of its fragment runs every partition of
+        // the scans in it: their streams may take each other's files, as in one
+        // DataFusion process (the worker's context forbids it for tasks that share a
+        // scan with other tasks).
+        let task_ctx = match (0..input_partitions).all(|p| start.partitions.contains(&p)) {
+            true => with_work_stealing(&start.task_ctx),
+            false => start.task_ctx.clone(),
+        };
         let buffer_count = match start.spec {
             OutputBufferSpec::Partitioned { partitions } => partitions,
             OutputBufferSpec::Broadcast { buffers } => buffers,
@@ -189,7 +213,7 @@ impl SqlTask {
         let driver = crate::runtime::compute().spawn(task.clone().drive(
             exec_plan,
             partitioner,
-            start.task_ctx,
+            task_ctx,
             start.settings.batch_size,
         ));
         task.inner.lock().handles.push(driver);
