@@ -576,6 +576,40 @@ mod tests {
         assert!(waiting > 0 && streaming_probes > 0, "{waiting} waiting, {streaming_probes} streaming probe stages");
     }
 
+    /// A join whose probe side is an aggregation already partitioned on the join key
+    /// (DataFusion alone builds on all of `orders` in every task): the build side is
+    /// repartitioned on its key, not broadcast.
+    #[tokio::test]
+    async fn a_join_over_a_partitioned_probe_side_repartitions_its_build_side() {
+        use crate::plan::fragmenter::FragmentOutput;
+        use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
+        fn join(p: &Arc<dyn ExecutionPlan>) -> Option<&HashJoinExec> {
+            match (p.as_ref() as &dyn std::any::Any).downcast_ref::<HashJoinExec>() {
+                Some(j) => Some(j),
+                _ => p.children().into_iter().find_map(join),
+            }
+        }
+        let spec = SessionSpec { schema: "sf0_1".into(), ..Default::default() };
+        let ctx = session_context(&spec, &SessionProperties::default(), 4, &Connectors::builtin());
+        let sql = "SELECT o_orderpriority, sum(q) FROM orders JOIN \
+                   (SELECT l_orderkey, sum(l_quantity) AS q FROM lineitem GROUP BY l_orderkey) ON o_orderkey = l_orderkey \
+                   GROUP BY o_orderpriority"
+            .to_string();
+        let Ok(Planned::Query { fragments: Some(f), .. }) = plan(request(ctx), sql, Duration::from_secs(60)).await
+        else {
+            panic!("a distributed plan")
+        };
+        let join = f.fragments.iter().find_map(|fr| join(&fr.plan)).expect("a join");
+        assert_eq!(*join.partition_mode(), PartitionMode::Partitioned);
+        let mut build = std::collections::BTreeSet::new();
+        crate::plan::fragmenter::remote_sources(join.left(), &mut build);
+        let outputs: Vec<_> = build.iter().map(|s| f.fragments[*s].output).collect();
+        assert!(
+            !outputs.is_empty() && outputs.iter().all(|o| matches!(o, FragmentOutput::Repartition { .. })),
+            "the build side comes through {outputs:?}"
+        );
+    }
+
     fn find_partitioned_join(
         plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
     ) -> Option<&datafusion::physical_plan::joins::HashJoinExec> {
