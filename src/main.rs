@@ -403,9 +403,8 @@ async fn run(cli: Cli) -> Result<(), String> {
                 config.admission.max_queued = n;
             }
             for entry in session_defaults {
-                let (name, value) = entry
-                    .split_once('=')
-                    .ok_or_else(|| format!("--session {entry}: expected NAME=VALUE"))?;
+                let (name, value) =
+                    entry.split_once('=').ok_or_else(|| format!("--session {entry}: expected NAME=VALUE"))?;
                 let one = [(name.trim().to_string(), value.trim().to_string())].into_iter().collect();
                 flotilla::config::SessionProperties::parse(&one).map_err(|e| format!("--session {entry}: {e}"))?;
                 config.session_defaults.extend(one);

@@ -350,8 +350,7 @@ fn cut(
     connectors: &Connectors,
     single_task_max_rows: usize,
 ) -> Result<FragmentedPlan, QueryError> {
-    if single_task_max_rows > 0
-        && scanned_rows(&physical, connectors).is_some_and(|rows| rows <= single_task_max_rows)
+    if single_task_max_rows > 0 && scanned_rows(&physical, connectors).is_some_and(|rows| rows <= single_task_max_rows)
     {
         return single_task_plan(physical, connectors).map_err(|e| planning_error(&e));
     }
