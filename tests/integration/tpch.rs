@@ -2,7 +2,7 @@
 //! with hash joins and (`spill_enabled`) with sort-merge joins, distributed and as one
 //! task (`single_task_max_rows`).
 
-use super::common::{assert_same_rows, oracle, Cluster};
+use super::common::{assert_same_rows, oracle, query_info, Cluster};
 use flotilla::local::TPCH_QUERIES;
 
 async fn run_all(cluster: &Cluster, schema: &str) {
@@ -22,6 +22,15 @@ async fn run_all_with(cluster: &Cluster, schema: &str, session: &[(&str, &str)])
     }
 }
 
+/// The tasks q22 at sf0_1 ran on the workers under `single_task_max_rows=max`.
+async fn q22_tasks(cluster: &Cluster, max: &str) -> usize {
+    let client = cluster.client("sf0_1").with_session("single_task_max_rows", max);
+    let got = client.execute(TPCH_QUERIES[21]).await.expect("q22");
+    let info = query_info(&cluster.coordinator.url, &got.id).await;
+    let stages = info["stages"].as_array().expect("stages").clone();
+    stages.iter().map(|s| s["tasks"].as_array().map_or(0, |t| t.len())).sum()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tpch_on_three_workers_matches_datafusion() {
     let cluster = Cluster::start(3, &[]).await;
@@ -31,8 +40,13 @@ async fn tpch_on_three_workers_matches_datafusion() {
     run_all(&cluster, "sf0_1").await;
     // Joins as sort-merge joins (spill_enabled): the same answers.
     run_all_with(&cluster, "sf0_1", &[("spill_enabled", "true")]).await;
-    // Small queries as one task on one worker, as the default runs them at sf0_1.
+    // Small queries as one task on one worker, as the default runs them at sf0_1; and
+    // so under retry_policy=task, whose one task spools its output.
     run_all_with(&cluster, "sf0_1", &[("single_task_max_rows", "3000000")]).await;
+    run_all_with(&cluster, "tiny", &[("single_task_max_rows", "3000000"), ("retry_policy", "task")]).await;
+    // Such a query ran as one task on the workers; at 0 (the tests' clusters) as many.
+    assert_eq!(q22_tasks(&cluster, "3000000").await, 1, "one task");
+    assert!(q22_tasks(&cluster, "0").await > 3, "stages of tasks");
     cluster.assert_no_tasks_left().await;
 }
 
