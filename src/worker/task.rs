@@ -113,20 +113,29 @@ pub struct TaskStart {
     pub fail_injected: bool,
 }
 
+/// A context with `base`'s session and functions, and `config` and `runtime`.
+pub(crate) fn derived_context(
+    base: &TaskContext,
+    config: datafusion::prelude::SessionConfig,
+    runtime: Arc<datafusion::execution::runtime_env::RuntimeEnv>,
+) -> Arc<TaskContext> {
+    Arc::new(TaskContext::new(
+        base.task_id(),
+        base.session_id(),
+        config,
+        base.scalar_functions().clone(),
+        base.higher_order_functions().clone(),
+        base.aggregate_functions().clone(),
+        base.window_functions().clone(),
+        runtime,
+    ))
+}
+
 /// The same context with file scans' work stealing on.
 fn with_work_stealing(ctx: &Arc<TaskContext>) -> Arc<TaskContext> {
     let mut config = ctx.session_config().clone();
     config.options_mut().execution.enable_file_stream_work_stealing = true;
-    Arc::new(TaskContext::new(
-        ctx.task_id(),
-        ctx.session_id(),
-        config,
-        ctx.scalar_functions().clone(),
-        ctx.higher_order_functions().clone(),
-        ctx.aggregate_functions().clone(),
-        ctx.window_functions().clone(),
-        ctx.runtime_env(),
-    ))
+    derived_context(ctx, config, ctx.runtime_env())
 }
 
 impl SqlTask {

@@ -230,21 +230,11 @@ impl SqlTaskManager {
         batch_size: usize,
         runtime: Arc<datafusion::execution::runtime_env::RuntimeEnv>,
     ) -> Arc<TaskContext> {
-        let b = &self.base;
         let mut config = SessionConfig::new().with_batch_size(batch_size);
         // A task runs only some partitions of a file scan; with work stealing they
         // would also read the file groups of partitions other tasks own.
         config.options_mut().execution.enable_file_stream_work_stealing = false;
-        Arc::new(TaskContext::new(
-            None,
-            b.session_id(),
-            config,
-            b.scalar_functions().clone(),
-            b.higher_order_functions().clone(),
-            b.aggregate_functions().clone(),
-            b.window_functions().clone(),
-            runtime,
-        ))
+        super::task::derived_context(&self.base, config, runtime)
     }
 
     /// The worker's memory: its pool, spill directory and limits.
