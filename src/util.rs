@@ -231,4 +231,31 @@ mod tests {
         assert_eq!(catch_quietly(|| catch_quietly(|| -> u8 { panic!("inner") }).is_none()), Some(true));
         assert!(!QUIET_PANICS.with(|q| q.get()), "the flag is restored");
     }
+
+    #[test]
+    fn a_worker_sweeps_spools_of_dead_workers_only() {
+        let root = std::env::temp_dir().join(format!("flotilla-owned-test-{}", random_suffix(6)));
+        let dead = root.join("worker-1-dead");
+        std::fs::create_dir_all(dead.join("q.1.0.0")).unwrap();
+        // No process has this pid (above the kernel's pid_max).
+        std::fs::write(dead.join(OWNER_FILE), "4194305").unwrap();
+        let dead_named_otherwise = root.join("node-7");
+        std::fs::create_dir_all(&dead_named_otherwise).unwrap();
+        std::fs::write(dead_named_otherwise.join(OWNER_FILE), "4194305").unwrap();
+        let sibling = root.join("worker-2-live");
+        prepare_owned_dir(&sibling).unwrap();
+        std::fs::create_dir_all(sibling.join("q.1.0.0")).unwrap();
+        let foreign = root.join("not-a-worker");
+        std::fs::create_dir_all(&foreign).unwrap();
+        let me = root.join("worker-3-me");
+        prepare_owned_dir(&me).unwrap();
+        if std::path::Path::new("/proc").is_dir() {
+            assert!(!dead.exists(), "the dead worker's spool is swept");
+            assert!(!dead_named_otherwise.exists(), "whatever the node id (node.id)");
+        }
+        assert!(sibling.join("q.1.0.0").exists(), "a live worker's spool stays");
+        assert!(foreign.exists());
+        assert_eq!(std::fs::read_to_string(me.join(OWNER_FILE)).unwrap(), std::process::id().to_string());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }

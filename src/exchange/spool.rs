@@ -178,12 +178,6 @@ pub fn read_spooled(
     Ok(BufferResult { pages, next_token: next, complete: next == batches })
 }
 
-/// Makes `dir` (`<spool root>/<node id>`) the empty spool directory of this worker,
-/// first removing those of workers whose process is gone (`util::prepare_owned_dir`).
-pub fn prepare_spool_root(dir: &Path) -> std::io::Result<()> {
-    crate::util::prepare_owned_dir(dir)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,33 +233,6 @@ mod tests {
         assert!(matches!(w.write(0, &batch(&schema, 0, 1)), Err(SpoolError::Removed)), "no file after removal");
         assert!(!dir.exists());
         assert!(read_spooled(&dir, 0, false, 0, 10).is_err(), "a removed spool is an error, not an empty result");
-    }
-
-    #[test]
-    fn a_worker_sweeps_spools_of_dead_workers_only() {
-        let root = temp_dir("sweep");
-        let dead = root.join("worker-1-dead");
-        std::fs::create_dir_all(dead.join("q.1.0.0")).unwrap();
-        // No process has this pid (above the kernel's pid_max).
-        std::fs::write(dead.join(crate::util::OWNER_FILE), "4194305").unwrap();
-        let dead_named_otherwise = root.join("node-7");
-        std::fs::create_dir_all(&dead_named_otherwise).unwrap();
-        std::fs::write(dead_named_otherwise.join(crate::util::OWNER_FILE), "4194305").unwrap();
-        let sibling = root.join("worker-2-live");
-        prepare_spool_root(&sibling).unwrap();
-        std::fs::create_dir_all(sibling.join("q.1.0.0")).unwrap();
-        let foreign = root.join("not-a-worker");
-        std::fs::create_dir_all(&foreign).unwrap();
-        let me = root.join("worker-3-me");
-        prepare_spool_root(&me).unwrap();
-        if Path::new("/proc").is_dir() {
-            assert!(!dead.exists(), "the dead worker's spool is swept");
-            assert!(!dead_named_otherwise.exists(), "whatever the node id (node.id)");
-        }
-        assert!(sibling.join("q.1.0.0").exists(), "a live worker's spool stays");
-        assert!(foreign.exists());
-        assert_eq!(std::fs::read_to_string(me.join(crate::util::OWNER_FILE)).unwrap(), std::process::id().to_string());
-        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -93,6 +93,8 @@ pub struct WorkerMemory {
     connectors: Arc<RuntimeEnv>,
     disk: Arc<DiskManager>,
     node_id: String,
+    /// `SPILL_PATH/NODE_ID`, this worker's own.
+    spill_dir: std::path::PathBuf,
     queries: parking_lot::Mutex<HashMap<String, Weak<QueryMemory>>>,
 }
 
@@ -115,7 +117,7 @@ impl WorkerMemory {
             DataFusionError::Execution(format!("cannot make the spill directory {}: {e}", dir.display()))
         })?;
         let disk = DiskManager::builder()
-            .with_mode(DiskManagerMode::Directories(vec![dir]))
+            .with_mode(DiskManagerMode::Directories(vec![dir.clone()]))
             .with_max_temp_directory_size(settings.max_spill_bytes)
             .build()?;
         Ok(WorkerMemory {
@@ -124,6 +126,7 @@ impl WorkerMemory {
             connectors,
             disk: Arc::new(disk),
             node_id: node_id.to_string(),
+            spill_dir: dir,
             queries: Default::default(),
         })
     }
@@ -135,7 +138,7 @@ impl WorkerMemory {
     /// The worker's own spill directory, gone; the shared parent stays (other
     /// workers on this machine may spill there).
     pub fn remove_spill_dir(&self) {
-        let _ = std::fs::remove_dir_all(self.settings.spill_path.join(&self.node_id));
+        let _ = std::fs::remove_dir_all(&self.spill_dir);
     }
 
     /// Bytes reserved in the pool now, by every task.

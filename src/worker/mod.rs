@@ -253,7 +253,7 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
     let http = crate::http::internal_client(config.shared_secret.as_deref(), &roots);
     let injector = config.enable_failure_injection.then(|| Arc::new(failure_injector::FailureInjector::default()));
     let spool_dir = config.spool_root.join(&node_id);
-    crate::exchange::spool::prepare_spool_root(&spool_dir)?;
+    crate::util::prepare_owned_dir(&spool_dir)?;
     config.connectors.warm_up();
     let memory = memory::WorkerMemory::new(config.memory.clone(), config.connectors.runtime(), &node_id)
         .map_err(std::io::Error::other)?;
