@@ -126,19 +126,11 @@ fn partition_by_probe(plan: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn Ex
     Ok(Some(join))
 }
 
-/// A build side estimated at most `SMALL_BUILD_ROWS` rows.
+/// A build side estimated small enough to send to every task: at most the rows of a
+/// table every task may scan itself (the fragmenter's limit).
 fn is_small_build(plan: &Arc<dyn ExecutionPlan>) -> bool {
-    use datafusion::physical_plan::{StatisticsArgs, StatisticsContext};
-    StatisticsContext::new()
-        .compute(plan.as_ref(), &StatisticsArgs::new())
-        .ok()
-        .and_then(|s| s.num_rows.get_value().copied())
-        .is_some_and(|rows| rows <= SMALL_BUILD_ROWS)
+    super::fragmenter::estimated_rows(plan).is_some_and(|rows| rows <= super::fragmenter::INLINE_BUILD_MAX_ROWS)
 }
-
-/// Below this a build side is cheap to send to every task, and may be a table each
-/// task scans itself.
-const SMALL_BUILD_ROWS: usize = 32 << 10;
 
 /// Prepares `plan` for the fragmenter.
 pub fn prepare_for_distribution(

@@ -258,7 +258,7 @@ pub(crate) fn streams_only(plan: &Arc<dyn ExecutionPlan>) -> bool {
 /// it), whose scans would be repeated by every task.
 const INLINE_BUILD_MAX_BYTES: usize = 4 << 20;
 /// Largest estimated row count of such a scan.
-const INLINE_BUILD_MAX_ROWS: usize = 32 << 10;
+pub(crate) const INLINE_BUILD_MAX_ROWS: usize = 32 << 10;
 
 struct Fragmenter<'a> {
     fragments: Vec<Option<Fragment>>,
@@ -282,11 +282,16 @@ pub fn single_task_plan(plan: Arc<dyn ExecutionPlan>, connectors: &Connectors) -
 /// None when a scan does not know.
 pub fn scanned_rows(plan: &Arc<dyn ExecutionPlan>, connectors: &Connectors) -> Option<usize> {
     if connectors.is_scan(plan.as_ref()) {
-        use datafusion::physical_plan::{StatisticsArgs, StatisticsContext};
-        let stats = StatisticsContext::new().compute(plan.as_ref(), &StatisticsArgs::new()).ok()?;
-        return stats.num_rows.get_value().copied();
+        return estimated_rows(plan);
     }
     plan.children().into_iter().try_fold(0usize, |sum, c| Some(sum.saturating_add(scanned_rows(c, connectors)?)))
+}
+
+/// The rows `plan` produces by DataFusion's statistics, exact or estimated.
+pub(crate) fn estimated_rows(plan: &Arc<dyn ExecutionPlan>) -> Option<usize> {
+    use datafusion::physical_plan::{StatisticsArgs, StatisticsContext};
+    let stats = StatisticsContext::new().compute(plan.as_ref(), &StatisticsArgs::new()).ok()?;
+    stats.num_rows.get_value().copied()
 }
 
 fn fragment_with(plan: Arc<dyn ExecutionPlan>, connectors: &Connectors, cut: bool) -> Result<FragmentedPlan> {
