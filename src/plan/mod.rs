@@ -1,4 +1,5 @@
-//! Distributed plans: making a single-node DataFusion plan safe to cut (`distribute`),
+//! Distributed plans: a logical rule that filters before joining (`semi_join`), making
+//! a single-node DataFusion plan safe to cut (`distribute`),
 //! cutting it into fragments linked in a DAG (`fragmenter`), and the writers of a
 //! table write (`table_writer`). The coordinator's
 //! planning produces them; the schedulers run one stage per fragment. It imports
@@ -7,6 +8,7 @@
 
 pub mod distribute;
 pub mod fragmenter;
+pub mod semi_join;
 pub mod table_writer;
 
 /// Why one stage waits for another.
