@@ -1,6 +1,6 @@
 //! The coordinator's planner: a DataFusion `SessionContext` per query, configured for
 //! plans that will be cut (no dynamic filters, no round-robin repartitions), with the
-//! `tpch` catalog registered, and one logical rule of ours (`PushDownSemiJoin`). Also turns planning errors into the user-facing
+//! `tpch` catalog registered, and two logical rules of ours (`PushDownSemiJoin`, `SemiJoinReduction`). Also turns planning errors into the user-facing
 //! `QueryError` with Trino's error names.
 
 use std::collections::BTreeMap;
@@ -18,6 +18,7 @@ use crate::connector::tpch::{TpchCatalog, TPCH_CATALOG_NAME};
 use crate::connector::Connectors;
 use crate::error_code::ErrorCode;
 use crate::plan::semi_join::PushDownSemiJoin;
+use crate::plan::semi_join_reduction::SemiJoinReduction;
 
 pub use crate::error_code::QueryError;
 
@@ -140,6 +141,7 @@ pub fn session_context(
     state.register_catalog_list(catalogs);
     let ctx = SessionContext::new_with_state(state);
     ctx.add_optimizer_rule(Arc::new(PushDownSemiJoin));
+    ctx.add_optimizer_rule(Arc::new(SemiJoinReduction));
     connectors.register(&ctx);
     ctx
 }
