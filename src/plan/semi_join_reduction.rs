@@ -172,7 +172,8 @@ fn reduce(plan: &LogicalPlan, index: usize, keys: &(Arc<LogicalPlan>, Column)) -
                 NullEquality::NullEqualsNothing,
                 false,
             )?;
-            let agg = Aggregate::try_new(Arc::new(LogicalPlan::Join(input)), agg.group_expr.clone(), agg.aggr_expr.clone())?;
+            let agg =
+                Aggregate::try_new(Arc::new(LogicalPlan::Join(input)), agg.group_expr.clone(), agg.aggr_expr.clone())?;
             Some(LogicalPlan::Aggregate(agg))
         }
         _ => None,

@@ -42,7 +42,8 @@ async fn optimized_and_result(sql: &str, with_rule: bool) -> (LogicalPlan, Strin
 /// Whether some semi or anti join sits below the inner join on the order key.
 fn semi_below_order_join(plan: &LogicalPlan) -> bool {
     fn has_semi(plan: &LogicalPlan) -> bool {
-        let here = matches!(plan, LogicalPlan::Join(j) if matches!(j.join_type, JoinType::LeftSemi | JoinType::LeftAnti));
+        let here =
+            matches!(plan, LogicalPlan::Join(j) if matches!(j.join_type, JoinType::LeftSemi | JoinType::LeftAnti));
         here || plan.inputs().into_iter().any(has_semi)
     }
     let on_order_key = |p: &LogicalPlan| match p {
