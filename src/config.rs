@@ -52,6 +52,9 @@ pub struct SessionProperties {
     /// Largest number of rows, by the tables' statistics, a query's scans may read for
     /// it to run as one task on one worker instead of stages over the cluster.
     pub single_task_max_rows: u64,
+    /// flotilla's logical rewrites that filter before joining and aggregating
+    /// (`plan::join_order`, `plan::semi_join`, `plan::semi_join_reduction`).
+    pub early_filter_rewrites: bool,
 }
 
 /// Default of `join_max_broadcast_table_size`.
@@ -81,6 +84,7 @@ impl Default for SessionProperties {
             spill_enabled: false,
             join_max_broadcast_table_size: DEFAULT_JOIN_MAX_BROADCAST,
             single_task_max_rows: DEFAULT_SINGLE_TASK_MAX_ROWS,
+            early_filter_rewrites: true,
         }
     }
 }
@@ -222,6 +226,15 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         description: "a query whose table scans read at most this many rows, by the tables' statistics, runs whole as one task on one worker, its exchanges inside that task (0 to 10^12; 0 always distributes)",
         set: |p, v| {
             p.single_task_max_rows = count("single_task_max_rows", v, 0, 1_000_000_000_000)? as u64;
+            Ok(())
+        },
+    },
+    PropertyDef {
+        name: "early_filter_rewrites",
+        default: "true",
+        description: "`false`: plans joins and subqueries as DataFusion alone would, without flotilla's rewrites that join filtered tables first, move semi joins below joins on their key and aggregate only the keys a filtered table holds",
+        set: |p, v| {
+            p.early_filter_rewrites = choice("early_filter_rewrites", v, &[("true", true), ("false", false)])?;
             Ok(())
         },
     },

@@ -1,7 +1,9 @@
 //! The coordinator's planner: a DataFusion `SessionContext` per query, configured for
 //! plans that will be cut (no dynamic filters, no round-robin repartitions), with the
-//! `tpch` catalog registered, and two logical rules of ours (`PushDownSemiJoin`, `SemiJoinReduction`). Also turns planning errors into the user-facing
-//! `QueryError` with Trino's error names.
+//! `tpch` catalog registered and, unless `early_filter_rewrites` is off, three logical
+//! rules of ours (`plan::join_order`, `plan::semi_join`, `plan::semi_join_reduction`).
+//! Also turns planning errors into the user-facing `QueryError` with Trino's error
+//! names.
 
 use std::collections::BTreeMap;
 
@@ -17,6 +19,7 @@ use crate::config::SessionProperties;
 use crate::connector::tpch::{TpchCatalog, TPCH_CATALOG_NAME};
 use crate::connector::Connectors;
 use crate::error_code::ErrorCode;
+use crate::plan::join_order::JoinFilteredScanEarly;
 use crate::plan::semi_join::PushDownSemiJoin;
 use crate::plan::semi_join_reduction::SemiJoinReduction;
 
@@ -140,8 +143,11 @@ pub fn session_context(
     catalogs.register_catalog(state.config().options().catalog.default_catalog.clone(), Arc::new(default));
     state.register_catalog_list(catalogs);
     let ctx = SessionContext::new_with_state(state);
-    ctx.add_optimizer_rule(Arc::new(PushDownSemiJoin));
-    ctx.add_optimizer_rule(Arc::new(SemiJoinReduction));
+    if props.early_filter_rewrites {
+        ctx.add_optimizer_rule(Arc::new(JoinFilteredScanEarly));
+        ctx.add_optimizer_rule(Arc::new(PushDownSemiJoin));
+        ctx.add_optimizer_rule(Arc::new(SemiJoinReduction));
+    }
     connectors.register(&ctx);
     ctx
 }
@@ -197,6 +203,24 @@ mod tests {
         let none = SessionProperties { join_max_broadcast_table_size: 0, ..Default::default() };
         let partitioned = plan(none).await;
         assert!(partitioned.contains("mode=Partitioned"), "{partitioned}");
+    }
+
+    #[tokio::test]
+    async fn early_filter_rewrites_turn_off_with_their_session_property() {
+        // TPC-H q17 over tpch.tiny: with the rewrites its subquery aggregates only the
+        // line items of filtered parts (the semi join with `part` below the aggregate).
+        let sql = "SELECT sum(l_extendedprice) FROM lineitem, part WHERE p_partkey = l_partkey
+            AND p_brand = 'Brand#23' AND l_quantity < (SELECT 0.2 * avg(l_quantity) FROM lineitem
+            WHERE l_partkey = p_partkey)";
+        let semi_joins = |props: SessionProperties| async move {
+            let ctx = session_context(&SessionSpec::default(), &props, 2, &Connectors::builtin());
+            let plan = ctx.sql(sql).await.unwrap().into_optimized_plan().unwrap();
+            let text = plan.display_indent().to_string();
+            text.matches("LeftSemi Join").count()
+        };
+        let on = semi_joins(SessionProperties::default()).await;
+        let off = semi_joins(SessionProperties { early_filter_rewrites: false, ..Default::default() }).await;
+        assert_eq!((on, off), (2, 1));
     }
 
     #[tokio::test]

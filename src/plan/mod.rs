@@ -1,13 +1,14 @@
-//! Distributed plans: logical rules that filter before joining (`semi_join`) and
-//! before aggregating (`semi_join_reduction`), making a single-node DataFusion plan
-//! safe to cut (`distribute`), cutting it into fragments linked in a DAG
-//! (`fragmenter`), and the writers of a table write (`table_writer`). The
+//! Distributed plans: logical rules that filter before joining (`join_order`,
+//! `semi_join`) and before aggregating (`semi_join_reduction`), making a single-node
+//! DataFusion plan safe to cut (`distribute`), cutting it into fragments linked in a
+//! DAG (`fragmenter`), and the writers of a table write (`table_writer`). The
 //! coordinator's planning produces them; the schedulers run one stage per fragment.
 //! It imports nothing from the coordinator or the schedulers: the dependency kinds
 //! between fragments that the phased schedule reads are defined here.
 
 pub mod distribute;
 pub mod fragmenter;
+pub mod join_order;
 pub mod semi_join;
 pub mod semi_join_reduction;
 pub mod table_writer;

@@ -75,7 +75,7 @@ impl OptimizerRule for SemiJoinReduction {
 
 /// Projections, aliases and filters down to a table scan, with a filter on the way
 /// or in the scan.
-fn is_filtered_scan(plan: &LogicalPlan) -> bool {
+pub(crate) fn is_filtered_scan(plan: &LogicalPlan) -> bool {
     fn walk(plan: &LogicalPlan, filtered: bool) -> bool {
         match plan {
             LogicalPlan::TableScan(scan) => filtered || !scan.filters.is_empty(),
