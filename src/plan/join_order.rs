@@ -54,7 +54,12 @@ fn plain_inner(j: &Join) -> bool {
     j.join_type == JoinType::Inner && j.null_equality == NullEquality::NullEqualsNothing
 }
 
-fn inner_join(left: Arc<LogicalPlan>, right: Arc<LogicalPlan>, like: &Join, filter: Option<Expr>) -> Result<LogicalPlan> {
+fn inner_join(
+    left: Arc<LogicalPlan>,
+    right: Arc<LogicalPlan>,
+    like: &Join,
+    filter: Option<Expr>,
+) -> Result<LogicalPlan> {
     let join = Join::try_new(
         left,
         right,

@@ -74,13 +74,18 @@ impl OptimizerRule for SemiJoinReduction {
 }
 
 /// Projections, aliases and filters down to a table scan, with a filter on the way
-/// or in the scan.
+/// or in the scan. Read twice, such a plan must give the same rows: nothing in it
+/// may be volatile (`random()`), nor may the scan stop at a limit.
 pub(crate) fn is_filtered_scan(plan: &LogicalPlan) -> bool {
     fn walk(plan: &LogicalPlan, filtered: bool) -> bool {
         match plan {
-            LogicalPlan::TableScan(scan) => filtered || !scan.filters.is_empty(),
-            LogicalPlan::Filter(f) => walk(&f.input, true),
-            LogicalPlan::Projection(p) => walk(&p.input, filtered),
+            LogicalPlan::TableScan(scan) => {
+                scan.fetch.is_none()
+                    && !scan.filters.iter().any(Expr::is_volatile)
+                    && (filtered || !scan.filters.is_empty())
+            }
+            LogicalPlan::Filter(f) => !f.predicate.is_volatile() && walk(&f.input, true),
+            LogicalPlan::Projection(p) => !p.expr.iter().any(Expr::is_volatile) && walk(&p.input, filtered),
             LogicalPlan::SubqueryAlias(a) => walk(&a.input, filtered),
             _ => false,
         }

@@ -65,11 +65,16 @@ async fn a_grouped_subquery_aggregates_only_the_keys_a_filtered_scan_holds() {
 }
 
 #[tokio::test]
-async fn unfiltered_keys_and_not_in_leave_the_aggregate_whole() {
+async fn unfiltered_or_volatile_keys_and_not_in_leave_the_aggregate_whole() {
     let queries = [
         // No filter on either side of the join key: no group would be removed.
         "select p_partkey, sum(l_price) as s from l, p
          where p_partkey = l_partkey
+           and l_quantity < (select 0.9 * avg(l2.l_quantity) from l l2 where l2.l_partkey = p_partkey)
+         group by p_partkey order by p_partkey",
+        // A filter read twice must give the same rows: not a volatile one.
+        "select p_partkey, sum(l_price) as s from l, p
+         where p_partkey = l_partkey and p_brand = 'x' and p_partkey + random() >= 1
            and l_quantity < (select 0.9 * avg(l2.l_quantity) from l l2 where l2.l_partkey = p_partkey)
          group by p_partkey order by p_partkey",
         // NOT IN over a grouped subquery: its NULL group decides the answer.
