@@ -232,3 +232,7 @@ mod tests {
         assert!(q.message.contains("no_such_table"), "{}", q.message);
     }
 }
+
+#[cfg(test)]
+#[path = "rewrite_tests.rs"]
+mod rewrite_tests;

@@ -43,10 +43,8 @@ impl OptimizerRule for JoinFilteredScanEarly {
 
     fn rewrite(&self, plan: LogicalPlan, _config: &dyn OptimizerConfig) -> Result<Transformed<LogicalPlan>> {
         let LogicalPlan::Join(top) = &plan else { return Ok(Transformed::no(plan)) };
-        Ok(match rotate(top)? {
-            Some(new) => Transformed::yes(new),
-            None => Transformed::no(plan),
-        })
+        let new = rotate(top);
+        Ok(super::rewritten_or_unchanged(self.name(), plan, new))
     }
 }
 

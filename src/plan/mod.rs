@@ -13,6 +13,24 @@ pub mod semi_join;
 pub mod semi_join_reduction;
 pub mod table_writer;
 
+/// A logical rewrite's result; the plan unchanged when rebuilding it failed, since an
+/// optional rewrite of ours must not fail the query (the warning names the rule).
+pub(crate) fn rewritten_or_unchanged(
+    rule: &str,
+    plan: datafusion::logical_expr::LogicalPlan,
+    new: datafusion::common::Result<Option<datafusion::logical_expr::LogicalPlan>>,
+) -> datafusion::common::tree_node::Transformed<datafusion::logical_expr::LogicalPlan> {
+    use datafusion::common::tree_node::Transformed;
+    match new {
+        Ok(Some(new)) => Transformed::yes(new),
+        Ok(None) => Transformed::no(plan),
+        Err(e) => {
+            tracing::warn!(rule, error = %e, "a logical rewrite failed; the plan stays as it was");
+            Transformed::no(plan)
+        }
+    }
+}
+
 /// Why one stage waits for another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DependencyKind {

@@ -44,10 +44,8 @@ impl OptimizerRule for PushDownSemiJoin {
         if !matches!(semi.join_type, JoinType::LeftSemi | JoinType::LeftAnti) || semi.null_aware {
             return Ok(Transformed::no(plan));
         }
-        Ok(match push_down(semi)? {
-            Some(new) => Transformed::yes(new),
-            None => Transformed::no(plan),
-        })
+        let new = push_down(semi);
+        Ok(super::rewritten_or_unchanged(self.name(), plan, new))
     }
 }
 

@@ -47,30 +47,36 @@ impl OptimizerRule for SemiJoinReduction {
 
     fn rewrite(&self, plan: LogicalPlan, _config: &dyn OptimizerConfig) -> Result<Transformed<LogicalPlan>> {
         let LogicalPlan::Join(join) = &plan else { return Ok(Transformed::no(plan)) };
-        let drops_unmatched_right =
-            matches!(join.join_type, JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti);
-        if !drops_unmatched_right || join.null_aware || join.null_equality != NullEquality::NullEqualsNothing {
-            return Ok(Transformed::no(plan));
-        }
-        for (left, right) in &join.on {
-            let (Expr::Column(left), Expr::Column(right)) = (left, right) else { continue };
-            let Some(keys) = key_source(&join.left, left) else { continue };
-            let Ok(index) = join.right.schema().index_of_column(right) else { continue };
-            let Some(reduced) = reduce(&join.right, index, &keys)? else { continue };
-            let join = Join::try_new(
-                join.left.clone(),
-                Arc::new(reduced),
-                join.on.clone(),
-                join.filter.clone(),
-                join.join_type,
-                join.join_constraint,
-                join.null_equality,
-                join.null_aware,
-            )?;
-            return Ok(Transformed::yes(LogicalPlan::Join(join)));
-        }
-        Ok(Transformed::no(plan))
+        let new = reduce_join(join);
+        Ok(super::rewritten_or_unchanged(self.name(), plan, new))
     }
+}
+
+/// `join` with its right input's aggregate reduced, if the rule applies.
+fn reduce_join(join: &Join) -> Result<Option<LogicalPlan>> {
+    let drops_unmatched_right =
+        matches!(join.join_type, JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti);
+    if !drops_unmatched_right || join.null_aware || join.null_equality != NullEquality::NullEqualsNothing {
+        return Ok(None);
+    }
+    for (left, right) in &join.on {
+        let (Expr::Column(left), Expr::Column(right)) = (left, right) else { continue };
+        let Some(keys) = key_source(&join.left, left) else { continue };
+        let Ok(index) = join.right.schema().index_of_column(right) else { continue };
+        let Some(reduced) = reduce(&join.right, index, &keys)? else { continue };
+        let join = Join::try_new(
+            join.left.clone(),
+            Arc::new(reduced),
+            join.on.clone(),
+            join.filter.clone(),
+            join.join_type,
+            join.join_constraint,
+            join.null_equality,
+            join.null_aware,
+        )?;
+        return Ok(Some(LogicalPlan::Join(join)));
+    }
+    Ok(None)
 }
 
 /// Projections, aliases and filters down to a table scan, with a filter on the way
