@@ -52,22 +52,15 @@ fn plain_inner(j: &Join) -> bool {
     j.join_type == JoinType::Inner && j.null_equality == NullEquality::NullEqualsNothing
 }
 
+/// An inner join as `like` over other inputs, with `filter` as its condition.
 fn inner_join(
     left: Arc<LogicalPlan>,
     right: Arc<LogicalPlan>,
     like: &Join,
     filter: Option<Expr>,
 ) -> Result<LogicalPlan> {
-    let join = Join::try_new(
-        left,
-        right,
-        like.on.clone(),
-        filter,
-        JoinType::Inner,
-        like.join_constraint,
-        like.null_equality,
-        false,
-    )?;
+    let mut join = super::join_like(like, left, right)?;
+    join.filter = filter;
     Ok(LogicalPlan::Join(join))
 }
 

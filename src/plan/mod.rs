@@ -31,6 +31,27 @@ pub(crate) fn rewritten_or_unchanged(
     }
 }
 
+/// A join as `like` (keys, condition, type, NULL handling) over other inputs.
+pub(crate) fn join_like(
+    like: &datafusion::logical_expr::Join,
+    left: std::sync::Arc<datafusion::logical_expr::LogicalPlan>,
+    right: std::sync::Arc<datafusion::logical_expr::LogicalPlan>,
+) -> datafusion::common::Result<datafusion::logical_expr::Join> {
+    datafusion::logical_expr::Join::try_new(
+        left,
+        right,
+        like.on.clone(),
+        like.filter.clone(),
+        like.join_type,
+        like.join_constraint,
+        like.null_equality,
+        like.null_aware,
+    )
+}
+
+#[cfg(test)]
+pub(crate) mod rule_tests;
+
 /// Why one stage waits for another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DependencyKind {

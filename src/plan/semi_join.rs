@@ -61,16 +61,7 @@ fn deciding_columns(semi: &Join) -> HashSet<Column> {
 
 /// `semi` with its left input replaced, the rest kept.
 fn semi_over(semi: &Join, left: Arc<LogicalPlan>) -> Result<Join> {
-    Join::try_new(
-        left,
-        semi.right.clone(),
-        semi.on.clone(),
-        semi.filter.clone(),
-        semi.join_type,
-        semi.join_constraint,
-        semi.null_equality,
-        semi.null_aware,
-    )
+    super::join_like(semi, left, semi.right.clone())
 }
 
 fn push_down(semi: &Join) -> Result<Option<LogicalPlan>> {
@@ -104,17 +95,7 @@ fn push_into(semi: &Join, inner: &Join) -> Result<Option<LogicalPlan>> {
     } else {
         return Ok(None);
     };
-    let join = Join::try_new(
-        left,
-        right,
-        inner.on.clone(),
-        inner.filter.clone(),
-        inner.join_type,
-        inner.join_constraint,
-        inner.null_equality,
-        inner.null_aware,
-    )?;
-    Ok(Some(LogicalPlan::Join(join)))
+    Ok(Some(LogicalPlan::Join(super::join_like(inner, left, right)?)))
 }
 
 #[cfg(test)]

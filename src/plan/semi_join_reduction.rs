@@ -64,17 +64,7 @@ fn reduce_join(join: &Join) -> Result<Option<LogicalPlan>> {
         let Some(keys) = key_source(&join.left, left) else { continue };
         let Ok(index) = join.right.schema().index_of_column(right) else { continue };
         let Some(reduced) = reduce(&join.right, index, &keys)? else { continue };
-        let join = Join::try_new(
-            join.left.clone(),
-            Arc::new(reduced),
-            join.on.clone(),
-            join.filter.clone(),
-            join.join_type,
-            join.join_constraint,
-            join.null_equality,
-            join.null_aware,
-        )?;
-        return Ok(Some(LogicalPlan::Join(join)));
+        return Ok(Some(LogicalPlan::Join(super::join_like(join, join.left.clone(), Arc::new(reduced))?)));
     }
     Ok(None)
 }
