@@ -4,7 +4,6 @@
 //! keys, HAVING, several group keys, self joins, grouping sets, NOT IN.
 
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 
 use super::*;
 
@@ -56,17 +55,14 @@ const QUERIES: &[&str] = &[
      join region on n1.n_regionkey = r_regionkey where r_name = 'ASIA'",
 ];
 
-/// Every row as text, sorted: the queries have no ORDER BY, and none returns floats.
+/// Every row as the client protocol's JSON, sorted: the queries have no ORDER BY,
+/// and none returns floats.
 fn rows(batches: &[RecordBatch]) -> Vec<String> {
-    let options = FormatOptions::default().with_null("NULL");
-    let mut rows = Vec::new();
-    for batch in batches {
-        let formatters: Vec<_> =
-            batch.columns().iter().map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap()).collect();
-        for row in 0..batch.num_rows() {
-            rows.push(formatters.iter().map(|f| f.value(row).to_string()).collect::<Vec<_>>().join("|"));
-        }
-    }
+    let mut rows: Vec<String> = batches
+        .iter()
+        .flat_map(|b| crate::format::batch_to_json_rows(b).unwrap())
+        .map(|row| serde_json::to_string(&row).unwrap())
+        .collect();
     rows.sort();
     rows
 }

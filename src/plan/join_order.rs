@@ -71,7 +71,7 @@ fn rotate(top: &Join) -> Result<Option<LogicalPlan>> {
     }
     let lower = match top.left.as_ref() {
         LogicalPlan::Join(j) => j,
-        LogicalPlan::Projection(p) if p.expr.iter().all(|e| matches!(e, Expr::Column(_))) => match p.input.as_ref() {
+        LogicalPlan::Projection(p) if super::passes_columns_only(p) => match p.input.as_ref() {
             LogicalPlan::Join(j) => j,
             _ => return Ok(None),
         },

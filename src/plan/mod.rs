@@ -49,6 +49,12 @@ pub(crate) fn join_like(
     )
 }
 
+/// Whether a projection only passes columns on (renaming none), so that a join
+/// below it may move above it.
+pub(crate) fn passes_columns_only(p: &datafusion::logical_expr::Projection) -> bool {
+    p.expr.iter().all(|e| matches!(e, datafusion::logical_expr::Expr::Column(_)))
+}
+
 #[cfg(test)]
 pub(crate) mod rule_tests;
 

@@ -69,7 +69,7 @@ fn push_down(semi: &Join) -> Result<Option<LogicalPlan>> {
         LogicalPlan::Join(inner) => push_into(semi, inner),
         // A projection that only passes columns through commutes with the semi join;
         // it moves up only when the semi join then goes further down.
-        LogicalPlan::Projection(p) if p.expr.iter().all(|e| matches!(e, Expr::Column(_))) => {
+        LogicalPlan::Projection(p) if super::passes_columns_only(p) => {
             let LogicalPlan::Join(inner) = p.input.as_ref() else { return Ok(None) };
             let Some(pushed) = push_into(&semi_over(semi, p.input.clone())?, inner)? else { return Ok(None) };
             Ok(Some(LogicalPlan::Projection(Projection::try_new(p.expr.clone(), Arc::new(pushed))?)))

@@ -23,9 +23,7 @@ use std::sync::Arc;
 
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{Column, JoinType, NullEquality, Result};
-use datafusion::logical_expr::{
-    Aggregate, Expr, Filter, Join, JoinConstraint, LogicalPlan, LogicalPlanBuilder, Projection, SubqueryAlias,
-};
+use datafusion::logical_expr::{Expr, Join, JoinConstraint, LogicalPlan, LogicalPlanBuilder};
 use datafusion::optimizer::optimizer::ApplyOrder;
 use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
 
@@ -129,11 +127,11 @@ fn reduced(plan: &LogicalPlan) -> bool {
 
 /// `plan` with the aggregate that computes its output column `index` as a group key
 /// fed only the rows whose key `keys` holds; None when no such aggregate is found.
+/// Aliases, filters and projections above it are rebuilt over their new input.
 fn reduce(plan: &LogicalPlan, index: usize, keys: &(Arc<LogicalPlan>, Column)) -> Result<Option<LogicalPlan>> {
-    Ok(match plan {
-        LogicalPlan::SubqueryAlias(a) => reduce(&a.input, index, keys)?
-            .map(|input| SubqueryAlias::try_new(Arc::new(input), a.alias.clone()).map(LogicalPlan::SubqueryAlias))
-            .transpose()?,
+    let input = match plan {
+        LogicalPlan::SubqueryAlias(a) => reduce(&a.input, index, keys)?,
+        LogicalPlan::Filter(f) => reduce(&f.input, index, keys)?,
         LogicalPlan::Projection(p) => {
             let source = match &p.expr[index] {
                 Expr::Column(c) => c,
@@ -145,12 +143,7 @@ fn reduce(plan: &LogicalPlan, index: usize, keys: &(Arc<LogicalPlan>, Column)) -
             };
             let Ok(index) = p.input.schema().index_of_column(source) else { return Ok(None) };
             reduce(&p.input, index, keys)?
-                .map(|input| Projection::try_new(p.expr.clone(), Arc::new(input)).map(LogicalPlan::Projection))
-                .transpose()?
         }
-        LogicalPlan::Filter(f) => reduce(&f.input, index, keys)?
-            .map(|input| Filter::try_new(f.predicate.clone(), Arc::new(input)).map(LogicalPlan::Filter))
-            .transpose()?,
         LogicalPlan::Aggregate(agg) => {
             let grouping_sets = agg.group_expr.iter().any(|e| matches!(e, Expr::GroupingSet(_)));
             let Some(Expr::Column(group)) = agg.group_expr.get(index) else { return Ok(None) };
@@ -163,7 +156,7 @@ fn reduce(plan: &LogicalPlan, index: usize, keys: &(Arc<LogicalPlan>, Column)) -
                 .alias(KEYS)?
                 .build()?;
             let key = Column::new(Some(KEYS), column.name.clone());
-            let input = Join::try_new(
+            let semi = Join::try_new(
                 agg.input.clone(),
                 Arc::new(keys_plan),
                 vec![(Expr::Column(group.clone()), Expr::Column(key))],
@@ -173,12 +166,11 @@ fn reduce(plan: &LogicalPlan, index: usize, keys: &(Arc<LogicalPlan>, Column)) -
                 NullEquality::NullEqualsNothing,
                 false,
             )?;
-            let agg =
-                Aggregate::try_new(Arc::new(LogicalPlan::Join(input)), agg.group_expr.clone(), agg.aggr_expr.clone())?;
-            Some(LogicalPlan::Aggregate(agg))
+            Some(LogicalPlan::Join(semi))
         }
         _ => None,
-    })
+    };
+    input.map(|input| plan.with_new_exprs(plan.expressions(), vec![input])).transpose()
 }
 
 #[cfg(test)]
