@@ -55,6 +55,9 @@ pub struct SessionProperties {
     /// flotilla's logical rewrites that filter before joining and aggregating
     /// (`plan::join_order`, `plan::semi_join`, `plan::semi_join_reduction`).
     pub early_filter_rewrites: bool,
+    /// A partitioned join's probe stage starts after its build stage and drops the
+    /// rows whose keys the build side lacks (`plan::dynamic_filter`; Trino's name).
+    pub enable_dynamic_filtering: bool,
 }
 
 /// Default of `join_max_broadcast_table_size`.
@@ -85,6 +88,7 @@ impl Default for SessionProperties {
             join_max_broadcast_table_size: DEFAULT_JOIN_MAX_BROADCAST,
             single_task_max_rows: DEFAULT_SINGLE_TASK_MAX_ROWS,
             early_filter_rewrites: true,
+            enable_dynamic_filtering: true,
         }
     }
 }
@@ -235,6 +239,15 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         description: "`false`: plans joins and subqueries as DataFusion alone would, without flotilla's rewrites that join filtered tables first, move semi joins below joins on their key and aggregate only the keys a filtered table holds",
         set: |p, v| {
             p.early_filter_rewrites = choice("early_filter_rewrites", v, &[("true", true), ("false", false)])?;
+            Ok(())
+        },
+    },
+    PropertyDef {
+        name: "enable_dynamic_filtering",
+        default: "true",
+        description: "a partitioned join's probe-side stage starts once its build-side stage is done and keeps only the rows whose join keys the build side has, before they cross the exchange (phased execution policy only)",
+        set: |p, v| {
+            p.enable_dynamic_filtering = choice("enable_dynamic_filtering", v, &[("true", true), ("false", false)])?;
             Ok(())
         },
     },

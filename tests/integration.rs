@@ -7,6 +7,7 @@ mod integration {
     #[cfg(feature = "delta-lake")]
     pub mod delta_lake;
     pub mod deployment;
+    pub mod dynamic_filters;
     pub mod failure_matrix;
     pub mod failures;
     pub mod fault_tolerant;

@@ -25,6 +25,7 @@ use crate::config::{ExecutionPolicy, RetryPolicy, SessionProperties};
 use crate::exchange::client::ExchangeClient;
 use crate::exchange::codec::FlotillaCodec;
 use crate::exchange::remote_source::{attach_resolver, SourceLocations, SourceResolver};
+use crate::plan::dynamic_filter::{self, dynamic_filters};
 use crate::plan::fragmenter::FragmentedPlan;
 use crate::protocol::SourceUpdate;
 use crate::scheduling::fault_tolerant::{FaultTolerantQueryScheduler, RetryLimits};
@@ -271,16 +272,22 @@ async fn execute(
         return execute_fault_tolerant(q, limits, fragmented, settings, root, analyze).await;
     }
     let stage_ids = fragmented.worker_stages();
+    // Dynamic filters need the phased schedule to start a probe stage after its build.
+    let filters = match (props.execution_policy, props.enable_dynamic_filtering) {
+        (ExecutionPolicy::Phased, true) => dynamic_filters(&fragmented),
+        _ => Vec::new(),
+    };
     let schedule: Box<dyn ExecutionSchedule> = match props.execution_policy {
         ExecutionPolicy::AllAtOnce => Box::new(AllAtOnceExecutionSchedule::new(&stage_ids)),
         ExecutionPolicy::Phased => Box::new(
-            PhasedExecutionSchedule::new(&stage_ids, &fragmented.dependencies())
+            PhasedExecutionSchedule::new(&stage_ids, &dynamic_filter::dependencies(&fragmented, &filters))
                 .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?,
         ),
     };
     let client = ExchangeClient::new(coord.exchange_http.clone(), exchange, q.root_input.clone());
     let sources = Arc::new(SourceLocations::new(0, client));
-    let mut scheduler = PipelinedQueryScheduler::new(settings, fragmented.clone(), schedule, sources.clone());
+    let mut scheduler = PipelinedQueryScheduler::new(settings, fragmented.clone(), schedule, sources.clone())
+        .with_dynamic_filters(filters);
     *q.stages.lock() = scheduler.stages();
     q.transition(QueryState::Starting);
     let resolver: Arc<dyn SourceResolver> = sources;

@@ -324,6 +324,21 @@ impl RemoteTask for HttpRemoteTask {
     fn delete(&self, abort: bool) -> BoxFuture<'_, Option<TaskStatus>> {
         self.remove(abort).boxed()
     }
+
+    /// One request, no retries: a probe stage without its filter only reads more rows.
+    fn dynamic_filter(&self, filter: usize) -> BoxFuture<'_, Option<Vec<u64>>> {
+        async move {
+            let url = format!("{}/dynamic-filter/{filter}", self.task_url());
+            let resp = self.http.get(url).timeout(self.request_timeout(Duration::from_secs(5))).send().await.ok()?;
+            if !resp.status().is_success() {
+                return None;
+            }
+            let body = resp.bytes().await.ok()?;
+            body.len().is_multiple_of(8)
+                .then(|| body.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
+        }
+        .boxed()
+    }
 }
 
 /// Makes `HttpRemoteTask`s sharing one HTTP client and one error budget length.

@@ -1,5 +1,6 @@
 //! `FlotillaCodec`: the datafusion-proto extension codec for the plan nodes that are
-//! ours (connectors' scans, `RemoteSourceExec`), so fragments travel as proto bytes.
+//! ours (connectors' scans, `RemoteSourceExec`, the table writer, the two nodes of a
+//! dynamic filter), so fragments travel as proto bytes.
 //! A connector's scan travels as its catalog's name and the bytes the connector made
 //! of it. The coordinator encodes fragments with it; a worker decodes with a codec
 //! that carries the task's `SourceResolver`, which it plants into every remote source
@@ -20,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::remote_source::{ExchangeMode, RemoteSourceExec, SourceResolver};
 use crate::connector::Connectors;
+use crate::plan::dynamic_filter_exec::{DynamicFilterExec, DynamicFilterSourceExec, KeyHashSet};
 use crate::plan::table_writer::{TableWriterExec, WriteTarget};
 
 /// `[1][catalog name length][catalog name][the connector's bytes]`
@@ -27,11 +29,23 @@ const TAG_CONNECTOR_SCAN: u8 = 1;
 const TAG_REMOTE_SOURCE: u8 = 2;
 /// `[3][the write target as JSON]`, with the writers' input as its one child.
 const TAG_TABLE_WRITER: u8 = 3;
+/// `[4][filter id and key columns as JSON]`, with one child.
+const TAG_DYNAMIC_FILTER_SOURCE: u8 = 4;
+/// `[5][JSON length, u32 LE][key columns as JSON][hashes, u64 LE each]`, with one
+/// child: the hashes stay binary, as a build side may have a million of them.
+const TAG_DYNAMIC_FILTER: u8 = 5;
 
 #[derive(Debug, Clone)]
 pub struct FlotillaCodec {
     connectors: Connectors,
     resolver: Option<Arc<dyn SourceResolver>>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct DynamicFilterProto {
+    #[serde(default)]
+    id: usize,
+    keys: Vec<usize>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -63,6 +77,29 @@ impl FlotillaCodec {
     }
 }
 
+fn decode_dynamic_filter(tag: u8, body: &[u8], input: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+    let bad = |what: &str| DataFusionError::Internal(format!("bad dynamic filter node: {what}"));
+    let (json, hashes) = if tag == TAG_DYNAMIC_FILTER {
+        let (len, rest) = body.split_first_chunk::<4>().ok_or_else(|| bad("truncated"))?;
+        let len = u32::from_le_bytes(*len) as usize;
+        if rest.len() < len || !(rest.len() - len).is_multiple_of(8) {
+            return Err(bad("truncated"));
+        }
+        rest.split_at(len)
+    } else {
+        (body, &[][..])
+    };
+    let p: DynamicFilterProto = serde_json::from_slice(json).map_err(|e| bad(&e.to_string()))?;
+    if let Some(k) = p.keys.iter().find(|k| **k >= input.schema().fields().len()) {
+        return Err(bad(&format!("key column {k} is out of range")));
+    }
+    if tag == TAG_DYNAMIC_FILTER_SOURCE {
+        return Ok(Arc::new(DynamicFilterSourceExec::new(input, p.id, p.keys)));
+    }
+    let set: KeyHashSet = hashes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+    Ok(Arc::new(DynamicFilterExec::new(input, p.keys, Arc::new(set))))
+}
+
 pub fn schema_to_bytes(schema: &Schema) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     let mut w = StreamWriter::try_new(&mut out, schema)?;
@@ -91,6 +128,12 @@ impl PhysicalExtensionCodec for FlotillaCodec {
             let target: WriteTarget = serde_json::from_slice(body)
                 .map_err(|e| DataFusionError::Internal(format!("bad TableWriterExec: {e}")))?;
             return Ok(Arc::new(TableWriterExec::new(input.clone(), target)));
+        }
+        if *tag == TAG_DYNAMIC_FILTER_SOURCE || *tag == TAG_DYNAMIC_FILTER {
+            let [input] = inputs else {
+                return Err(DataFusionError::Internal("a dynamic filter node has one input".into()));
+            };
+            return decode_dynamic_filter(*tag, body, input.clone());
         }
         if !inputs.is_empty() {
             return Err(DataFusionError::Internal("flotilla scans and remote sources are leaves".into()));
@@ -147,6 +190,22 @@ impl PhysicalExtensionCodec for FlotillaCodec {
             };
             buf.push(TAG_REMOTE_SOURCE);
             buf.extend_from_slice(&serde_json::to_vec(&proto).map_err(|e| DataFusionError::External(Box::new(e)))?);
+            Ok(())
+        } else if let Some(d) = any.downcast_ref::<DynamicFilterSourceExec>() {
+            buf.push(TAG_DYNAMIC_FILTER_SOURCE);
+            let proto = DynamicFilterProto { id: d.id(), keys: d.keys().to_vec() };
+            buf.extend_from_slice(&serde_json::to_vec(&proto).map_err(|e| DataFusionError::External(Box::new(e)))?);
+            Ok(())
+        } else if let Some(d) = any.downcast_ref::<DynamicFilterExec>() {
+            buf.push(TAG_DYNAMIC_FILTER);
+            let proto = DynamicFilterProto { id: 0, keys: d.keys().to_vec() };
+            let json = serde_json::to_vec(&proto).map_err(|e| DataFusionError::External(Box::new(e)))?;
+            buf.extend_from_slice(&(json.len() as u32).to_le_bytes());
+            buf.extend_from_slice(&json);
+            buf.reserve(d.hashes().len() * 8);
+            for h in d.hashes() {
+                buf.extend_from_slice(&h.to_le_bytes());
+            }
             Ok(())
         } else if let Some(w) = any.downcast_ref::<TableWriterExec>() {
             buf.push(TAG_TABLE_WRITER);

@@ -1,12 +1,15 @@
 //! Distributed plans: logical rules that filter before joining (`join_order`,
 //! `semi_join`) and before aggregating (`semi_join_reduction`), making a single-node
 //! DataFusion plan safe to cut (`distribute`), cutting it into fragments linked in a
-//! DAG (`fragmenter`), and the writers of a table write (`table_writer`). The
+//! DAG (`fragmenter`), filtering a partitioned join's probe stage by the keys of its
+//! build stage (`dynamic_filter`), and the writers of a table write (`table_writer`). The
 //! coordinator's planning produces them; the schedulers run one stage per fragment.
 //! It imports nothing from the coordinator or the schedulers: the dependency kinds
 //! between fragments that the phased schedule reads are defined here.
 
 pub mod distribute;
+pub mod dynamic_filter;
+pub mod dynamic_filter_exec;
 pub mod fragmenter;
 pub mod join_order;
 pub mod semi_join;

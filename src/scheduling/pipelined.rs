@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use datafusion::physical_plan::ExecutionPlan;
 use futures::future::{select_all, BoxFuture, FutureExt};
 use futures::StreamExt;
 use tokio::sync::watch;
@@ -24,6 +25,8 @@ use super::state_machine::{StageState, StateKind};
 use crate::cluster::node_manager::{NodeManager, WorkerNode};
 use crate::error_code::ErrorCode;
 use crate::exchange::codec::FlotillaCodec;
+use crate::plan::dynamic_filter::{union_of, with_collector, with_filter, DynamicFilter};
+use crate::plan::dynamic_filter_exec::KeyHashSet;
 use crate::plan::fragmenter::{Fragment, FragmentOutput, FragmentedPlan};
 use crate::protocol::{
     Base64Bytes, OutputBufferSpec, SourceUpdate, TaskFailure, TaskId, TaskState, TaskStatus, TaskUpdateRequest,
@@ -79,6 +82,8 @@ impl SchedulerSettings {
 pub struct PipelinedQueryScheduler {
     settings: SchedulerSettings,
     plan: Arc<FragmentedPlan>,
+    /// Partitioned joins whose probe stage the build stage's keys filter.
+    dynamic_filters: Vec<DynamicFilter>,
     stages: BTreeMap<usize, Arc<StageExecution>>,
     schedule: Box<dyn ExecutionSchedule>,
     root_sink: Arc<dyn RootSourceSink>,
@@ -139,7 +144,17 @@ impl PipelinedQueryScheduler {
             })
             .collect();
         let (stop_pollers, _) = watch::channel(false);
-        PipelinedQueryScheduler { settings, plan, stages, schedule, root_sink, stop_pollers }
+        PipelinedQueryScheduler { settings, plan, stages, schedule, root_sink, stop_pollers, dynamic_filters: vec![] }
+    }
+
+    /// Runs `filters` (`plan::dynamic_filter::dynamic_filters` of the plan): build
+    /// stages collect their keys, and a probe stage scheduled after its build stage is
+    /// done producing keeps only rows with those keys. The schedule must hold each
+    /// probe stage back until then (`dynamic_filter::dependencies`), or it starts
+    /// without its filter.
+    pub fn with_dynamic_filters(mut self, filters: Vec<DynamicFilter>) -> Self {
+        self.dynamic_filters = filters;
+        self
     }
 
     pub fn stages(&self) -> Vec<Arc<StageExecution>> {
@@ -212,7 +227,8 @@ impl PipelinedQueryScheduler {
     async fn schedule_stages(&mut self, ids: &[usize]) -> Result<(), SchedulerError> {
         let mut creations = Vec::new();
         for &id in ids {
-            creations.extend(self.prepare_stage(id)?);
+            let filter = self.probe_filter(id).await;
+            creations.extend(self.prepare_stage(id, filter)?);
         }
         let sends: Vec<BoxFuture<'static, Result<(), RemoteTaskError>>> = creations
             .iter()
@@ -254,8 +270,47 @@ impl PipelinedQueryScheduler {
         Ok(())
     }
 
+    /// The key hashes that filter probe stage `id`: every task of its build stage,
+    /// done producing, collected its keys. None when the stage is no probe stage, or
+    /// its build stage is not done (its full output buffer let the probe start), or a
+    /// build task has no hashes to give (too many keys).
+    async fn probe_filter(&self, id: usize) -> Option<(DynamicFilter, Arc<KeyHashSet>)> {
+        let f = self.dynamic_filters.iter().find(|f| f.probe == id)?;
+        let build = self.stages.get(&f.build)?;
+        if !build.state().is_done_producing() {
+            return None;
+        }
+        let started = std::time::Instant::now();
+        let lists = futures::future::join_all(build.tasks().iter().map(|t| t.dynamic_filter(f.build))).await;
+        let set = union_of(lists);
+        tracing::debug!(
+            query = %self.settings.query_id, build = f.build, probe = id,
+            hashes = set.as_ref().map(|s| s.len()), elapsed = ?started.elapsed(), "dynamic filter"
+        );
+        Some((f.clone(), Arc::new(set?)))
+    }
+
+    /// The plan a stage's tasks run: its fragment, with a build stage's key collector
+    /// or a probe stage's filter.
+    fn stage_plan(&self, id: usize, filter: Option<(DynamicFilter, Arc<KeyHashSet>)>) -> Arc<dyn ExecutionPlan> {
+        let plan = self.stages[&id].fragment.plan.clone();
+        let wrapped = match (self.dynamic_filters.iter().find(|f| f.build == id), filter) {
+            (Some(f), _) => with_collector(&plan, f),
+            (None, Some((f, hashes))) => with_filter(&plan, &f, hashes),
+            (None, None) => return plan,
+        };
+        wrapped.unwrap_or_else(|e| {
+            tracing::warn!(query = %self.settings.query_id, stage = id, error = %e, "stage runs without its dynamic filter");
+            plan
+        })
+    }
+
     /// Places a stage's tasks and builds their create requests.
-    fn prepare_stage(&mut self, id: usize) -> Result<Vec<TaskCreation>, SchedulerError> {
+    fn prepare_stage(
+        &mut self,
+        id: usize,
+        filter: Option<(DynamicFilter, Arc<KeyHashSet>)>,
+    ) -> Result<Vec<TaskCreation>, SchedulerError> {
         let stage = self.stages[&id].clone();
         stage.transition(StageState::Scheduling);
         let fragment = &stage.fragment;
@@ -263,7 +318,7 @@ impl PipelinedQueryScheduler {
         if workers.is_empty() {
             return Err(SchedulerError::NoWorkers(id));
         }
-        let bytes = self.settings.codec.encode_plan(fragment.plan.clone()).map_err(|e| {
+        let bytes = self.settings.codec.encode_plan(self.stage_plan(id, filter)).map_err(|e| {
             SchedulerError::TaskFailed(Box::new(TaskFailureReport {
                 stage: id,
                 task: TaskId::new(&self.settings.query_id, id, 0, 0),

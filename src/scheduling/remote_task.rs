@@ -8,7 +8,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, FutureExt};
 use tokio::sync::watch;
 
 use crate::cluster::node_manager::WorkerNode;
@@ -44,6 +44,12 @@ pub trait RemoteTask: Send + Sync + fmt::Debug {
     /// Removes the task from its worker (abort or cancel); its final status when the
     /// worker told it.
     fn delete(&self, abort: bool) -> BoxFuture<'_, Option<TaskStatus>>;
+
+    /// The join key hashes this build-side task collected for dynamic filter
+    /// `filter` (`plan::dynamic_filter`); None when it has none to give.
+    fn dynamic_filter(&self, _filter: usize) -> BoxFuture<'_, Option<Vec<u64>>> {
+        async { None }.boxed()
+    }
 
     fn add_sources(&self, sources: Vec<SourceUpdate>) -> BoxFuture<'_, Result<(), RemoteTaskError>> {
         self.send_update(TaskUpdateRequest { sources, ..Default::default() })

@@ -35,6 +35,7 @@ pub fn router(manager: Arc<SqlTaskManager>) -> Router {
         .route("/v1/task/{task_id}/results/{buffer_id}/{token}", get(get_results))
         .route("/v1/task/{task_id}/results/{buffer_id}/{token}/acknowledge", get(acknowledge))
         .route("/v1/task/{task_id}/results/{buffer_id}", delete(destroy_buffer))
+        .route("/v1/task/{task_id}/dynamic-filter/{filter_id}", get(dynamic_filter))
         .route("/v1/info", get(info))
         .route("/v1/info/state", get(node_state).put(set_node_state))
         .route("/v1/status", get(info))
@@ -174,6 +175,21 @@ pub(crate) fn results_limits(headers: &HeaderMap) -> (u64, Duration) {
     let max_bytes = header_u64(headers, protocol::HEADER_MAX_SIZE).unwrap_or(8 << 20);
     let max_wait = Duration::from_millis(header_u64(headers, protocol::HEADER_MAX_WAIT).unwrap_or(1000).min(10_000));
     (max_bytes, max_wait)
+}
+
+/// A build-side task's join key hashes for a dynamic filter, little-endian u64s.
+async fn dynamic_filter(
+    State(m): Mgr,
+    Path((task_id, filter_id)): Path<(String, String)>,
+) -> Result<Response, WorkerError> {
+    let id = parse_task_id(&task_id)?;
+    let filter: usize =
+        filter_id.parse().map_err(|_| WorkerError::BadRequest(format!("bad dynamic filter id '{filter_id}'")))?;
+    let hashes = m.get(&id)?.dynamic_filter(filter).ok_or(WorkerError::NoDynamicFilter { task: id, filter })?;
+    let body: Vec<u8> = hashes.iter().flat_map(|h| h.to_le_bytes()).collect();
+    let mut resp = body.into_response();
+    resp.headers_mut().insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+    Ok(resp)
 }
 
 async fn acknowledge(

@@ -46,12 +46,16 @@ pub enum WorkerError {
     /// Shutting down gracefully: no task of a new query.
     #[error("{0}")]
     ShuttingDown(String),
+    /// The task has no such dynamic filter, not yet (its plan still runs), or no
+    /// longer (it had too many keys).
+    #[error("task {task} has no dynamic filter {filter}")]
+    NoDynamicFilter { task: TaskId, filter: usize },
 }
 
 impl ApiError for WorkerError {
     fn status(&self) -> StatusCode {
         match self {
-            WorkerError::TaskNotFound(_) => StatusCode::NOT_FOUND,
+            WorkerError::TaskNotFound(_) | WorkerError::NoDynamicFilter { .. } => StatusCode::NOT_FOUND,
             WorkerError::BadRequest(_) | WorkerError::BadPlan(_) | WorkerError::Buffer(_) => StatusCode::BAD_REQUEST,
             WorkerError::TaskFailed { .. }
             | WorkerError::Injected(_)
@@ -73,6 +77,7 @@ impl ApiError for WorkerError {
             WorkerError::Encode(_) => "PAGE_ENCODING_ERROR",
             WorkerError::Busy(_) => "TASK_BEING_CREATED",
             WorkerError::ShuttingDown(_) => "SERVER_SHUTTING_DOWN",
+            WorkerError::NoDynamicFilter { .. } => "NO_DYNAMIC_FILTER",
         }
     }
 }

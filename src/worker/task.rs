@@ -233,6 +233,12 @@ impl SqlTask {
         &self.id
     }
 
+    /// The join key hashes its dynamic filter source `filter` collected, once its
+    /// plan has run (see `plan::dynamic_filter`).
+    pub fn dynamic_filter(&self, filter: usize) -> Option<Vec<u64>> {
+        dynamic_filter_hashes(&self.plan, filter)
+    }
+
     /// Records that a client asked about the task.
     pub fn touch(&self) {
         *self.last_contact.lock() = Instant::now();
@@ -586,6 +592,15 @@ fn cooperative(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>, D
 }
 
 /// Bytes the operators of `plan` wrote to spill files so far.
+/// The key hashes the plan's dynamic filter source `filter` collected, when complete.
+fn dynamic_filter_hashes(plan: &Arc<dyn ExecutionPlan>, filter: usize) -> Option<Vec<u64>> {
+    use crate::plan::dynamic_filter_exec::DynamicFilterSourceExec;
+    match (plan.as_ref() as &dyn std::any::Any).downcast_ref::<DynamicFilterSourceExec>() {
+        Some(source) if source.id() == filter => source.hashes(),
+        _ => plan.children().into_iter().find_map(|c| dynamic_filter_hashes(c, filter)),
+    }
+}
+
 fn spilled_bytes(plan: &Arc<dyn ExecutionPlan>) -> u64 {
     let own = plan.metrics().and_then(|m| m.spilled_bytes()).unwrap_or(0) as u64;
     own + plan.children().into_iter().map(spilled_bytes).sum::<u64>()

@@ -1,0 +1,313 @@
+//! The two plan nodes of a dynamic filter (see `plan::dynamic_filter`), which run in
+//! worker tasks. `DynamicFilterSourceExec` sits at the top of a partitioned join's
+//! build-side stage and passes its rows on while it collects the hashes of their join
+//! keys; the task serves them to the coordinator once its plan has run. The probe-side
+//! stage, started afterwards, gets `DynamicFilterExec` at its top, holding the hashes
+//! of all build-side tasks: it drops the rows whose keys no build row has, before they
+//! are hashed into the exchange. A false match (two keys with one hash) only lets a row
+//! through that the join then drops, so the answer never depends on the hashes.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, BooleanArray, RecordBatch};
+use datafusion::arrow::buffer::NullBuffer;
+use datafusion::arrow::compute::filter_record_batch;
+use datafusion::common::hash_utils::{create_hashes, RandomState};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream,
+};
+use futures::StreamExt;
+use parking_lot::Mutex;
+
+/// Most distinct key hashes one build-side task collects: past it the filter is
+/// dropped (8 bytes each, sent to the coordinator and on to every probe task), as a
+/// build side that large keeps most probe rows anyway.
+pub const MAX_KEY_HASHES: usize = 2 << 20;
+
+/// The probe side stops filtering when, after this many rows, it kept more than
+/// `USELESS_PASS_RATE` of them: hashing each row then costs more than it saves.
+const JUDGE_AFTER_ROWS: u64 = 200_000;
+const USELESS_PASS_RATE: f64 = 0.9;
+
+/// Build and probe sides hash keys alike, in every process (a fixed seed).
+const KEY_HASH_STATE: RandomState = RandomState::with_seed(0x666c_6f74_696c_6c61);
+
+/// The hashes of `keys` (column indices) row by row into `hashes`, and which rows have
+/// a NULL in any key (None: none has). A NULL key joins nothing.
+fn key_hashes(batch: &RecordBatch, keys: &[usize], hashes: &mut Vec<u64>) -> Result<Option<NullBuffer>> {
+    let arrays: Vec<_> = keys.iter().map(|k| batch.column(*k).clone()).collect();
+    hashes.clear();
+    hashes.resize(batch.num_rows(), 0);
+    create_hashes(&arrays, &KEY_HASH_STATE, hashes)?;
+    Ok(arrays.iter().fold(None, |acc, a| NullBuffer::union(acc.as_ref(), a.logical_nulls().as_ref())))
+}
+
+/// The values are hashes already: hashing them again would only cost time.
+#[derive(Default)]
+pub struct IdentityHasher(u64);
+
+impl Hasher for IdentityHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) | u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+pub type KeyHashSet = HashSet<u64, BuildHasherDefault<IdentityHasher>>;
+
+/// What one build-side task collected.
+#[derive(Debug, Default)]
+struct Collected {
+    hashes: KeyHashSet,
+    /// More than `MAX_KEY_HASHES`: no filter.
+    overflowed: bool,
+    started: usize,
+    finished: usize,
+}
+
+/// Passes its input on and collects the hashes of its join keys.
+#[derive(Debug)]
+pub struct DynamicFilterSourceExec {
+    input: Arc<dyn ExecutionPlan>,
+    /// The filter's id in its query: the build stage's id.
+    id: usize,
+    keys: Vec<usize>,
+    collected: Arc<Mutex<Collected>>,
+}
+
+impl DynamicFilterSourceExec {
+    pub fn new(input: Arc<dyn ExecutionPlan>, id: usize, keys: Vec<usize>) -> Self {
+        DynamicFilterSourceExec { input, id, keys, collected: Arc::default() }
+    }
+
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    pub fn keys(&self) -> &[usize] {
+        &self.keys
+    }
+
+    /// The key hashes, once every partition this task started has run to its end;
+    /// None before, or when there were too many.
+    pub fn hashes(&self) -> Option<Vec<u64>> {
+        let c = self.collected.lock();
+        (c.started > 0 && c.finished == c.started && !c.overflowed).then(|| c.hashes.iter().copied().collect())
+    }
+}
+
+impl DisplayAs for DynamicFilterSourceExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "DynamicFilterSourceExec: filter={}, keys={:?}", self.id, self.keys)
+    }
+}
+
+impl ExecutionPlan for DynamicFilterSourceExec {
+    fn name(&self) -> &str {
+        "DynamicFilterSourceExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.input.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+        _options: ReplaceChildrenOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return Err(DataFusionError::Internal("DynamicFilterSourceExec has one child".into()));
+        }
+        Ok(Arc::new(DynamicFilterSourceExec {
+            input: children.remove(0),
+            id: self.id,
+            keys: self.keys.clone(),
+            collected: self.collected.clone(),
+        }))
+    }
+
+    #[allow(deprecated)]
+    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(datafusion::physical_plan::ChildrenPropertiesMode::Recompute),
+        )
+    }
+
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        let input = self.input.execute(partition, context)?;
+        let schema = input.schema();
+        self.collected.lock().started += 1;
+        let (keys, collected) = (self.keys.clone(), self.collected.clone());
+        let mut hashes = Vec::new();
+        let collect = input.map(move |batch| {
+            let batch = batch?;
+            if !collected.lock().overflowed {
+                let nulls = key_hashes(&batch, &keys, &mut hashes)?;
+                let mut c = collected.lock();
+                for (row, h) in hashes.iter().enumerate() {
+                    if nulls.as_ref().is_none_or(|n| n.is_valid(row)) {
+                        c.hashes.insert(*h);
+                    }
+                }
+                if c.hashes.len() > MAX_KEY_HASHES {
+                    c.overflowed = true;
+                    c.hashes = KeyHashSet::default();
+                }
+            }
+            Ok(batch)
+        });
+        // Counted at the end of the input only, not when a consumer drops the stream.
+        let collected = self.collected.clone();
+        let end = futures::stream::once(async move {
+            collected.lock().finished += 1;
+            None
+        });
+        let stream = collect.map(Some).chain(end).filter_map(futures::future::ready);
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+}
+
+/// Keeps the rows whose join keys hash to one of the build side's hashes.
+#[derive(Debug)]
+pub struct DynamicFilterExec {
+    input: Arc<dyn ExecutionPlan>,
+    keys: Vec<usize>,
+    hashes: Arc<KeyHashSet>,
+}
+
+impl DynamicFilterExec {
+    pub fn new(input: Arc<dyn ExecutionPlan>, keys: Vec<usize>, hashes: Arc<KeyHashSet>) -> Self {
+        DynamicFilterExec { input, keys, hashes }
+    }
+
+    pub fn keys(&self) -> &[usize] {
+        &self.keys
+    }
+
+    pub fn hashes(&self) -> &KeyHashSet {
+        &self.hashes
+    }
+}
+
+impl DisplayAs for DynamicFilterExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "DynamicFilterExec: keys={:?}, build_key_hashes={}", self.keys, self.hashes.len())
+    }
+}
+
+impl ExecutionPlan for DynamicFilterExec {
+    fn name(&self) -> &str {
+        "DynamicFilterExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.input.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+        _options: ReplaceChildrenOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return Err(DataFusionError::Internal("DynamicFilterExec has one child".into()));
+        }
+        Ok(Arc::new(DynamicFilterExec::new(children.remove(0), self.keys.clone(), self.hashes.clone())))
+    }
+
+    #[allow(deprecated)]
+    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(datafusion::physical_plan::ChildrenPropertiesMode::Recompute),
+        )
+    }
+
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        let input = self.input.execute(partition, context)?;
+        let schema = input.schema();
+        let (keys, set) = (self.keys.clone(), self.hashes.clone());
+        let mut hashes = Vec::new();
+        let (mut seen, mut kept, mut filtering) = (0u64, 0u64, true);
+        let stream = input.filter_map(move |batch| {
+            let out = match batch {
+                Ok(batch) if filtering => {
+                    let rows = batch.num_rows() as u64;
+                    let kept_batch = keep_matching(&batch, &keys, &set, &mut hashes);
+                    if let Ok(b) = &kept_batch {
+                        seen += rows;
+                        kept += b.num_rows() as u64;
+                        if seen >= JUDGE_AFTER_ROWS && kept as f64 > USELESS_PASS_RATE * seen as f64 {
+                            tracing::debug!(seen, kept, "dynamic filter keeps most rows; passing the rest unfiltered");
+                            filtering = false;
+                        }
+                    }
+                    kept_batch
+                }
+                other => other,
+            };
+            futures::future::ready(match out {
+                Ok(b) if b.num_rows() == 0 => None,
+                other => Some(other),
+            })
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+}
+
+fn keep_matching(batch: &RecordBatch, keys: &[usize], set: &KeyHashSet, hashes: &mut Vec<u64>) -> Result<RecordBatch> {
+    let nulls = key_hashes(batch, keys, hashes)?;
+    let keep: BooleanArray = hashes
+        .iter()
+        .enumerate()
+        .map(|(row, h)| Some(nulls.as_ref().is_none_or(|n| n.is_valid(row)) && set.contains(h)))
+        .collect();
+    Ok(filter_record_batch(batch, &keep)?)
+}
