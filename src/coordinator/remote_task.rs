@@ -334,7 +334,8 @@ impl RemoteTask for HttpRemoteTask {
                 return None;
             }
             let body = resp.bytes().await.ok()?;
-            body.len().is_multiple_of(8)
+            body.len()
+                .is_multiple_of(8)
                 .then(|| body.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
         }
         .boxed()

@@ -10,10 +10,10 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use datafusion::arrow::array::{Array, BooleanArray, RecordBatch};
-use datafusion::arrow::buffer::NullBuffer;
+use datafusion::arrow::buffer::{BooleanBuffer, NullBuffer};
 use datafusion::arrow::compute::filter_record_batch;
 use datafusion::common::hash_utils::{create_hashes, RandomState};
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -199,17 +199,57 @@ impl ExecutionPlan for DynamicFilterSourceExec {
     }
 }
 
-/// Keeps the rows whose join keys hash to one of the build side's hashes.
+/// A register-blocked bloom filter over key hashes: each hash sets 4 bits of one
+/// 64-bit word, 16 bits per key, so a check is one memory read and a compare with no
+/// branch (about 1.5% false positives, rows the join then drops). A `HashSet`
+/// lookup per probe row, or Parquet's split-block filter with its branches, cost
+/// more than sending the row on: q22 at sf10 spent a third of a worker's time
+/// checking 15M `orders` keys against 420K customers.
+#[derive(Debug)]
+pub struct KeyBloom {
+    words: Vec<u64>,
+}
+
+impl KeyBloom {
+    pub fn new(hashes: &KeyHashSet) -> Self {
+        let mut bloom = KeyBloom { words: vec![0; (hashes.len() / 4).max(1)] };
+        for h in hashes {
+            let (i, mask) = bloom.slot(*h);
+            bloom.words[i] |= mask;
+        }
+        bloom
+    }
+
+    /// The word (by the high half of the hash) and its 4 bits (by the low 24 bits).
+    #[inline]
+    fn slot(&self, h: u64) -> (usize, u64) {
+        let i = (((h >> 32) * self.words.len() as u64) >> 32) as usize;
+        let mask =
+            (1u64 << (h & 63)) | (1u64 << ((h >> 6) & 63)) | (1u64 << ((h >> 12) & 63)) | (1u64 << ((h >> 18) & 63));
+        (i, mask)
+    }
+
+    #[inline]
+    pub fn may_contain(&self, h: u64) -> bool {
+        let (i, mask) = self.slot(h);
+        self.words[i] & mask == mask
+    }
+}
+
+/// Keeps the rows whose join keys hash to one of the build side's hashes, checked in
+/// a `KeyBloom` made from them.
 #[derive(Debug)]
 pub struct DynamicFilterExec {
     input: Arc<dyn ExecutionPlan>,
     keys: Vec<usize>,
     hashes: Arc<KeyHashSet>,
+    /// Made on first use, in the worker, once for all partitions.
+    bloom: Arc<OnceLock<KeyBloom>>,
 }
 
 impl DynamicFilterExec {
     pub fn new(input: Arc<dyn ExecutionPlan>, keys: Vec<usize>, hashes: Arc<KeyHashSet>) -> Self {
-        DynamicFilterExec { input, keys, hashes }
+        DynamicFilterExec { input, keys, hashes, bloom: Arc::default() }
     }
 
     pub fn keys(&self) -> &[usize] {
@@ -259,7 +299,12 @@ impl ExecutionPlan for DynamicFilterExec {
         if children.len() != 1 {
             return Err(DataFusionError::Internal("DynamicFilterExec has one child".into()));
         }
-        Ok(Arc::new(DynamicFilterExec::new(children.remove(0), self.keys.clone(), self.hashes.clone())))
+        Ok(Arc::new(DynamicFilterExec {
+            input: children.remove(0),
+            keys: self.keys.clone(),
+            hashes: self.hashes.clone(),
+            bloom: self.bloom.clone(),
+        }))
     }
 
     #[allow(deprecated)]
@@ -273,14 +318,16 @@ impl ExecutionPlan for DynamicFilterExec {
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let input = self.input.execute(partition, context)?;
         let schema = input.schema();
-        let (keys, set) = (self.keys.clone(), self.hashes.clone());
+        self.bloom.get_or_init(|| KeyBloom::new(&self.hashes));
+        let (keys, bloom) = (self.keys.clone(), self.bloom.clone());
         let mut hashes = Vec::new();
         let (mut seen, mut kept, mut filtering) = (0u64, 0u64, true);
         let stream = input.filter_map(move |batch| {
             let out = match batch {
                 Ok(batch) if filtering => {
                     let rows = batch.num_rows() as u64;
-                    let kept_batch = keep_matching(&batch, &keys, &set, &mut hashes);
+                    let bloom = bloom.get().expect("made before the stream");
+                    let kept_batch = keep_matching(&batch, &keys, bloom, &mut hashes);
                     if let Ok(b) = &kept_batch {
                         seen += rows;
                         kept += b.num_rows() as u64;
@@ -302,12 +349,12 @@ impl ExecutionPlan for DynamicFilterExec {
     }
 }
 
-fn keep_matching(batch: &RecordBatch, keys: &[usize], set: &KeyHashSet, hashes: &mut Vec<u64>) -> Result<RecordBatch> {
+fn keep_matching(batch: &RecordBatch, keys: &[usize], bloom: &KeyBloom, hashes: &mut Vec<u64>) -> Result<RecordBatch> {
     let nulls = key_hashes(batch, keys, hashes)?;
-    let keep: BooleanArray = hashes
-        .iter()
-        .enumerate()
-        .map(|(row, h)| Some(nulls.as_ref().is_none_or(|n| n.is_valid(row)) && set.contains(h)))
-        .collect();
-    Ok(filter_record_batch(batch, &keep)?)
+    let keep = BooleanBuffer::collect_bool(hashes.len(), |row| bloom.may_contain(hashes[row]));
+    let keep = match nulls {
+        Some(n) => &keep & n.inner(),
+        None => keep,
+    };
+    Ok(filter_record_batch(batch, &BooleanArray::new(keep, None))?)
 }

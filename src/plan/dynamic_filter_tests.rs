@@ -113,7 +113,8 @@ async fn run(plan: Arc<dyn ExecutionPlan>) -> Vec<RecordBatch> {
 
 /// Build rows flow through unchanged; their key hashes (two columns, NULLs left out)
 /// are ready once every partition ran, and keep exactly the probe rows with a
-/// build-side key pair.
+/// build-side key pair (the bloom filter's false positives, 1.5% of other keys,
+/// would let one through; the hashes are fixed, and none of these is one).
 #[tokio::test]
 async fn collected_hashes_keep_exactly_the_probe_rows_with_build_keys() {
     let build = source(vec![
@@ -204,4 +205,19 @@ async fn both_nodes_survive_the_codec() {
     let back = codec.decode_plan(&codec.encode_plan(filter).unwrap(), &ctx).unwrap();
     let back = (back.as_ref() as &dyn std::any::Any).downcast_ref::<DynamicFilterExec>().expect("a filter");
     assert_eq!((back.keys(), back.hashes()), (&[0usize][..], &set));
+}
+
+/// The bloom filter never misses a key it holds, and lets few others through.
+#[test]
+fn the_key_bloom_holds_every_key_and_few_others() {
+    use crate::plan::dynamic_filter_exec::KeyBloom;
+    use std::hash::{BuildHasher, RandomState};
+    let state = RandomState::new();
+    let hash = |i: u64| state.hash_one(i);
+    let held: KeyHashSet = (0..100_000u64).map(hash).collect();
+    let bloom = KeyBloom::new(&held);
+    assert!(held.iter().all(|h| bloom.may_contain(*h)), "no false negatives");
+    let others = (1_000_000..1_200_000u64).filter(|i| bloom.may_contain(hash(*i))).count();
+    assert!(others < 200_000 * 3 / 100, "{others} of 200000 other keys pass (about 1.5% expected)");
+    assert!(!KeyBloom::new(&KeyHashSet::default()).may_contain(hash(1)), "an empty filter holds nothing");
 }
