@@ -205,6 +205,9 @@ async fn execute(
         query_id: q.id.to_string(),
         workers: workers.len(),
         single_task_max_rows: usize::try_from(props.single_task_max_rows).unwrap_or(usize::MAX),
+        dynamic_filtering: props.enable_dynamic_filtering
+            && props.execution_policy == ExecutionPolicy::Phased
+            && props.retry_policy != RetryPolicy::Task,
     };
     let (physical, fragments, analyze) =
         match super::planning::plan(request, sql, props.query_max_planning_time).await? {

@@ -86,6 +86,9 @@ pub struct PlanRequest {
     pub workers: usize,
     /// `single_task_max_rows`: see `cut`.
     pub single_task_max_rows: usize,
+    /// `EXPLAIN` shows the dynamic filters the query would run with (the session's
+    /// `enable_dynamic_filtering` under the phased policy).
+    pub dynamic_filtering: bool,
 }
 
 pub async fn plan(request: PlanRequest, sql: String, max_time: Duration) -> Result<Planned, QueryError> {
@@ -157,7 +160,11 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
             if graphviz {
                 fragmented.to_dot()
             } else {
-                fragmented.explain(&|f| task_count(f, workers))
+                let filters = match request.dynamic_filtering {
+                    true => crate::plan::dynamic_filter::dynamic_filters(&fragmented),
+                    false => Vec::new(),
+                };
+                fragmented.explain(&|f| task_count(f, workers), &filters)
             }
         } else {
             format!(
@@ -423,6 +430,7 @@ mod tests {
             query_id: "q".into(),
             workers: 1,
             single_task_max_rows: 0,
+            dynamic_filtering: true,
         }
     }
 

@@ -31,6 +31,7 @@ async fn fragmented(sql: &str) -> FragmentedPlan {
         query_id: "q".into(),
         workers: 2,
         single_task_max_rows: 0,
+        dynamic_filtering: true,
     };
     match plan(request, sql.to_string(), Duration::from_secs(60)).await {
         Ok(Planned::Query { fragments: Some(f), .. }) => f.as_ref().clone(),
@@ -55,6 +56,16 @@ async fn a_partitioned_semi_join_filters_its_probe_stage() {
     );
     assert!(!dependencies(&f, &filters).is_empty());
     assert!(dependencies(&f, &filters).contains(&(d.build, d.probe, DependencyKind::PartitionedJoinBuild)));
+    // EXPLAIN says so, on the probe fragment.
+    let text = f.explain(&|_| 2, &filters);
+    let probe = &text[text.find(&format!("Fragment {} ", d.probe)).unwrap()..];
+    let probe = &probe[..probe.find("\n\n").unwrap()];
+    assert!(probe.contains(&format!("Starts after: fragment {} (the build of the join it feeds)", d.build)), "{probe}");
+    assert!(
+        probe.contains(&format!("Dynamic filter: keeps rows whose [l_orderkey] fragment {} has", d.build)),
+        "{probe}"
+    );
+    assert!(!f.explain(&|_| 2, &[]).contains("Dynamic filter"));
     // The two nodes go under the stages' repartitions.
     let collecting = with_collector(&f.fragments[d.build].plan, d).unwrap();
     assert!((collecting.children()[0].as_ref() as &dyn std::any::Any).is::<DynamicFilterSourceExec>());

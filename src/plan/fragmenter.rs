@@ -27,6 +27,7 @@ use datafusion::physical_plan::windows::{BoundedWindowAggExec, WindowAggExec};
 use datafusion::physical_plan::{displayable, ExecutionPlan, ExecutionPlanProperties};
 use petgraph::graph::DiGraph;
 
+use super::dynamic_filter::DynamicFilter;
 use super::DependencyKind;
 use crate::connector::Connectors;
 use crate::exchange::remote_source::{ExchangeMode, RemoteSourceExec};
@@ -106,9 +107,10 @@ impl FragmentedPlan {
     }
 
     /// `EXPLAIN`: each fragment with its partitioning, tasks and the exchanges feeding it.
-    pub fn explain(&self, task_counts: &dyn Fn(&Fragment) -> usize) -> String {
+    /// `filters`: the dynamic filters it runs with (`plan::dynamic_filter`).
+    pub fn explain(&self, task_counts: &dyn Fn(&Fragment) -> usize, filters: &[DynamicFilter]) -> String {
         let mut out = String::new();
-        let dependencies = self.dependencies();
+        let dependencies = super::dynamic_filter::dependencies(self, filters);
         for f in &self.fragments {
             let output = match f.output {
                 FragmentOutput::Root => "SINGLE (to client)".to_string(),
@@ -153,6 +155,16 @@ impl FragmentedPlan {
                 .collect();
             if !waits.is_empty() {
                 let _ = writeln!(out, "    Starts after: {}", waits.join(", "));
+            }
+            for d in filters.iter().filter(|d| d.probe == f.id) {
+                let schema = f.plan.schema();
+                let keys: Vec<&str> = d.probe_keys.iter().map(|k| schema.field(*k).name().as_str()).collect();
+                let _ = writeln!(
+                    out,
+                    "    Dynamic filter: keeps rows whose [{}] fragment {} has",
+                    keys.join(", "),
+                    d.build
+                );
             }
             for line in displayable(f.plan.as_ref()).indent(false).to_string().lines() {
                 let _ = writeln!(out, "    {line}");
