@@ -60,6 +60,8 @@ async fn bad_task_api_requests_get_json_errors() {
         (http.get(format!("{worker}/v1/task/not-a-task-id")), 400, "BAD_REQUEST"),
         (http.get(format!("{worker}/v1/task/q.1.0.0/results/0/0")), 404, "TASK_NOT_FOUND"),
         (http.delete(format!("{worker}/v1/task/q.1.0.0")), 404, "TASK_NOT_FOUND"),
+        (http.get(format!("{worker}/v1/task/q.1.0.0/dynamic-filter/1")), 404, "TASK_NOT_FOUND"),
+        (http.get(format!("{worker}/v1/task/q.1.0.0/dynamic-filter/x")), 400, "BAD_REQUEST"),
         (
             http.post(format!("{worker}/v1/task/q.1.0.0"))
                 .header("content-type", "application/json")
