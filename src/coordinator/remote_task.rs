@@ -325,11 +325,12 @@ impl RemoteTask for HttpRemoteTask {
         self.remove(abort).boxed()
     }
 
-    /// One request, no retries: a probe stage without its filter only reads more rows.
+    /// One request, no retries, a short timeout: the scheduler waits for it, and a
+    /// probe stage without its filter only sends more rows.
     fn dynamic_filter(&self, filter: usize) -> BoxFuture<'_, Option<Vec<u64>>> {
         async move {
             let url = format!("{}/dynamic-filter/{filter}", self.task_url());
-            let resp = self.http.get(url).timeout(self.request_timeout(Duration::from_secs(5))).send().await.ok()?;
+            let resp = self.http.get(url).timeout(Duration::from_secs(2)).send().await.ok()?;
             if !resp.status().is_success() {
                 return None;
             }
