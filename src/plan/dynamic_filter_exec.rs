@@ -18,6 +18,7 @@ use datafusion::arrow::compute::filter_record_batch;
 use datafusion::common::hash_utils::{create_hashes, RandomState};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -74,8 +75,11 @@ pub type KeyHashSet = HashSet<u64, BuildHasherDefault<IdentityHasher>>;
 #[derive(Debug, Default)]
 struct Collected {
     hashes: KeyHashSet,
-    /// More than `MAX_KEY_HASHES`: no filter.
+    /// More than `MAX_KEY_HASHES`, or more than the task's memory pool would give:
+    /// no filter (the join itself still runs).
     overflowed: bool,
+    /// The set's memory in the task's pool, freed with the task's plan.
+    reservation: Option<MemoryReservation>,
     started: usize,
     finished: usize,
 }
@@ -166,9 +170,17 @@ impl ExecutionPlan for DynamicFilterSourceExec {
     }
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        let pool = context.memory_pool().clone();
         let input = self.input.execute(partition, context)?;
         let schema = input.schema();
-        self.collected.lock().started += 1;
+        {
+            let mut c = self.collected.lock();
+            c.started += 1;
+            if c.reservation.is_none() {
+                c.reservation =
+                    Some(MemoryConsumer::new(format!("DynamicFilterSourceExec[{}]", self.id)).register(&pool));
+            }
+        }
         let (keys, collected) = (self.keys.clone(), self.collected.clone());
         let mut hashes = Vec::new();
         let collect = input.map(move |batch| {
@@ -181,9 +193,15 @@ impl ExecutionPlan for DynamicFilterSourceExec {
                         c.hashes.insert(*h);
                     }
                 }
-                if c.hashes.len() > MAX_KEY_HASHES {
+                // A bucket holds the u64 and a control byte.
+                let bytes = c.hashes.capacity() * 9;
+                let fits = c.reservation.as_mut().is_some_and(|r| r.try_resize(bytes).is_ok());
+                if c.hashes.len() > MAX_KEY_HASHES || !fits {
                     c.overflowed = true;
                     c.hashes = KeyHashSet::default();
+                    if let Some(r) = c.reservation.as_mut() {
+                        r.free();
+                    }
                 }
             }
             Ok(batch)

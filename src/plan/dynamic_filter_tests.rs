@@ -232,3 +232,26 @@ fn the_key_bloom_holds_every_key_and_few_others() {
     assert!(others < 200_000 * 3 / 100, "{others} of 200000 other keys pass (about 1.5% expected)");
     assert!(!KeyBloom::new(&KeyHashSet::default()).may_contain(hash(1)), "an empty filter holds nothing");
 }
+
+/// The build side's hashes count in the task's memory pool; a pool too small for
+/// them gives up the filter, not the query.
+#[tokio::test]
+async fn the_collected_hashes_live_in_the_memory_pool() {
+    use datafusion::execution::memory_pool::{GreedyMemoryPool, MemoryPool};
+    use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+    use datafusion::prelude::SessionConfig;
+    let keys: Vec<Option<i64>> = (0..50_000).map(Some).collect();
+    for (limit, complete) in [(64 << 20, true), (64 << 10, false)] {
+        let pool: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(limit));
+        let runtime = RuntimeEnvBuilder::new().with_memory_pool(pool.clone()).build_arc().unwrap();
+        let ctx = SessionContext::new_with_config_rt(SessionConfig::new(), runtime).task_ctx();
+        let build = source(vec![vec![batch(keys.clone(), vec![None; keys.len()])]]);
+        let collector = Arc::new(DynamicFilterSourceExec::new(build, 1, vec![0]));
+        let rows: usize = collect(collector.clone(), ctx).await.unwrap().iter().map(|b| b.num_rows()).sum();
+        assert_eq!(rows, keys.len(), "every row passes either way");
+        assert_eq!(collector.hashes().map(|h| h.len()), complete.then_some(keys.len()), "pool of {limit} B");
+        assert_eq!(pool.reserved() > 0, complete, "the set is held in the pool while it lives");
+        drop(collector);
+        assert_eq!(pool.reserved(), 0, "and freed with the plan");
+    }
+}
