@@ -23,7 +23,7 @@ use datafusion::execution::TaskContext;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream,
+    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, SendableRecordBatchStream,
 };
 use futures::StreamExt;
 use parking_lot::Mutex;
@@ -145,11 +145,10 @@ impl ExecutionPlan for DynamicFilterSourceExec {
         Ok(TreeNodeRecursion::Continue)
     }
 
-    fn replace_children(
-        self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
-        _options: ReplaceChildrenOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
+    /// DataFusion's `replace_children` calls it; the shared collection stays with the
+    /// node, so the task finds it after the plan is rewrapped.
+    #[allow(deprecated)]
+    fn with_new_children(self: Arc<Self>, mut children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
         if children.len() != 1 {
             return Err(DataFusionError::Internal("DynamicFilterSourceExec has one child".into()));
         }
@@ -159,14 +158,6 @@ impl ExecutionPlan for DynamicFilterSourceExec {
             keys: self.keys.clone(),
             collected: self.collected.clone(),
         }))
-    }
-
-    #[allow(deprecated)]
-    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
-        self.replace_children(
-            children,
-            ReplaceChildrenOptions::new(datafusion::physical_plan::ChildrenPropertiesMode::Recompute),
-        )
     }
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
@@ -309,11 +300,8 @@ impl ExecutionPlan for DynamicFilterExec {
         Ok(TreeNodeRecursion::Continue)
     }
 
-    fn replace_children(
-        self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
-        _options: ReplaceChildrenOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
+    #[allow(deprecated)]
+    fn with_new_children(self: Arc<Self>, mut children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
         if children.len() != 1 {
             return Err(DataFusionError::Internal("DynamicFilterExec has one child".into()));
         }
@@ -323,14 +311,6 @@ impl ExecutionPlan for DynamicFilterExec {
             hashes: self.hashes.clone(),
             bloom: self.bloom.clone(),
         }))
-    }
-
-    #[allow(deprecated)]
-    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
-        self.replace_children(
-            children,
-            ReplaceChildrenOptions::new(datafusion::physical_plan::ChildrenPropertiesMode::Recompute),
-        )
     }
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
