@@ -290,6 +290,15 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
 ];
 
 impl SessionProperties {
+    /// Whether queries run with dynamic filters (`plan::dynamic_filter`): asked for,
+    /// under the phased policy (the probe stage must start after its build), and not
+    /// under task retries (whose scheduler runs none). Execution and `EXPLAIN` ask.
+    pub fn runs_dynamic_filters(&self) -> bool {
+        self.enable_dynamic_filtering
+            && self.execution_policy == ExecutionPolicy::Phased
+            && self.retry_policy != RetryPolicy::Task
+    }
+
     /// Parses and checks every property; the error names the bad one and its range.
     pub fn parse(session: &BTreeMap<String, String>) -> Result<SessionProperties, String> {
         let mut props = SessionProperties::default();

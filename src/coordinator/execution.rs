@@ -205,9 +205,7 @@ async fn execute(
         query_id: q.id.to_string(),
         workers: workers.len(),
         single_task_max_rows: usize::try_from(props.single_task_max_rows).unwrap_or(usize::MAX),
-        dynamic_filtering: props.enable_dynamic_filtering
-            && props.execution_policy == ExecutionPolicy::Phased
-            && props.retry_policy != RetryPolicy::Task,
+        dynamic_filtering: props.runs_dynamic_filters(),
     };
     let (physical, fragments, analyze) =
         match super::planning::plan(request, sql, props.query_max_planning_time).await? {
@@ -275,10 +273,9 @@ async fn execute(
         return execute_fault_tolerant(q, limits, fragmented, settings, root, analyze).await;
     }
     let stage_ids = fragmented.worker_stages();
-    // Dynamic filters need the phased schedule to start a probe stage after its build.
-    let filters = match (props.execution_policy, props.enable_dynamic_filtering) {
-        (ExecutionPolicy::Phased, true) => dynamic_filters(&fragmented),
-        _ => Vec::new(),
+    let filters = match props.runs_dynamic_filters() {
+        true => dynamic_filters(&fragmented),
+        false => Vec::new(),
     };
     let schedule: Box<dyn ExecutionSchedule> = match props.execution_policy {
         ExecutionPolicy::AllAtOnce => Box::new(AllAtOnceExecutionSchedule::new(&stage_ids)),

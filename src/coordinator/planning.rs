@@ -86,8 +86,8 @@ pub struct PlanRequest {
     pub workers: usize,
     /// `single_task_max_rows`: see `cut`.
     pub single_task_max_rows: usize,
-    /// `EXPLAIN` shows the dynamic filters the query would run with (the session's
-    /// `enable_dynamic_filtering` under the phased policy).
+    /// `EXPLAIN` shows the dynamic filters the query would run with
+    /// (`SessionProperties::runs_dynamic_filters`).
     pub dynamic_filtering: bool,
 }
 
