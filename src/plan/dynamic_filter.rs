@@ -25,7 +25,7 @@ use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning};
 
 use super::dynamic_filter_exec::{DynamicFilterExec, DynamicFilterSourceExec, KeyHashSet};
-use super::fragmenter::FragmentedPlan;
+use super::fragmenter::{as_, FragmentedPlan};
 use super::DependencyKind;
 use crate::exchange::remote_source::{ExchangeMode, RemoteSourceExec};
 
@@ -49,7 +49,7 @@ pub fn dynamic_filters(plan: &FragmentedPlan) -> Vec<DynamicFilter> {
 }
 
 fn collect(node: &Arc<dyn ExecutionPlan>, plan: &FragmentedPlan, out: &mut Vec<DynamicFilter>) {
-    if let Some(j) = (node.as_ref() as &dyn std::any::Any).downcast_ref::<HashJoinExec>() {
+    if let Some(j) = as_::<HashJoinExec>(node) {
         if let Some(f) = join_filter(j, plan) {
             out.push(f);
         }
@@ -86,7 +86,7 @@ fn join_filter(j: &HashJoinExec, plan: &FragmentedPlan) -> Option<DynamicFilter>
 
 /// The stage a join input reads, when it reads one repartition exchange directly.
 fn repartitioned_stage(input: &Arc<dyn ExecutionPlan>) -> Option<usize> {
-    let rs = (input.as_ref() as &dyn std::any::Any).downcast_ref::<RemoteSourceExec>()?;
+    let rs = as_::<RemoteSourceExec>(input)?;
     (rs.mode() == ExchangeMode::Repartition).then(|| rs.stage())
 }
 
@@ -97,8 +97,7 @@ fn hash_key_columns<'a>(
     stage: usize,
     join_keys: impl Iterator<Item = &'a Arc<dyn PhysicalExpr>>,
 ) -> Option<Vec<usize>> {
-    let root = plan.fragments.get(stage)?.plan.clone();
-    let rep = (root.as_ref() as &dyn std::any::Any).downcast_ref::<RepartitionExec>()?;
+    let rep = as_::<RepartitionExec>(&plan.fragments.get(stage)?.plan)?;
     let Partitioning::Hash(exprs, _) = rep.partitioning() else { return None };
     let columns: Vec<&Column> =
         exprs.iter().map(|e| (e.as_ref() as &dyn std::any::Any).downcast_ref::<Column>()).collect::<Option<_>>()?;
@@ -125,8 +124,7 @@ fn below_repartition(
     plan: &Arc<dyn ExecutionPlan>,
     wrap: impl FnOnce(Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
-    let rep = (plan.as_ref() as &dyn std::any::Any)
-        .downcast_ref::<RepartitionExec>()
+    let rep = as_::<RepartitionExec>(plan)
         .ok_or_else(|| DataFusionError::Internal("a dynamic filter's stage must end in a repartition".into()))?;
     #[allow(deprecated)]
     plan.clone().with_new_children(vec![wrap(rep.input().clone())])

@@ -199,7 +199,7 @@ fn is<T: 'static>(plan: &Arc<dyn ExecutionPlan>) -> bool {
     (plan.as_ref() as &dyn std::any::Any).is::<T>()
 }
 
-fn as_<T: 'static>(plan: &Arc<dyn ExecutionPlan>) -> Option<&T> {
+pub(crate) fn as_<T: 'static>(plan: &Arc<dyn ExecutionPlan>) -> Option<&T> {
     (plan.as_ref() as &dyn std::any::Any).downcast_ref::<T>()
 }
 
