@@ -334,10 +334,7 @@ impl RemoteTask for HttpRemoteTask {
             if !resp.status().is_success() {
                 return None;
             }
-            let body = resp.bytes().await.ok()?;
-            body.len()
-                .is_multiple_of(8)
-                .then(|| body.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
+            crate::plan::dynamic_filter_exec::hashes_from_bytes(&resp.bytes().await.ok()?)
         }
         .boxed()
     }

@@ -21,7 +21,9 @@ use serde::{Deserialize, Serialize};
 
 use super::remote_source::{ExchangeMode, RemoteSourceExec, SourceResolver};
 use crate::connector::Connectors;
-use crate::plan::dynamic_filter_exec::{DynamicFilterExec, DynamicFilterSourceExec, KeyHashSet};
+use crate::plan::dynamic_filter_exec::{
+    hashes_from_bytes, hashes_to_bytes, DynamicFilterExec, DynamicFilterSourceExec,
+};
 use crate::plan::table_writer::{TableWriterExec, WriteTarget};
 
 /// `[1][catalog name length][catalog name][the connector's bytes]`
@@ -82,7 +84,7 @@ fn decode_dynamic_filter(tag: u8, body: &[u8], input: Arc<dyn ExecutionPlan>) ->
     let (json, hashes) = if tag == TAG_DYNAMIC_FILTER {
         let (len, rest) = body.split_first_chunk::<4>().ok_or_else(|| bad("truncated"))?;
         let len = u32::from_le_bytes(*len) as usize;
-        if rest.len() < len || !(rest.len() - len).is_multiple_of(8) {
+        if rest.len() < len {
             return Err(bad("truncated"));
         }
         rest.split_at(len)
@@ -96,8 +98,8 @@ fn decode_dynamic_filter(tag: u8, body: &[u8], input: Arc<dyn ExecutionPlan>) ->
     if tag == TAG_DYNAMIC_FILTER_SOURCE {
         return Ok(Arc::new(DynamicFilterSourceExec::new(input, p.id, p.keys)));
     }
-    let set: KeyHashSet = hashes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
-    Ok(Arc::new(DynamicFilterExec::new(input, p.keys, Arc::new(set))))
+    let hashes = hashes_from_bytes(hashes).ok_or_else(|| bad("truncated"))?;
+    Ok(Arc::new(DynamicFilterExec::new(input, p.keys, hashes.into())))
 }
 
 pub fn schema_to_bytes(schema: &Schema) -> Result<Vec<u8>> {
@@ -202,10 +204,7 @@ impl PhysicalExtensionCodec for FlotillaCodec {
             let json = serde_json::to_vec(&proto).map_err(|e| DataFusionError::External(Box::new(e)))?;
             buf.extend_from_slice(&(json.len() as u32).to_le_bytes());
             buf.extend_from_slice(&json);
-            buf.reserve(d.hashes().len() * 8);
-            for h in d.hashes() {
-                buf.extend_from_slice(&h.to_le_bytes());
-            }
+            hashes_to_bytes(d.hashes(), buf);
             Ok(())
         } else if let Some(w) = any.downcast_ref::<TableWriterExec>() {
             buf.push(TAG_TABLE_WRITER);

@@ -115,7 +115,7 @@ pub fn with_collector(plan: &Arc<dyn ExecutionPlan>, f: &DynamicFilter) -> Resul
 pub fn with_filter(
     plan: &Arc<dyn ExecutionPlan>,
     f: &DynamicFilter,
-    hashes: Arc<KeyHashSet>,
+    hashes: Arc<[u64]>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
     below_repartition(plan, |input| Arc::new(DynamicFilterExec::new(input, f.probe_keys.clone(), hashes)))
 }
@@ -146,13 +146,13 @@ pub fn dependencies(plan: &FragmentedPlan, filters: &[DynamicFilter]) -> Vec<(us
     deps
 }
 
-/// A filter's hashes from the build tasks' lists: None when a task has none.
-pub fn union_of(lists: Vec<Option<Vec<u64>>>) -> Option<KeyHashSet> {
+/// A filter's distinct hashes from the build tasks' lists: None when a task has none.
+pub fn union_of(lists: Vec<Option<Vec<u64>>>) -> Option<Arc<[u64]>> {
     let mut set = KeyHashSet::default();
     for list in lists {
         set.extend(list?);
     }
-    Some(set)
+    Some(set.into_iter().collect())
 }
 
 #[cfg(test)]

@@ -71,6 +71,23 @@ impl Hasher for IdentityHasher {
 
 pub type KeyHashSet = HashSet<u64, BuildHasherDefault<IdentityHasher>>;
 
+/// Key hashes as they travel (the task's dynamic-filter route, the plan codec): a
+/// little-endian u64 each.
+pub fn hashes_to_bytes(hashes: &[u64], out: &mut Vec<u8>) {
+    out.reserve(hashes.len() * 8);
+    for h in hashes {
+        out.extend_from_slice(&h.to_le_bytes());
+    }
+}
+
+/// The hashes in `bytes`; None unless they are whole u64s.
+pub fn hashes_from_bytes(bytes: &[u8]) -> Option<Vec<u64>> {
+    bytes
+        .len()
+        .is_multiple_of(8)
+        .then(|| bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
+}
+
 /// What one build-side task collected.
 #[derive(Debug, Default)]
 struct Collected {
@@ -220,7 +237,7 @@ pub struct KeyBloom {
 }
 
 impl KeyBloom {
-    pub fn new(hashes: &KeyHashSet) -> Self {
+    pub fn new(hashes: &[u64]) -> Self {
         let mut bloom = KeyBloom { words: vec![0; (hashes.len() / 4).max(1)] };
         for h in hashes {
             let (i, mask) = bloom.slot(*h);
@@ -246,18 +263,19 @@ impl KeyBloom {
 }
 
 /// Keeps the rows whose join keys hash to one of the build side's hashes, checked in
-/// a `KeyBloom` made from them.
+/// a `KeyBloom` made from them. The hashes are distinct (the coordinator's union) and
+/// kept as a list: only the bloom filter is looked up.
 #[derive(Debug)]
 pub struct DynamicFilterExec {
     input: Arc<dyn ExecutionPlan>,
     keys: Vec<usize>,
-    hashes: Arc<KeyHashSet>,
+    hashes: Arc<[u64]>,
     /// Made on first use, in the worker, once for all partitions.
     bloom: Arc<OnceLock<KeyBloom>>,
 }
 
 impl DynamicFilterExec {
-    pub fn new(input: Arc<dyn ExecutionPlan>, keys: Vec<usize>, hashes: Arc<KeyHashSet>) -> Self {
+    pub fn new(input: Arc<dyn ExecutionPlan>, keys: Vec<usize>, hashes: Arc<[u64]>) -> Self {
         DynamicFilterExec { input, keys, hashes, bloom: Arc::default() }
     }
 
@@ -265,7 +283,7 @@ impl DynamicFilterExec {
         &self.keys
     }
 
-    pub fn hashes(&self) -> &KeyHashSet {
+    pub fn hashes(&self) -> &[u64] {
         &self.hashes
     }
 }

@@ -18,7 +18,7 @@ use crate::connector::Connectors;
 use crate::coordinator::planner::{session_context, SessionSpec};
 use crate::coordinator::planning::{plan, PlanRequest, Planned};
 use crate::exchange::codec::FlotillaCodec;
-use crate::plan::dynamic_filter_exec::{DynamicFilterExec, DynamicFilterSourceExec, KeyHashSet, MAX_KEY_HASHES};
+use crate::plan::dynamic_filter_exec::{DynamicFilterExec, DynamicFilterSourceExec, MAX_KEY_HASHES};
 
 /// `sql` over tpch.tiny cut into stages, every join partitioned.
 async fn fragmented(sql: &str) -> FragmentedPlan {
@@ -69,7 +69,7 @@ async fn a_partitioned_semi_join_filters_its_probe_stage() {
     // The two nodes go under the stages' repartitions.
     let collecting = with_collector(&f.fragments[d.build].plan, d).unwrap();
     assert!((collecting.children()[0].as_ref() as &dyn std::any::Any).is::<DynamicFilterSourceExec>());
-    let filtering = with_filter(&f.fragments[d.probe].plan, d, Arc::new(KeyHashSet::default())).unwrap();
+    let filtering = with_filter(&f.fragments[d.probe].plan, d, Arc::from([])).unwrap();
     assert!((filtering.children()[0].as_ref() as &dyn std::any::Any).is::<DynamicFilterExec>());
 }
 
@@ -151,7 +151,7 @@ async fn collected_hashes_keep_exactly_the_probe_rows_with_build_keys() {
         vec![Some(1), Some(1), Some(2), Some(3), None, Some(4), Some(3)],
         vec![Some("a"), Some("b"), Some("b"), Some("c"), Some("c"), Some("a"), None],
     )]]);
-    let filter = Arc::new(DynamicFilterExec::new(probe, vec![0, 1], Arc::new(hashes.into_iter().collect())));
+    let filter = Arc::new(DynamicFilterExec::new(probe, vec![0, 1], hashes.into()));
     let kept = rows(&run(filter).await);
     assert_eq!(
         kept,
@@ -169,7 +169,7 @@ async fn an_empty_build_side_drops_every_probe_row_and_a_huge_one_gives_up() {
     let hashes = collector.hashes().expect("complete");
     assert!(hashes.is_empty());
     let probe = source(vec![vec![batch(vec![Some(1), Some(2)], vec![None, None])]]);
-    assert!(run(Arc::new(DynamicFilterExec::new(probe, vec![0], Arc::new(KeyHashSet::default())))).await.is_empty());
+    assert!(run(Arc::new(DynamicFilterExec::new(probe, vec![0], Arc::from([])))).await.is_empty());
 
     let many: Vec<Option<i64>> = (0..(MAX_KEY_HASHES as i64 + 1)).map(Some).collect();
     let names = vec![None; many.len()];
@@ -191,12 +191,12 @@ async fn a_filter_that_keeps_most_rows_stops_filtering() {
     let build = source(vec![vec![batch((0..n - 1000).map(Some).collect(), vec![None; (n - 1000) as usize])]]);
     let collector = Arc::new(DynamicFilterSourceExec::new(build, 1, vec![0]));
     let _ = run(collector.clone()).await;
-    let set: KeyHashSet = collector.hashes().unwrap().into_iter().collect();
+    let set: Arc<[u64]> = collector.hashes().unwrap().into();
     let whole = batch(keys, names);
     let batches: Vec<RecordBatch> = (0..n as usize).step_by(10_000).map(|i| whole.slice(i, 10_000)).collect();
     let probe = source(vec![batches]);
     let kept: usize =
-        run(Arc::new(DynamicFilterExec::new(probe, vec![0], Arc::new(set)))).await.iter().map(|b| b.num_rows()).sum();
+        run(Arc::new(DynamicFilterExec::new(probe, vec![0], set))).await.iter().map(|b| b.num_rows()).sum();
     assert_eq!(kept, n as usize, "the unmatched rows come last, after the filter gave up");
 }
 
@@ -211,11 +211,11 @@ async fn both_nodes_survive_the_codec() {
     let back = (back.as_ref() as &dyn std::any::Any).downcast_ref::<DynamicFilterSourceExec>().expect("a collector");
     assert_eq!((back.id(), back.keys()), (5, &[1usize, 0][..]));
 
-    let set: KeyHashSet = [3u64, u64::MAX, 0].into_iter().collect();
-    let filter: Arc<dyn ExecutionPlan> = Arc::new(DynamicFilterExec::new(input, vec![0], Arc::new(set.clone())));
+    let set = [3u64, u64::MAX, 0];
+    let filter: Arc<dyn ExecutionPlan> = Arc::new(DynamicFilterExec::new(input, vec![0], Arc::from(set)));
     let back = codec.decode_plan(&codec.encode_plan(filter).unwrap(), &ctx).unwrap();
     let back = (back.as_ref() as &dyn std::any::Any).downcast_ref::<DynamicFilterExec>().expect("a filter");
-    assert_eq!((back.keys(), back.hashes()), (&[0usize][..], &set));
+    assert_eq!((back.keys(), back.hashes()), (&[0usize][..], &set[..]));
 }
 
 /// The bloom filter never misses a key it holds, and lets few others through.
@@ -225,12 +225,12 @@ fn the_key_bloom_holds_every_key_and_few_others() {
     use std::hash::{BuildHasher, RandomState};
     let state = RandomState::new();
     let hash = |i: u64| state.hash_one(i);
-    let held: KeyHashSet = (0..100_000u64).map(hash).collect();
+    let held: Vec<u64> = (0..100_000u64).map(hash).collect();
     let bloom = KeyBloom::new(&held);
     assert!(held.iter().all(|h| bloom.may_contain(*h)), "no false negatives");
     let others = (1_000_000..1_200_000u64).filter(|i| bloom.may_contain(hash(*i))).count();
     assert!(others < 200_000 * 3 / 100, "{others} of 200000 other keys pass (about 1.5% expected)");
-    assert!(!KeyBloom::new(&KeyHashSet::default()).may_contain(hash(1)), "an empty filter holds nothing");
+    assert!(!KeyBloom::new(&[]).may_contain(hash(1)), "an empty filter holds nothing");
 }
 
 /// The build side's hashes count in the task's memory pool; a pool too small for

@@ -26,7 +26,6 @@ use crate::cluster::node_manager::{NodeManager, WorkerNode};
 use crate::error_code::ErrorCode;
 use crate::exchange::codec::FlotillaCodec;
 use crate::plan::dynamic_filter::{union_of, with_collector, with_filter, DynamicFilter};
-use crate::plan::dynamic_filter_exec::KeyHashSet;
 use crate::plan::fragmenter::{Fragment, FragmentOutput, FragmentedPlan};
 use crate::protocol::{
     Base64Bytes, OutputBufferSpec, SourceUpdate, TaskFailure, TaskId, TaskState, TaskStatus, TaskUpdateRequest,
@@ -274,7 +273,7 @@ impl PipelinedQueryScheduler {
     /// done producing, collected its keys. None when the stage is no probe stage, or
     /// its build stage is not done (its full output buffer let the probe start), or a
     /// build task has no hashes to give (too many keys).
-    async fn probe_filter(&self, id: usize) -> Option<(DynamicFilter, Arc<KeyHashSet>)> {
+    async fn probe_filter(&self, id: usize) -> Option<(DynamicFilter, Arc<[u64]>)> {
         let f = self.dynamic_filters.iter().find(|f| f.probe == id)?;
         let build = self.stages.get(&f.build)?;
         if !build.state().is_done_producing() {
@@ -287,12 +286,12 @@ impl PipelinedQueryScheduler {
             query = %self.settings.query_id, build = f.build, probe = id,
             hashes = set.as_ref().map(|s| s.len()), elapsed = ?started.elapsed(), "dynamic filter"
         );
-        Some((f.clone(), Arc::new(set?)))
+        Some((f.clone(), set?))
     }
 
     /// The plan a stage's tasks run: its fragment, with a build stage's key collector
     /// or a probe stage's filter.
-    fn stage_plan(&self, id: usize, filter: Option<(DynamicFilter, Arc<KeyHashSet>)>) -> Arc<dyn ExecutionPlan> {
+    fn stage_plan(&self, id: usize, filter: Option<(DynamicFilter, Arc<[u64]>)>) -> Arc<dyn ExecutionPlan> {
         let plan = self.stages[&id].fragment.plan.clone();
         let wrapped = match (self.dynamic_filters.iter().find(|f| f.build == id), filter) {
             (Some(f), _) => with_collector(&plan, f),
@@ -309,7 +308,7 @@ impl PipelinedQueryScheduler {
     fn prepare_stage(
         &mut self,
         id: usize,
-        filter: Option<(DynamicFilter, Arc<KeyHashSet>)>,
+        filter: Option<(DynamicFilter, Arc<[u64]>)>,
     ) -> Result<Vec<TaskCreation>, SchedulerError> {
         let stage = self.stages[&id].clone();
         stage.transition(StageState::Scheduling);

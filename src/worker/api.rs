@@ -186,7 +186,8 @@ async fn dynamic_filter(
     let filter: usize =
         filter_id.parse().map_err(|_| WorkerError::BadRequest(format!("bad dynamic filter id '{filter_id}'")))?;
     let hashes = m.get(&id)?.dynamic_filter(filter).ok_or(WorkerError::NoDynamicFilter { task: id, filter })?;
-    let body: Vec<u8> = hashes.iter().flat_map(|h| h.to_le_bytes()).collect();
+    let mut body = Vec::new();
+    crate::plan::dynamic_filter_exec::hashes_to_bytes(&hashes, &mut body);
     let mut resp = body.into_response();
     resp.headers_mut().insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
     Ok(resp)
