@@ -330,22 +330,23 @@ impl StatementClient {
             let pairs: Vec<String> = self.session.iter().map(|(k, v)| format!("{k}={v}")).collect();
             request = request.header("X-Trino-Session", pairs.join(","));
         }
-        let mut page = self.post(request).await?;
+        let mut received = Received { page: self.post(request).await?, rows: None };
         let mut outcome = QueryOutcome::default();
         let mut idle_pages: u32 = 0;
         for _ in 0..MAX_PAGES {
-            *self.current.lock() = InFlight::after(&page);
-            let had_rows = page.data.as_ref().is_some_and(|d| !d.is_empty()) || page.rows_text.is_some();
+            *self.current.lock() = InFlight::after(&received.page);
+            let had_rows = received.has_rows();
             // A page with rows is usually followed by more: the next one is asked for
-            // (and parsed, on another thread) while the caller handles this one, so
-            // the server's encoding and our parsing overlap the caller's printing.
-            let prefetch = match (&page.next_uri, had_rows && page.error.is_none()) {
+            // before this one's rows are parsed, so the server's encoding of the next
+            // page overlaps our parsing of this one and the caller's handling of it.
+            let prefetch = match (&received.page.next_uri, had_rows && received.page.error.is_none()) {
                 (Some(next), true) => {
                     let (client, request) = (self.clone(), self.request(Method::GET, self.resolve(next)));
-                    Some(tokio::spawn(async move { client.send(request).await }))
+                    Some(tokio::spawn(async move { client.receive(request).await }))
                 }
                 _ => None,
             };
+            let mut page = received.finish(self.rows_as_text)?;
             on_page(&mut page)?;
             if let Some(error) = page.error.take() {
                 return Err(error.into());
@@ -371,14 +372,14 @@ impl StatementClient {
                 return Ok(outcome);
             };
             if let Some(fetch) = prefetch {
-                page = fetch.await.map_err(|e| ClientError::Protocol(format!("fetching {next}: {e}")))??;
+                received = fetch.await.map_err(|e| ClientError::Protocol(format!("fetching {next}: {e}")))??;
                 continue;
             }
             if idle_pages > 1 {
                 let pause = Duration::from_millis(5 * u64::from(idle_pages));
                 tokio::time::sleep(pause.min(MAX_IDLE_PAUSE)).await;
             }
-            page = self.send(self.request(Method::GET, self.resolve(&next))).await?;
+            received = self.receive(self.request(Method::GET, self.resolve(&next))).await?;
         }
         Err(ClientError::Protocol(format!("query {} still had a nextUri after {MAX_PAGES} pages", outcome.id)))
     }
@@ -459,6 +460,12 @@ impl StatementClient {
     }
 
     async fn send(&self, request: RequestBuilder) -> Result<QueryResultsPage, ClientError> {
+        self.receive(request).await?.finish(self.rows_as_text)
+    }
+
+    /// One page, its document parsed and its rows (when the coordinator sent them as
+    /// JSON) left as bytes for [`Received::finish`].
+    async fn receive(&self, request: RequestBuilder) -> Result<Received, ClientError> {
         let response = request.send().await.map_err(|e| self.transport_error(e))?;
         let status = response.status();
         let text_page = response
@@ -471,28 +478,10 @@ impl StatementClient {
         if !status.is_success() {
             return Err(http_error(status, &String::from_utf8_lossy(&body)));
         }
-        let bad = |e: serde_json::Error| {
-            ClientError::Protocol(format!("{e} in {}", excerpt(&String::from_utf8_lossy(&body))))
-        };
         if text_page {
-            return text_results(body);
+            return Ok(Received { page: text_results(body)?, rows: None });
         }
-        let Some(style) = self.rows_as_text else { return serde_json::from_slice(&body).map_err(bad) };
-        let doc =
-            std::str::from_utf8(&body).map_err(|e| ClientError::Protocol(format!("results are not UTF-8: {e}")))?;
-        let bad_rows = |e: String| ClientError::Protocol(format!("{e} in {}", excerpt(doc)));
-        let Some(data) = format::find_member(doc, "data").map_err(bad_rows)? else {
-            return serde_json::from_str(doc).map_err(bad);
-        };
-        // The text is shorter than the JSON it comes from: one allocation.
-        let mut text = String::with_capacity(data.len());
-        let rows = format::rows_to_text(&doc[data.clone()], style, &mut text).map_err(bad_rows)?;
-        let rest = [&doc[..data.start], "null", &doc[data.end..]].concat();
-        let mut page: QueryResultsPage = serde_json::from_str(&rest).map_err(bad)?;
-        if rows > 0 {
-            page.rows_text = Some(RowsText { text: Bytes::from(text.into_bytes()), rows });
-        }
-        Ok(page)
+        Received::from_json(body)
     }
 
     fn transport_error(&self, source: reqwest::Error) -> ClientError {
@@ -502,6 +491,65 @@ impl StatementClient {
             return ClientError::Protocol(format!("invalid request: {source}"));
         }
         ClientError::Connect { server: self.server.clone(), source }
+    }
+}
+
+/// A page as it came: its document parsed, its JSON rows (`data`) still the bytes
+/// they came in, so that the next page can be asked for before they are parsed.
+#[derive(Debug)]
+struct Received {
+    page: QueryResultsPage,
+    /// The body and where `data` is in it; None when the page has no JSON rows.
+    rows: Option<(Bytes, std::ops::Range<usize>)>,
+}
+
+impl Received {
+    /// A JSON page: the document is parsed without its `data` member, wherever that is.
+    fn from_json(body: Bytes) -> Result<Received, ClientError> {
+        let bad = |e: serde_json::Error| {
+            ClientError::Protocol(format!("{e} in {}", excerpt(&String::from_utf8_lossy(&body))))
+        };
+        let doc =
+            std::str::from_utf8(&body).map_err(|e| ClientError::Protocol(format!("results are not UTF-8: {e}")))?;
+        let bad_rows = |e: String| ClientError::Protocol(format!("{e} in {}", excerpt(doc)));
+        let data = format::find_member(doc, "data").map_err(bad_rows)?;
+        let Some(data) = data.filter(|d| &doc[d.clone()] != "null") else {
+            return Ok(Received { page: serde_json::from_str(doc).map_err(bad)?, rows: None });
+        };
+        // The document without its rows: a copy of the few hundred bytes around them.
+        let rest = [&doc[..data.start], "null", &doc[data.end..]].concat();
+        let page = serde_json::from_str(&rest).map_err(bad)?;
+        Ok(Received { page, rows: Some((body, data)) })
+    }
+
+    fn has_rows(&self) -> bool {
+        let json = self.rows.as_ref().is_some_and(|(body, data)| {
+            body[data.clone()].iter().any(|b| !matches!(b, b'[' | b']' | b' ' | b'\n' | b'\r' | b'\t'))
+        });
+        json || self.page.rows_text.is_some()
+    }
+
+    /// The page with its rows parsed: as `Value`s, or as `style`'s text lines.
+    fn finish(self, style: Option<Delimited>) -> Result<QueryResultsPage, ClientError> {
+        let Received { mut page, rows } = self;
+        let Some((body, data)) = rows else { return Ok(page) };
+        // Checked as UTF-8 when received.
+        let doc =
+            std::str::from_utf8(&body).map_err(|e| ClientError::Protocol(format!("results are not UTF-8: {e}")))?;
+        let rows = &doc[data.clone()];
+        let bad = |e: String| ClientError::Protocol(format!("{e} in {}", excerpt(rows)));
+        match style {
+            None => page.data = Some(serde_json::from_str(rows).map_err(|e| bad(e.to_string()))?),
+            Some(style) => {
+                // The text is shorter than the JSON it comes from: one allocation.
+                let mut text = String::with_capacity(data.len());
+                let count = format::rows_to_text(rows, style, &mut text).map_err(bad)?;
+                if count > 0 {
+                    page.rows_text = Some(RowsText { text: Bytes::from(text.into_bytes()), rows: count });
+                }
+            }
+        }
+        Ok(page)
     }
 }
 
@@ -554,6 +602,35 @@ fn excerpt(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rows are parsed after the document, wherever `data` stands in it (Trino puts
+    /// `stats` after it, flotilla puts it last), as values or as text lines.
+    #[test]
+    fn rows_are_parsed_apart_from_their_document() {
+        let trino = r#"{"id":"q1","nextUri":"http://c/v1/statement/q1/2","data":[[1,"a]}"],[null,"b"]],"stats":{"state":"RUNNING"}}"#;
+        let received = Received::from_json(Bytes::from_static(trino.as_bytes())).unwrap();
+        assert!(received.has_rows());
+        assert_eq!(received.page.next_uri.as_deref(), Some("http://c/v1/statement/q1/2"));
+        assert_eq!(received.page.stats["state"], "RUNNING");
+        assert!(received.page.data.is_none(), "rows wait for finish");
+        let page = received.finish(None).unwrap();
+        let whole: QueryResultsPage = serde_json::from_str(trino).unwrap();
+        assert_eq!(page.data, whole.data);
+        let text = Received::from_json(Bytes::from_static(trino.as_bytes()))
+            .unwrap()
+            .finish(Some(Delimited::for_format(crate::format::OutputFormat::Csv).unwrap()))
+            .unwrap();
+        assert_eq!(text.rows_text.as_ref().map(|t| t.rows), Some(2));
+        assert!(text.data.is_none());
+        for empty in [r#"{"id":"q1","data":[],"stats":{}}"#, r#"{"id":"q1","data":null}"#, r#"{"id":"q1"}"#] {
+            let received = Received::from_json(Bytes::from_static(empty.as_bytes())).unwrap();
+            assert!(!received.has_rows(), "{empty}");
+            let page = received.finish(None).unwrap();
+            assert!(page.data.as_ref().is_none_or(|d| d.is_empty()), "{empty}");
+        }
+        let broken = Received::from_json(Bytes::from_static(br#"{"id":"q1","data":[[1,2],"stats":{}}"#));
+        assert!(matches!(broken, Err(ClientError::Protocol(_))), "{broken:?}");
+    }
 
     #[test]
     fn pages_parse_sparse_and_full() {
