@@ -99,11 +99,24 @@ pub async fn plan(request: PlanRequest, sql: String, max_time: Duration) -> Resu
             .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
         let thread = crate::runtime::spawn_with_big_stack("flotilla-planner", move |abandoned| {
             let _slot = slot;
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
-            rt.block_on(plan_here(&request, &sql, abandoned))
+            // Planning threads are reused (see `spawn_with_big_stack`), and so is each
+            // one's runtime.
+            thread_local! {
+                static RUNTIME: std::cell::OnceCell<tokio::runtime::Runtime> = const { std::cell::OnceCell::new() };
+            }
+            RUNTIME.with(|cell| {
+                let rt = match cell.get() {
+                    Some(rt) => rt,
+                    None => {
+                        let rt = tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build()
+                            .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
+                        cell.get_or_init(|| rt)
+                    }
+                };
+                rt.block_on(plan_here(&request, &sql, abandoned))
+            })
         });
         Ok::<_, QueryError>(thread.await)
     };
