@@ -8,7 +8,7 @@ use flotilla::format::{format_rows, Column, OutputFormat};
 use serde_json::Value;
 
 /// A 100k-row result arrives whole and in order, over several `nextUri` pages: the
-/// first of at most 10,000 rows (and the rest of the batch it ends in), the later
+/// first of at most 4,096 rows (and the rest of the batch it ends in), the later
 /// ones sized to a byte target; `flotilla sql`'s csv and tsv, whose pages the
 /// coordinator writes as text, print those rows as the client prints JSON ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -28,7 +28,7 @@ async fn many_pages_arrive_whole_and_in_order() {
         .expect("query");
     assert_eq!(got.rows.len(), 100_000);
     assert!(page_rows.len() >= 2, "rows came in pages {page_rows:?}");
-    assert!(page_rows[0] <= 10_000 + 8192, "the first page is small: {page_rows:?}");
+    assert!(page_rows[0] <= 4_096 + 8192, "the first page is small: {page_rows:?}");
     let want = oracle("sf0_1", sql).await;
     assert_eq!(got.rows, want, "rows differ from single-node DataFusion");
     // `flotilla sql` asks for csv and tsv pages as text, which the coordinator writes
