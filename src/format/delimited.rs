@@ -32,6 +32,7 @@ pub fn write_delimited_rows(batch: &RecordBatch, style: Delimited, out: &mut Str
             match &cell.values {
                 Cells::Values(v) => style.value(out, &v[row]),
                 Cells::Int64(a) => out.push_str(itoa::Buffer::new().format(a.value(row))),
+                Cells::Int32(a) => out.push_str(itoa::Buffer::new().format(a.value(row))),
                 Cells::Float64(a) => style.value(out, &float_json(a.value(row))),
                 Cells::Decimal128(a, s) => {
                     digits.clear();

@@ -301,6 +301,7 @@ struct CellWriter<'a> {
 
 enum Cells<'a> {
     Int64(&'a PrimitiveArray<Int64Type>),
+    Int32(&'a PrimitiveArray<Int32Type>),
     Float64(&'a PrimitiveArray<Float64Type>),
     Decimal128(&'a PrimitiveArray<Decimal128Type>, i8),
     Utf8(&'a GenericStringArray<i32>),
@@ -316,6 +317,7 @@ impl<'a> CellWriter<'a> {
     fn new(array: &'a dyn Array) -> Result<Self, ArrowError> {
         let values = match array.data_type() {
             DataType::Int64 => Cells::Int64(array.as_primitive()),
+            DataType::Int32 => Cells::Int32(array.as_primitive()),
             DataType::Float64 => Cells::Float64(array.as_primitive()),
             DataType::Decimal128(_, s) => Cells::Decimal128(array.as_primitive(), *s),
             DataType::Utf8 => Cells::Utf8(array.as_string()),
@@ -335,6 +337,7 @@ impl Cells<'_> {
         match self {
             Cells::Values(v) => write_value(&v[i], out),
             Cells::Int64(a) => out.extend_from_slice(itoa::Buffer::new().format(a.value(i)).as_bytes()),
+            Cells::Int32(a) => out.extend_from_slice(itoa::Buffer::new().format(a.value(i)).as_bytes()),
             Cells::Float64(a) => write_value(&float_json(a.value(i)), out),
             Cells::Decimal128(a, s) => {
                 out.push(b'"');
@@ -532,7 +535,7 @@ mod tests {
             ("v", Arc::new(StringViewArray::from(vec![Some("a string longer than twelve bytes"), None, Some("")]))),
             ("dt", Arc::new(Date32Array::from(vec![Some(-1), None, Some(3_000_000)]))),
             ("b", Arc::new(BooleanArray::from(vec![Some(true), Some(false), None]))),
-            ("n", Arc::new(Int32Array::from(vec![None, Some(-3), Some(4)]))),
+            ("n", Arc::new(Int32Array::from(vec![None, Some(i32::MIN), Some(4)]))),
             ("l", Arc::new(list)),
         ];
         let batch = RecordBatch::try_from_iter(columns).unwrap();
