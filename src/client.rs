@@ -526,7 +526,9 @@ impl Received {
         let json = self.rows.as_ref().is_some_and(|(body, data)| {
             body[data.clone()].iter().any(|b| !matches!(b, b'[' | b']' | b' ' | b'\n' | b'\r' | b'\t'))
         });
-        json || self.page.rows_text.is_some()
+        // The statement's first answer comes parsed (its rows in `data`).
+        let parsed = self.page.data.as_ref().is_some_and(|d| !d.is_empty());
+        json || parsed || self.page.rows_text.is_some()
     }
 
     /// The page with its rows parsed: as `Value`s, or as `style`'s text lines.
@@ -608,6 +610,9 @@ mod tests {
     #[test]
     fn rows_are_parsed_apart_from_their_document() {
         let trino = r#"{"id":"q1","nextUri":"http://c/v1/statement/q1/2","data":[[1,"a]}"],[null,"b"]],"stats":{"state":"RUNNING"}}"#;
+        // A page already parsed (the answer to the POST) counts its rows too.
+        let posted = Received { page: serde_json::from_str(trino).unwrap(), rows: None };
+        assert!(posted.has_rows());
         let received = Received::from_json(Bytes::from_static(trino.as_bytes())).unwrap();
         assert!(received.has_rows());
         assert_eq!(received.page.next_uri.as_deref(), Some("http://c/v1/statement/q1/2"));

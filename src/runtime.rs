@@ -117,7 +117,8 @@ type BigStackJob = Box<dyn FnOnce() -> bool + Send>;
 static IDLE_BIG_STACK: parking_lot::Mutex<Vec<std::sync::mpsc::Sender<BigStackJob>>> =
     parking_lot::Mutex::new(Vec::new());
 
-/// More idle threads than planning slots (`coordinator::planning`) would never be used.
+/// A cap on idle threads kept; planning runs at most 2 x cores + 2 at once
+/// (`coordinator::planning`), so on up to 7 cores none beyond that is ever kept.
 const MAX_IDLE_BIG_STACK_THREADS: usize = 16;
 
 /// Stack of planning threads: only touched pages take memory.
