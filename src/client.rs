@@ -535,14 +535,14 @@ impl Received {
     fn finish(self, style: Option<Delimited>) -> Result<QueryResultsPage, ClientError> {
         let Received { mut page, rows } = self;
         let Some((body, data)) = rows else { return Ok(page) };
-        // Checked as UTF-8 when received.
-        let doc =
-            std::str::from_utf8(&body).map_err(|e| ClientError::Protocol(format!("results are not UTF-8: {e}")))?;
-        let rows = &doc[data.clone()];
-        let bad = |e: String| ClientError::Protocol(format!("{e} in {}", excerpt(rows)));
+        let rows = &body[data.clone()];
+        let bad = |e: String| ClientError::Protocol(format!("{e} in {}", excerpt(&String::from_utf8_lossy(rows))));
         match style {
-            None => page.data = Some(serde_json::from_str(rows).map_err(|e| bad(e.to_string()))?),
+            // The body was checked as UTF-8 when received; JSON parsing reads bytes.
+            None => page.data = Some(serde_json::from_slice(rows).map_err(|e| bad(e.to_string()))?),
             Some(style) => {
+                // The scanner takes text: only the rows are checked again, not the body.
+                let rows = std::str::from_utf8(rows).map_err(|e| bad(e.to_string()))?;
                 // The text is shorter than the JSON it comes from: one allocation.
                 let mut text = String::with_capacity(data.len());
                 let count = format::rows_to_text(rows, style, &mut text).map_err(bad)?;

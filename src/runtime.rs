@@ -64,14 +64,13 @@ where
     F: FnOnce(&dyn Fn() -> bool) -> T + Send + 'static,
 {
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let job: BigStackJob = Box::new(move || {
+    let mut job: BigStackJob = Box::new(move || {
         let abandoned = || tx.is_closed();
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&abandoned)));
         let completed = result.is_ok();
         let _ = tx.send(result);
         completed
     });
-    let mut job = job;
     loop {
         let Some(idle) = IDLE_BIG_STACK.lock().pop() else { break };
         match idle.send(job) {
