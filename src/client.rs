@@ -19,8 +19,11 @@ use reqwest::{Method, RequestBuilder, StatusCode};
 use serde::Deserialize;
 use serde_json::Value;
 
+use datafusion::arrow::record_batch::RecordBatch;
+
+use crate::exchange::page::{Page, PageAssembler};
 use crate::format::{self, Column, Delimited};
-use crate::protocol::{HEADER_ROWS_AS, TEXT_RESULTS_CONTENT_TYPE};
+use crate::protocol::{RowsAs, ARROW_RESULTS_CONTENT_TYPE, HEADER_ROWS_AS, TEXT_RESULTS_CONTENT_TYPE};
 
 const DEFAULT_USER: &str = "flotilla";
 /// Bounds every request, so a coordinator that stops answering cannot hang the client.
@@ -69,6 +72,12 @@ pub struct QueryResultsPage {
     pub rows_text: Option<RowsText>,
     /// How many rows follow a text page's document.
     pub text_rows: Option<usize>,
+    /// With [`StatementClient::with_rows_as_arrow`]: the page's rows as Arrow batches,
+    /// in place of `data`.
+    #[serde(skip)]
+    pub batches: Option<Vec<RecordBatch>>,
+    /// How many rows follow an Arrow page's document.
+    pub arrow_rows: Option<usize>,
 }
 
 /// A page's rows already printed as delimited text.
@@ -122,6 +131,10 @@ pub struct QueryOutcome {
     pub id: String,
     pub columns: Vec<Column>,
     pub rows: Vec<Vec<Value>>,
+    /// The rows as Arrow batches, for a client that asked for them so
+    /// ([`StatementClient::with_rows_as_arrow`]); a result without rows has one empty
+    /// batch, for its schema. Empty otherwise.
+    pub batches: Vec<RecordBatch>,
     /// `stats` of the last page, i.e. the final state of the query.
     pub stats: Value,
     /// `updateType` and `updateCount` of a statement that changed a table.
@@ -155,8 +168,8 @@ pub struct StatementClient {
     current: Arc<Mutex<InFlight>>,
     /// Sent as HTTP basic authentication with `user` (PASSWORD authentication).
     password: Option<String>,
-    /// Rows are parsed into this format's text instead of `Value`s.
-    rows_as_text: Option<Delimited>,
+    /// Rows come as text lines or Arrow batches instead of `Value`s.
+    rows_as: Option<RowsAs>,
 }
 
 /// What a canceller needs of the query a client (or a clone) is running.
@@ -199,7 +212,7 @@ impl StatementClient {
             timeout: REQUEST_TIMEOUT,
             current: Arc::new(Mutex::new(InFlight::Idle)),
             password: None,
-            rows_as_text: None,
+            rows_as: None,
         }
     }
 
@@ -208,7 +221,17 @@ impl StatementClient {
     /// flotilla coordinator writes the lines itself (asked by `X-Flotilla-Rows-As`);
     /// from any other server's JSON they are made here.
     pub fn with_rows_as_text(mut self, style: Delimited) -> Self {
-        self.rows_as_text = Some(style);
+        self.rows_as = Some(RowsAs::Text(style));
+        self
+    }
+
+    /// Pages come with their rows as Arrow record batches in `batches` and without
+    /// `data`, collected in `QueryOutcome::batches`: no value is turned into JSON and
+    /// back, and the batches have the result's Arrow types (decimals, dates) as the
+    /// coordinator's DataFusion made them. From a server that does not know the header
+    /// (Trino) the rows still come as JSON, in `data`.
+    pub fn with_rows_as_arrow(mut self) -> Self {
+        self.rows_as = Some(RowsAs::Arrow);
         self
     }
 
@@ -346,7 +369,7 @@ impl StatementClient {
                 }
                 _ => None,
             };
-            let mut page = received.finish(self.rows_as_text)?;
+            let mut page = received.finish(self.rows_as)?;
             on_page(&mut page)?;
             if let Some(error) = page.error.take() {
                 return Err(error.into());
@@ -359,6 +382,9 @@ impl StatementClient {
             }
             if let Some(rows) = page.data.take() {
                 outcome.rows.extend(rows);
+            }
+            if let Some(batches) = page.batches.take() {
+                outcome.batches.extend(batches);
             }
             match had_rows {
                 true => idle_pages = 0,
@@ -439,8 +465,8 @@ impl StatementClient {
 
     fn request(&self, method: Method, url: String) -> RequestBuilder {
         let mut request = self.http.request(method, url).timeout(self.timeout).header("X-Trino-User", &self.user);
-        if let Some(style) = self.rows_as_text {
-            request = request.header(HEADER_ROWS_AS, style.name());
+        if let Some(rows_as) = self.rows_as {
+            request = request.header(HEADER_ROWS_AS, rows_as.name());
         }
         match &self.password {
             Some(p) => request.basic_auth(&self.user, Some(p)),
@@ -460,7 +486,7 @@ impl StatementClient {
     }
 
     async fn send(&self, request: RequestBuilder) -> Result<QueryResultsPage, ClientError> {
-        self.receive(request).await?.finish(self.rows_as_text)
+        self.receive(request).await?.finish(self.rows_as)
     }
 
     /// One page, its document parsed and its rows (when the coordinator sent them as
@@ -468,10 +494,9 @@ impl StatementClient {
     async fn receive(&self, request: RequestBuilder) -> Result<Received, ClientError> {
         let response = request.send().await.map_err(|e| self.transport_error(e))?;
         let status = response.status();
-        let text_page = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .is_some_and(|t| t.as_bytes().starts_with(TEXT_RESULTS_CONTENT_TYPE.as_bytes()));
+        let content_type = response.headers().get(reqwest::header::CONTENT_TYPE).map(|t| t.as_bytes());
+        let text_page = content_type.is_some_and(|t| t.starts_with(TEXT_RESULTS_CONTENT_TYPE.as_bytes()));
+        let arrow_page = content_type.is_some_and(|t| t.starts_with(ARROW_RESULTS_CONTENT_TYPE.as_bytes()));
         // Parsed from the bytes: JSON parsing checks UTF-8 itself, and a lossy copy into
         // a String first cost a tenth of the time of a large result.
         let body = response.bytes().await.map_err(|e| self.transport_error(e))?;
@@ -480,6 +505,9 @@ impl StatementClient {
         }
         if text_page {
             return Ok(Received { page: text_results(body)?, rows: None });
+        }
+        if arrow_page {
+            return Received::from_arrow(body);
         }
         Received::from_json(body)
     }
@@ -494,13 +522,20 @@ impl StatementClient {
     }
 }
 
-/// A page as it came: its document parsed, its JSON rows (`data`) still the bytes
-/// they came in, so that the next page can be asked for before they are parsed.
+/// A page as it came: its document parsed, its JSON or Arrow rows still the bytes
+/// they came in, so that the next page can be asked for before they are decoded.
 #[derive(Debug)]
 struct Received {
     page: QueryResultsPage,
-    /// The body and where `data` is in it; None when the page has no JSON rows.
-    rows: Option<(Bytes, std::ops::Range<usize>)>,
+    rows: Option<Rows>,
+}
+
+#[derive(Debug)]
+enum Rows {
+    /// The body and where `data` is in it.
+    Json(Bytes, std::ops::Range<usize>),
+    /// The framed Arrow pages after the document.
+    Arrow(Bytes),
 }
 
 impl Received {
@@ -519,28 +554,54 @@ impl Received {
         // The document without its rows: a copy of the few hundred bytes around them.
         let rest = [&doc[..data.start], "null", &doc[data.end..]].concat();
         let page = serde_json::from_str(&rest).map_err(bad)?;
-        Ok(Received { page, rows: Some((body, data)) })
+        Ok(Received { page, rows: Some(Rows::Json(body, data)) })
+    }
+
+    /// An Arrow page: the document up to the first newline, the framed batches after it.
+    fn from_arrow(body: Bytes) -> Result<Received, ClientError> {
+        let bad = |what: String| ClientError::Protocol(format!("{what} in an Arrow results page"));
+        let split = body.iter().position(|b| *b == b'\n').ok_or_else(|| bad("no document".into()))?;
+        let page: QueryResultsPage = serde_json::from_slice(&body[..split]).map_err(|e| bad(e.to_string()))?;
+        if page.arrow_rows.is_none() {
+            return Err(bad("no arrowRows".into()));
+        }
+        Ok(Received { page, rows: Some(Rows::Arrow(body.slice(split + 1..))) })
     }
 
     fn has_rows(&self) -> bool {
-        let json = self.rows.as_ref().is_some_and(|(body, data)| {
-            body[data.clone()].iter().any(|b| !matches!(b, b'[' | b']' | b' ' | b'\n' | b'\r' | b'\t'))
-        });
+        let json = match &self.rows {
+            Some(Rows::Json(body, data)) => {
+                body[data.clone()].iter().any(|b| !matches!(b, b'[' | b']' | b' ' | b'\n' | b'\r' | b'\t'))
+            }
+            Some(Rows::Arrow(_)) => self.page.arrow_rows.is_some_and(|n| n > 0),
+            None => false,
+        };
         // The statement's first answer comes parsed (its rows in `data`).
-        let parsed = self.page.data.as_ref().is_some_and(|d| !d.is_empty());
+        let parsed = self.page.data.as_ref().is_some_and(|d| !d.is_empty())
+            || self.page.batches.as_ref().is_some_and(|b| b.iter().any(|b| b.num_rows() > 0));
         json || parsed || self.page.rows_text.is_some()
     }
 
-    /// The page with its rows parsed: as `Value`s, or as `style`'s text lines.
-    fn finish(self, style: Option<Delimited>) -> Result<QueryResultsPage, ClientError> {
+    /// The page with its rows decoded: Arrow ones into batches, JSON ones as `Value`s,
+    /// or as `rows_as`'s text lines.
+    fn finish(self, rows_as: Option<RowsAs>) -> Result<QueryResultsPage, ClientError> {
         let Received { mut page, rows } = self;
-        let Some((body, data)) = rows else { return Ok(page) };
+        let (body, data) = match rows {
+            None => return Ok(page),
+            Some(Rows::Arrow(framed)) => {
+                page.batches = Some(decode_arrow_rows(&framed, page.arrow_rows.unwrap_or(0))?);
+                return Ok(page);
+            }
+            Some(Rows::Json(body, data)) => (body, data),
+        };
         let rows = &body[data.clone()];
         let bad = |e: String| ClientError::Protocol(format!("{e} in {}", excerpt(&String::from_utf8_lossy(rows))));
-        match style {
+        match rows_as {
             // The body was checked as UTF-8 when received; JSON parsing reads bytes.
-            None => page.data = Some(serde_json::from_slice(rows).map_err(|e| bad(e.to_string()))?),
-            Some(style) => {
+            None | Some(RowsAs::Arrow) => {
+                page.data = Some(serde_json::from_slice(rows).map_err(|e| bad(e.to_string()))?)
+            }
+            Some(RowsAs::Text(style)) => {
                 // The scanner takes text: only the rows are checked again, not the body.
                 let rows = std::str::from_utf8(rows).map_err(|e| bad(e.to_string()))?;
                 // The text is shorter than the JSON it comes from: one allocation.
@@ -553,6 +614,24 @@ impl Received {
         }
         Ok(page)
     }
+}
+
+/// The batches of an Arrow page, decoded and checked as the exchange decodes pages
+/// (bytes from the network are not trusted); they must hold the `rows` the document
+/// announced.
+fn decode_arrow_rows(framed: &[u8], rows: usize) -> Result<Vec<RecordBatch>, ClientError> {
+    let bad = |what: String| ClientError::Protocol(format!("{what} in an Arrow results page"));
+    let mut assembler = PageAssembler::new(framed.len());
+    assembler.push(framed).map_err(bad)?;
+    let mut batches = Vec::new();
+    for page in assembler.finish().map_err(bad)? {
+        batches.extend(Page::decode(&page).map_err(|e| bad(e.to_string()))?);
+    }
+    let got: usize = batches.iter().map(|b| b.num_rows()).sum();
+    if got != rows {
+        return Err(bad(format!("{got} rows where the document announced {rows}")));
+    }
+    Ok(batches)
 }
 
 /// A page whose rows the coordinator sent as text (`protocol::TEXT_RESULTS_CONTENT_TYPE`):
@@ -623,7 +702,7 @@ mod tests {
         assert_eq!(page.data, whole.data);
         let text = Received::from_json(Bytes::from_static(trino.as_bytes()))
             .unwrap()
-            .finish(Some(Delimited::for_format(crate::format::OutputFormat::Csv).unwrap()))
+            .finish(Some(RowsAs::Text(Delimited::for_format(crate::format::OutputFormat::Csv).unwrap())))
             .unwrap();
         assert_eq!(text.rows_text.as_ref().map(|t| t.rows), Some(2));
         assert!(text.data.is_none());
@@ -635,6 +714,74 @@ mod tests {
         }
         let broken = Received::from_json(Bytes::from_static(br#"{"id":"q1","data":[[1,2],"stats":{}}"#));
         assert!(matches!(broken, Err(ClientError::Protocol(_))), "{broken:?}");
+    }
+
+    /// An Arrow page: the document, a newline, the batches framed as the exchange
+    /// frames them. Its batches come back equal, its row count is checked against the
+    /// document, and damaged bytes are an error, not a panic.
+    #[test]
+    fn arrow_pages_decode_into_the_batches_sent() {
+        use datafusion::arrow::array::{Decimal128Array, Int64Array, StringArray};
+        use datafusion::arrow::datatypes::{DataType, Field, Schema};
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, false),
+            Field::new("name", DataType::Utf8, true),
+            Field::new("price", DataType::Decimal128(15, 2), true),
+        ]));
+        let batch = |from: i64, n: i64| {
+            RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(Int64Array::from_iter_values(from..from + n)),
+                    Arc::new(StringArray::from_iter((from..from + n).map(|i| (i % 3 != 0).then(|| format!("r{i}"))))),
+                    Arc::new(
+                        Decimal128Array::from_iter(
+                            (from..from + n).map(|i| (i % 5 != 0).then_some(i128::from(i) * 101)),
+                        )
+                        .with_precision_and_scale(15, 2)
+                        .unwrap(),
+                    ),
+                ],
+            )
+            .unwrap()
+        };
+        let sent = vec![batch(0, 1000), batch(1000, 7)];
+        let body = |rows: usize, batches: &[RecordBatch]| {
+            let pages: Vec<Page> = batches.iter().cloned().map(Page::new).collect();
+            let mut body =
+                format!(r#"{{"id":"q1","nextUri":"http://c/v1/statement/q1/2","arrowRows":{rows}}}"#).into_bytes();
+            body.push(b'\n');
+            body.extend_from_slice(&crate::exchange::page::frame_pages(&pages).unwrap());
+            Bytes::from(body)
+        };
+        let received = Received::from_arrow(body(1007, &sent)).unwrap();
+        assert!(received.has_rows());
+        assert_eq!(received.page.next_uri.as_deref(), Some("http://c/v1/statement/q1/2"));
+        let page = received.finish(Some(RowsAs::Arrow)).unwrap();
+        assert_eq!(page.batches.as_deref(), Some(sent.as_slice()));
+        assert!(page.data.is_none());
+        // A result without rows: one empty batch, for its schema; not a page with rows.
+        let empty = Received::from_arrow(body(0, &[RecordBatch::new_empty(schema.clone())])).unwrap();
+        assert!(!empty.has_rows());
+        let page = empty.finish(Some(RowsAs::Arrow)).unwrap();
+        assert_eq!(page.batches.as_ref().map(|b| b[0].schema()), Some(schema.clone()));
+        // Fewer rows than announced, a cut body, no document, no count: errors.
+        let short = Received::from_arrow(body(1008, &sent)).unwrap().finish(Some(RowsAs::Arrow));
+        assert!(matches!(short, Err(ClientError::Protocol(ref m)) if m.contains("1007 rows")), "{short:?}");
+        let whole = body(1007, &sent);
+        for cut in [whole.len() - 1, whole.len() - 300, whole.len() / 2] {
+            let cut = Received::from_arrow(whole.slice(..cut)).and_then(|r| r.finish(Some(RowsAs::Arrow)));
+            assert!(matches!(cut, Err(ClientError::Protocol(_))), "{cut:?}");
+        }
+        let mut garbled = whole.to_vec();
+        let at = garbled.len() - 200;
+        garbled[at..at + 50].fill(0xff);
+        // Bytes garbled among the values may decode to other values; they must not panic.
+        let _ = Received::from_arrow(Bytes::from(garbled)).and_then(|r| r.finish(Some(RowsAs::Arrow)));
+        for broken in [&b"no newline"[..], b"{\"id\":\"q1\"}\n"] {
+            let got = Received::from_arrow(Bytes::from_static(broken));
+            assert!(matches!(got, Err(ClientError::Protocol(_))), "{got:?}");
+        }
     }
 
     #[test]

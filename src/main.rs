@@ -198,6 +198,10 @@ enum BenchSuite {
         /// runs in one pool of the workers' total.
         #[arg(long)]
         worker_memory: Option<String>,
+        /// How flotilla's client takes the rows: as Arrow batches (what DataFusion's
+        /// side hands back) or as Trino's JSON values.
+        #[arg(long, value_enum, default_value = "arrow")]
+        rows_as: flotilla::bench::ResultRows,
     },
     /// One exchange link: a worker's output buffer read by another over HTTP.
     Exchange {
@@ -568,7 +572,18 @@ async fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Bench {
             suite:
-                BenchSuite::Tpch { scale, workers, iterations, queries, session, data, svg, processes, worker_memory },
+                BenchSuite::Tpch {
+                    scale,
+                    workers,
+                    iterations,
+                    queries,
+                    session,
+                    data,
+                    svg,
+                    processes,
+                    worker_memory,
+                    rows_as,
+                },
         } => {
             let options = flotilla::bench::TpchBench {
                 scale,
@@ -580,6 +595,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 svg,
                 processes,
                 worker_memory,
+                rows_as,
             };
             flotilla::bench::run_tpch(&options).await
         }

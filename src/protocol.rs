@@ -22,12 +22,46 @@ pub const HEADER_TASK_FAILED: &str = "x-flotilla-task-failed";
 /// Results request: how many bytes of pages the consumer takes at most.
 pub const HEADER_MAX_SIZE: &str = "x-flotilla-max-size";
 /// Statement protocol request (flotilla's own client only): send the rows of each page
-/// as lines of this delimited format (`csv`, `tsv`) instead of JSON `data`.
+/// as [`RowsAs`] names them (`csv`, `tsv`, `arrow`) instead of JSON `data`.
 pub const HEADER_ROWS_AS: &str = "x-flotilla-rows-as";
-/// Statement protocol response to [`HEADER_ROWS_AS`], for a page with rows: the
-/// `QueryResults` document (its `textRows` member counting the rows), a newline, then
-/// the rows as text. Trino clients never ask for it, so never see it.
+/// Statement protocol response to [`HEADER_ROWS_AS`] `csv` or `tsv`, for a page with
+/// rows: the `QueryResults` document (its `textRows` member counting the rows), a
+/// newline, then the rows as text. Trino clients never ask for it, so never see it.
 pub const TEXT_RESULTS_CONTENT_TYPE: &str = "application/x-flotilla-results";
+/// Statement protocol response to [`HEADER_ROWS_AS`] `arrow`, for a page with rows (or
+/// the last page of a result without any, to carry its schema): the `QueryResults`
+/// document (its `arrowRows` member counting the rows), a newline, then the rows as
+/// the exchange frames pages (`exchange::page::frame_pages`: length-prefixed Arrow IPC
+/// streams). Not a prefix of [`TEXT_RESULTS_CONTENT_TYPE`], which is matched as one.
+pub const ARROW_RESULTS_CONTENT_TYPE: &str = "application/x-flotilla-arrow-results";
+
+/// How a flotilla client asks for a page's rows ([`HEADER_ROWS_AS`]), in place of
+/// Trino's JSON `data`: as delimited text lines, to print them, or as Arrow record
+/// batches, to compute on them without turning every value into JSON and back.
+#[derive(Debug, Clone, Copy)]
+pub enum RowsAs {
+    Text(crate::format::Delimited),
+    Arrow,
+}
+
+impl RowsAs {
+    /// The header's value.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RowsAs::Text(style) => style.name(),
+            RowsAs::Arrow => "arrow",
+        }
+    }
+
+    /// The form a client named with [`RowsAs::name`]; None for any other name, whose
+    /// rows then come as JSON.
+    pub fn by_name(name: &str) -> Option<Self> {
+        match name {
+            "arrow" => Some(RowsAs::Arrow),
+            other => crate::format::Delimited::by_name(other).map(RowsAs::Text),
+        }
+    }
+}
 
 /// `query.stage.task.attempt`, e.g. `20261130_000001_abcde.2.0.0`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

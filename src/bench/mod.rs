@@ -8,7 +8,7 @@ mod processes;
 mod tpch;
 
 pub use exchange::run_exchange;
-pub use tpch::{run_tpch, TpchBench};
+pub use tpch::{run_tpch, ResultRows, TpchBench};
 
 use std::time::{Duration, Instant};
 

@@ -34,6 +34,17 @@ pub struct TpchBench {
     pub processes: bool,
     /// Each worker's pool (`2GB`, or `unlimited` for none); default: the workers'.
     pub worker_memory: Option<String>,
+    pub rows_as: ResultRows,
+}
+
+/// How the benchmark's client takes flotilla's rows.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq)]
+pub enum ResultRows {
+    /// Arrow batches (`StatementClient::with_rows_as_arrow`): like for like with
+    /// DataFusion's side, which collects batches.
+    Arrow,
+    /// Trino's JSON, parsed into values, as Trino's clients take them.
+    Json,
 }
 
 const TABLES: [&str; 8] = ["nation", "region", "part", "supplier", "partsupp", "customer", "orders", "lineitem"];
@@ -172,6 +183,9 @@ pub async fn run_tpch(b: &TpchBench) -> Result<(), String> {
     for (k, v) in &b.session {
         client = client.with_session(k, v);
     }
+    if b.rows_as == ResultRows::Arrow {
+        client = client.with_rows_as_arrow();
+    }
     let mut notes: Vec<String> = b.session.iter().map(|(k, v)| format!("{k}={v}")).collect();
     if let Some(m) = &b.worker_memory {
         let single = if pool == Some(usize::MAX) { "none".to_string() } else { format!("{workers} x {m}") };
@@ -179,6 +193,9 @@ pub async fn run_tpch(b: &TpchBench) -> Result<(), String> {
     }
     if b.processes {
         notes.push("workers as processes".into());
+    }
+    if b.rows_as == ResultRows::Json {
+        notes.push("rows as JSON values".into());
     }
     let notes = if notes.is_empty() { String::new() } else { format!(" [{}]", notes.join("; ")) };
     println!("TPC-H on {source}{notes}: {workers} workers vs single-node DataFusion ({cores} partitions), median of {iterations}");
@@ -223,8 +240,8 @@ pub async fn run_tpch(b: &TpchBench) -> Result<(), String> {
         for _ in 0..iterations {
             let t = Instant::now();
             match client.execute(sql).await {
-                Ok(out) if out.rows.len() == rows || failed.is_some() => {}
-                Ok(out) => failed = Some(format!("flotilla returned {} rows, datafusion {rows}", out.rows.len())),
+                Ok(out) if result_rows(&out) == rows || failed.is_some() => {}
+                Ok(out) => failed = Some(format!("flotilla returned {} rows, datafusion {rows}", result_rows(&out))),
                 Err(e) => failed = Some(format!("flotilla: {e}")),
             }
             dist.push(t.elapsed());
@@ -274,6 +291,11 @@ pub async fn run_tpch(b: &TpchBench) -> Result<(), String> {
     } else {
         Err(format!("{} queries failed: {}", failures.len(), failures.join("; ")))
     }
+}
+
+/// Rows of a result, however they came.
+fn result_rows(out: &crate::client::QueryOutcome) -> usize {
+    out.rows.len() + out.batches.iter().map(|b| b.num_rows()).sum::<usize>()
 }
 
 fn row(m: &Measured, rows: usize) -> String {

@@ -64,9 +64,12 @@ pub struct QueryExecution {
 #[derive(Default)]
 pub struct PageState {
     pub token: u64,
-    /// The serialized `QueryResults` document, and whether its rows follow it as text
-    /// (`protocol::TEXT_RESULTS_CONTENT_TYPE`).
-    pub page: Option<(bytes::Bytes, bool)>,
+    /// The serialized `QueryResults` document (rows following it as text or Arrow
+    /// where the client asked for them so), and its content type.
+    pub page: Option<(bytes::Bytes, &'static str)>,
+    /// Whether a page with rows (or an Arrow result's schema) was served: an Arrow
+    /// client is sent the schema at the end of a result that had no rows.
+    pub rows_sent: bool,
     /// Bytes per row of the last page with rows (JSON or text), which sizes the next.
     pub row_bytes: Option<f64>,
 }

@@ -19,8 +19,9 @@ use super::execute_immediate::{bind, parse_prepared, PreparedStatement};
 use super::planner::{QueryError, SessionSpec};
 use super::query::{PageState, QueryExecution};
 use super::{Authenticated, CoordinatorError, CoordinatorState};
+use crate::exchange::page::{frame_pages, Page};
 use crate::format::{trino_type, type_signature, write_delimited_rows, write_json_rows, Delimited};
-use crate::protocol::{HEADER_ROWS_AS, TEXT_RESULTS_CONTENT_TYPE};
+use crate::protocol::{RowsAs, ARROW_RESULTS_CONTENT_TYPE, HEADER_ROWS_AS, TEXT_RESULTS_CONTENT_TYPE};
 use crate::scheduling::state_machine::{QueryState, StageState, StateKind, TaskState};
 
 fn header(headers: &HeaderMap, name: &str) -> Result<Option<String>, CoordinatorError> {
@@ -216,8 +217,8 @@ pub async fn get_results(
     // the first and is served its document.
     let mut paging = q.paging.lock().await;
     if token == paging.token {
-        if let Some((page, text)) = &paging.page {
-            return Ok(page_response(page.clone(), *text));
+        if let Some((page, content_type)) = &paging.page {
+            return Ok(page_response(page.clone(), content_type));
         }
     }
     if token != paging.token + 1 {
@@ -251,7 +252,7 @@ async fn serve_page(
             tokio::time::timeout_at(deadline, rx.wait_for(|s| *s != QueryState::Queued && *s != QueryState::Planning))
                 .await;
     }
-    let (batches, exhausted) = if q.schema().is_some() || q.state() == QueryState::Running {
+    let (mut batches, exhausted) = if q.schema().is_some() || q.state() == QueryState::Running {
         q.take_results(page_rows(paging.row_bytes), PAGE_MAX_ARROW_BYTES, deadline).await
     } else {
         (Vec::new(), false)
@@ -262,20 +263,45 @@ async fn serve_page(
     let mut doc = results_document(q, &base, token, exhausted);
     // Sized from the last page's bytes per row, so the rows are not copied on growth.
     let guess = paging.row_bytes.map_or(0, |b| (b * 1.1 * row_count as f64) as usize);
-    let as_text = header(headers, HEADER_ROWS_AS)?.and_then(|name| Delimited::by_name(&name));
-    let (page, text) = match as_text {
-        Some(style) if row_count > 0 => {
+    let rows_as = header(headers, HEADER_ROWS_AS)?.and_then(|name| RowsAs::by_name(&name));
+    // A result without rows still tells an Arrow reader its schema: its last page
+    // carries one empty batch.
+    let finished = exhausted && q.state() == QueryState::Finished;
+    let empty_result = (row_count == 0 && finished && !paging.rows_sent).then(|| q.schema()).flatten();
+    let (page, content_type) = match rows_as {
+        Some(RowsAs::Text(style)) if row_count > 0 => {
             doc["textRows"] = json!(row_count);
-            (serialize_text(&doc, &batches, style, guess)?, true)
+            (serialize_text(&doc, &batches, style, guess)?, TEXT_RESULTS_CONTENT_TYPE)
         }
-        _ => (serialize(&doc, (row_count > 0).then_some((batches.as_slice(), guess)))?, false),
+        Some(RowsAs::Arrow) if row_count > 0 || empty_result.is_some() => {
+            if let Some(schema) = empty_result {
+                batches = vec![RecordBatch::new_empty(schema)];
+            }
+            paging.rows_sent = true;
+            doc["arrowRows"] = json!(row_count);
+            (serialize_arrow(&doc, batches)?, ARROW_RESULTS_CONTENT_TYPE)
+        }
+        _ => (serialize(&doc, (row_count > 0).then_some((batches.as_slice(), guess)))?, "application/json"),
     };
     if row_count > 0 {
         paging.row_bytes = Some(page.len() as f64 / row_count as f64);
+        paging.rows_sent = true;
     }
     paging.token = token;
-    paging.page = Some((page.clone(), text));
-    Ok(page_response(page, text))
+    paging.page = Some((page.clone(), content_type));
+    Ok(page_response(page, content_type))
+}
+
+/// A page for a client that asked for its rows as Arrow: the document, a newline, the
+/// batches framed as the exchange frames its pages (each an IPC stream with its schema).
+fn serialize_arrow(doc: &Value, batches: Vec<RecordBatch>) -> Result<Bytes, CoordinatorError> {
+    let pages: Vec<Page> = batches.into_iter().map(Page::new).collect();
+    let framed = frame_pages(&pages).map_err(|e| CoordinatorError::Internal(e.to_string()))?;
+    let mut page = serde_json::to_vec(doc).map_err(|e| CoordinatorError::Internal(e.to_string()))?;
+    page.reserve(1 + framed.len());
+    page.push(b'\n');
+    page.extend_from_slice(&framed);
+    Ok(Bytes::from(page))
 }
 
 /// A page for a client that asked for its rows as `style`'s lines: the document, a
@@ -314,8 +340,7 @@ fn serialize(doc: &Value, data: Option<(&[RecordBatch], usize)>) -> Result<Bytes
     Ok(Bytes::from(page))
 }
 
-fn page_response(page: Bytes, text: bool) -> Response {
-    let content_type = if text { TEXT_RESULTS_CONTENT_TYPE } else { "application/json" };
+fn page_response(page: Bytes, content_type: &'static str) -> Response {
     ([(axum::http::header::CONTENT_TYPE, content_type)], page).into_response()
 }
 

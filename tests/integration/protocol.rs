@@ -4,13 +4,16 @@ use std::collections::HashMap;
 
 use super::common::{oracle, Cluster, BIN};
 use clap::ValueEnum;
-use flotilla::format::{format_rows, Column, OutputFormat};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::record_batch::RecordBatch;
+use flotilla::format::{batch_to_json_rows, format_rows, Column, OutputFormat};
 use serde_json::Value;
 
 /// A 100k-row result arrives whole and in order, over several `nextUri` pages: the
 /// first of at most 4,096 rows (and the rest of the batch it ends in), the later
 /// ones sized to a byte target; `flotilla sql`'s csv and tsv, whose pages the
-/// coordinator writes as text, print those rows as the client prints JSON ones.
+/// coordinator writes as text, print those rows as the client prints JSON ones; as
+/// Arrow batches the rows and DataFusion's types arrive, and an empty result's schema.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_pages_arrive_whole_and_in_order() {
     let cluster = Cluster::start(2, &[]).await;
@@ -31,6 +34,23 @@ async fn many_pages_arrive_whole_and_in_order() {
     assert!(page_rows[0] <= 4_096 + 8192, "the first page is small: {page_rows:?}");
     let want = oracle("sf0_1", sql).await;
     assert_eq!(got.rows, want, "rows differ from single-node DataFusion");
+    // The same rows as Arrow batches: paged alike, in order, equal.
+    let mut arrow_pages = Vec::new();
+    let arrow = cluster
+        .client("sf0_1")
+        .with_rows_as_arrow()
+        .execute_with_progress(sql, |page| {
+            let rows: usize = page.batches.iter().flatten().map(|b| b.num_rows()).sum();
+            if rows > 0 {
+                arrow_pages.push(rows);
+            }
+        })
+        .await
+        .expect("query as Arrow");
+    assert!(arrow.rows.is_empty());
+    assert!(arrow_pages.len() >= 2 && arrow_pages[0] <= 4_096 + 8192, "Arrow pages {arrow_pages:?}");
+    let arrow_rows: Vec<Vec<Value>> = arrow.batches.iter().flat_map(|b| batch_to_json_rows(b).unwrap()).collect();
+    assert_eq!(arrow_rows, want, "Arrow rows differ from single-node DataFusion");
     // `flotilla sql` asks for csv and tsv pages as text, which the coordinator writes
     // itself: they must read as the JSON rows printed by the client would.
     let tricky = "SELECT n_nationkey, n_name, concat(n_name, ',', chr(34), chr(9), chr(10), chr(92)) AS odd, \
@@ -38,6 +58,21 @@ async fn many_pages_arrive_whole_and_in_order() {
                   CAST(n_nationkey AS DECIMAL(10,2)) / 3 AS dec, n_nationkey % 2 = 0 AS even, \
                   make_array(n_nationkey, n_regionkey) AS arr, DATE '1995-03-01' AS dt, \
                   CAST('2020-01-01 10:00:00.5' AS TIMESTAMP) AS ts FROM nation ORDER BY n_nationkey";
+    // As Arrow: DataFusion's own types (decimals, dates, lists), values equal; and a
+    // result without rows still tells its schema.
+    let arrow = cluster.client("tiny").with_rows_as_arrow().execute(tricky).await.expect("tricky as Arrow");
+    let oracle_ctx = flotilla::coordinator::planner::single_node_context("tiny", 2);
+    let expected = oracle_ctx.sql(tricky).await.unwrap().collect().await.unwrap();
+    let types =
+        |b: &[RecordBatch]| -> Vec<DataType> { b[0].schema().fields().iter().map(|f| f.data_type().clone()).collect() };
+    assert_eq!(types(&arrow.batches), types(&expected));
+    let arrow_rows: Vec<Vec<Value>> = arrow.batches.iter().flat_map(|b| batch_to_json_rows(b).unwrap()).collect();
+    assert_eq!(arrow_rows, oracle("tiny", tricky).await);
+    let empty = "SELECT n_name, n_nationkey * 2 AS k FROM nation WHERE n_nationkey < 0";
+    let none = cluster.client("tiny").with_rows_as_arrow().execute(empty).await.expect("empty as Arrow");
+    assert_eq!(none.batches.iter().map(|b| b.num_rows()).sum::<usize>(), 0);
+    let names: Vec<String> = none.batches[0].schema().fields().iter().map(|f| f.name().clone()).collect();
+    assert_eq!(names, ["n_name", "k"]);
     for (schema, sql) in [("sf0_1", sql), ("tiny", tricky)] {
         let json = cluster.client(schema).execute(sql).await.expect("query");
         let columns: Vec<Column> = json.columns.clone();

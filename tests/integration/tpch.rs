@@ -3,6 +3,7 @@
 //! task (`single_task_max_rows`).
 
 use super::common::{assert_same_rows, oracle, query_info, Cluster};
+use flotilla::format::batch_to_json_rows;
 use flotilla::local::TPCH_QUERIES;
 
 async fn run_all(cluster: &Cluster, schema: &str) {
@@ -19,6 +20,20 @@ async fn run_all_with(cluster: &Cluster, schema: &str, session: &[(&str, &str)])
         let got = client.execute(sql).await.unwrap_or_else(|e| panic!("{label} failed: {e}"));
         let want = oracle(schema, sql).await;
         assert_same_rows(&label, sql, &got.rows, &want);
+    }
+}
+
+/// The 22 answers taken as Arrow batches (`with_rows_as_arrow`), encoded as the
+/// protocol encodes values, equal DataFusion's.
+async fn run_all_as_arrow(cluster: &Cluster, schema: &str) {
+    let client = cluster.client(schema).with_rows_as_arrow();
+    for (i, sql) in TPCH_QUERIES.iter().enumerate() {
+        let label = format!("{schema} q{} as Arrow", i + 1);
+        let got = client.execute(sql).await.unwrap_or_else(|e| panic!("{label} failed: {e}"));
+        assert!(got.rows.is_empty(), "{label}: rows came as JSON too");
+        assert!(!got.batches.is_empty(), "{label}: no batches, not even the schema's");
+        let rows: Vec<_> = got.batches.iter().flat_map(|b| batch_to_json_rows(b).expect("encode")).collect();
+        assert_same_rows(&label, sql, &rows, &oracle(schema, sql).await);
     }
 }
 
@@ -56,6 +71,7 @@ async fn tpch_on_one_worker_matches_datafusion() {
     let cluster = Cluster::start(1, &[]).await;
     run_all(&cluster, "tiny").await;
     run_all(&cluster, "sf0_1").await;
+    run_all_as_arrow(&cluster, "tiny").await;
     cluster.assert_no_tasks_left().await;
 }
 
