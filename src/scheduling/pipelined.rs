@@ -383,6 +383,13 @@ impl PipelinedQueryScheduler {
                 failures.push(TaskFailureReport { stage, task: task_id, worker, failure: f });
             }
         }
+        self.settle_stages(abort);
+        failures
+    }
+
+    /// Moves every stage not yet final to where the query's end leaves it: finished
+    /// (or canceled, if it never ran) when the query succeeded, aborted when not.
+    pub fn settle_stages(&self, abort: bool) {
         for s in self.stages.values() {
             let state = s.state();
             if state.is_final() {
@@ -395,7 +402,6 @@ impl PipelinedQueryScheduler {
             };
             s.transition(to);
         }
-        failures
     }
 
     pub fn plan(&self) -> &Arc<FragmentedPlan> {
