@@ -59,6 +59,54 @@ struct RemoteSourceProto {
     schema: String,
 }
 
+/// The plan with its file scans' statistics dropped: the table's and each file's
+/// (row counts, and every column's minimum and maximum, long strings included). They
+/// served planning, which is over; a task only runs the plan. They were most of a
+/// fragment's bytes, coded on the coordinator and decoded on every worker for every
+/// task. A scan that declares an output ordering keeps them: DataFusion checks with
+/// them that the files of a group follow one another, and without them would drop the
+/// ordering on decoding.
+fn without_file_statistics(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    use datafusion::common::Statistics;
+    use datafusion::datasource::physical_plan::{FileGroup, FileScanConfig, FileScanConfigBuilder};
+    use datafusion::datasource::source::DataSourceExec;
+    let stripped = plan.transform_up(|node| {
+        let Some(exec) = (node.as_ref() as &dyn std::any::Any).downcast_ref::<DataSourceExec>() else {
+            return Ok(Transformed::no(node));
+        };
+        let Some(conf) = (exec.data_source().as_ref() as &dyn std::any::Any).downcast_ref::<FileScanConfig>() else {
+            return Ok(Transformed::no(node));
+        };
+        if !conf.output_ordering.is_empty() {
+            return Ok(Transformed::no(node));
+        }
+        let groups = conf
+            .file_groups
+            .iter()
+            .map(|g| {
+                FileGroup::new(
+                    g.files()
+                        .iter()
+                        .map(|f| {
+                            let mut f = f.clone();
+                            f.statistics = None;
+                            f
+                        })
+                        .collect(),
+                )
+            })
+            .collect();
+        let table = conf.file_source().table_schema().table_schema().clone();
+        let bare = FileScanConfigBuilder::from(conf.clone())
+            .with_file_groups(groups)
+            .with_statistics(Statistics::new_unknown(&table))
+            .build();
+        Ok(Transformed::yes(DataSourceExec::from_data_source(bare) as Arc<dyn ExecutionPlan>))
+    })?;
+    Ok(stripped.data)
+}
+
 impl FlotillaCodec {
     pub fn new(connectors: Connectors) -> Self {
         FlotillaCodec { connectors, resolver: None }
@@ -69,8 +117,10 @@ impl FlotillaCodec {
         FlotillaCodec { connectors: self.connectors.clone(), resolver: Some(resolver) }
     }
 
-    /// Serializes a fragment plan to proto bytes.
+    /// Serializes a fragment plan to proto bytes, its file scans without statistics
+    /// (see [`without_file_statistics`]).
     pub fn encode_plan(&self, plan: Arc<dyn ExecutionPlan>) -> Result<Vec<u8>> {
+        let plan = without_file_statistics(plan)?;
         Ok(datafusion_proto::bytes::physical_plan_to_bytes_with_extension_codec(plan, self)?.to_vec())
     }
 
@@ -213,5 +263,72 @@ impl PhysicalExtensionCodec for FlotillaCodec {
         } else {
             Err(DataFusionError::NotImplemented(format!("cannot serialize plan node {}", node.name())))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
+    use datafusion::arrow::datatypes::{DataType, Field};
+    use datafusion::physical_plan::{collect, ExecutionPlanProperties};
+    use datafusion::prelude::SessionContext;
+
+    fn scans(plan: &Arc<dyn ExecutionPlan>) -> Vec<Arc<dyn ExecutionPlan>> {
+        let mut out: Vec<Arc<dyn ExecutionPlan>> = plan.children().into_iter().flat_map(scans).collect();
+        if plan.children().is_empty() {
+            out.push(plan.clone());
+        }
+        out
+    }
+
+    /// A fragment travels without its scans' statistics, in fewer bytes, and runs to
+    /// the same rows.
+    #[tokio::test]
+    async fn fragments_travel_without_file_statistics() {
+        let dir = std::env::temp_dir().join(format!("flotilla-codec-{}", crate::util::random_suffix(8)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, false),
+            Field::new("comment", DataType::Utf8, false),
+        ]));
+        for file in 0..3i64 {
+            let keys = Int64Array::from_iter_values(file * 1000..(file + 1) * 1000);
+            let comments = StringArray::from_iter_values(keys.values().iter().map(|k| format!("{k:>40}")));
+            let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(keys), Arc::new(comments)]).unwrap();
+            let out = std::fs::File::create(dir.join(format!("part-{file}.parquet"))).unwrap();
+            let mut writer = datafusion::parquet::arrow::ArrowWriter::try_new(out, schema.clone(), None).unwrap();
+            writer.write(&batch).unwrap();
+            writer.close().unwrap();
+        }
+        let config = datafusion::prelude::SessionConfig::new().with_collect_statistics(true);
+        let ctx = SessionContext::new_with_config(config);
+        ctx.register_parquet("t", &format!("{}/", dir.display()), Default::default()).await.unwrap();
+        let df = ctx.sql("SELECT k, comment FROM t WHERE k % 7 = 3 ORDER BY k").await.unwrap();
+        let plan = df.create_physical_plan().await.unwrap();
+        // Rows by the files' statistics and by the table's.
+        let row_count = |p: &Arc<dyn ExecutionPlan>| {
+            use datafusion::datasource::physical_plan::FileScanConfig;
+            use datafusion::datasource::source::DataSourceExec;
+            let scan = scans(p).remove(0);
+            let exec = (scan.as_ref() as &dyn std::any::Any).downcast_ref::<DataSourceExec>().unwrap();
+            let conf = (exec.data_source().as_ref() as &dyn std::any::Any).downcast_ref::<FileScanConfig>().unwrap();
+            let files = conf.file_groups.iter().flat_map(|g| g.files()).filter_map(|f| f.statistics.as_ref());
+            let by_files = files.map(|s| s.num_rows.get_value().copied().unwrap_or(0)).sum::<usize>();
+            (by_files, conf.statistics().num_rows.get_value().copied())
+        };
+        assert_eq!(row_count(&plan).0, 3000, "the planned scan has statistics: {:?}", row_count(&plan));
+        let codec = FlotillaCodec::new(Connectors::builtin());
+        let bytes = codec.encode_plan(plan.clone()).unwrap();
+        let whole = datafusion_proto::bytes::physical_plan_to_bytes_with_extension_codec(plan.clone(), &codec).unwrap();
+        assert!(bytes.len() < whole.len(), "{} bytes stripped against {} whole", bytes.len(), whole.len());
+        let back = codec.decode_plan(&bytes, &ctx.task_ctx()).unwrap();
+        assert_eq!(row_count(&back), (0, None));
+        assert_eq!(back.output_partitioning().partition_count(), plan.output_partitioning().partition_count());
+        let want = collect(plan, ctx.task_ctx()).await.unwrap();
+        let got = collect(back, ctx.task_ctx()).await.unwrap();
+        assert_eq!(got, want);
+        assert_eq!(got.iter().map(|b| b.num_rows()).sum::<usize>(), 429);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
