@@ -343,6 +343,12 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     })
 }
 
+/// `name=value`, as `--session` takes it, both sides trimmed.
+pub fn parse_name_value(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s.split_once('=').ok_or_else(|| format!("'{s}' is not name=value"))?;
+    Ok((k.trim().to_string(), v.trim().to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

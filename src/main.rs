@@ -169,40 +169,7 @@ enum Command {
 #[derive(Subcommand)]
 enum BenchSuite {
     /// The 22 TPC-H queries on a local cluster and on single-node DataFusion.
-    Tpch {
-        /// Scale factor, e.g. 0.1 or 1.
-        #[arg(long, default_value = "1")]
-        scale: String,
-        #[arg(long, default_value_t = 2)]
-        workers: usize,
-        #[arg(long, default_value_t = 3)]
-        iterations: usize,
-        /// Only these queries (1-22), comma separated.
-        #[arg(long, value_delimiter = ',')]
-        queries: Vec<usize>,
-        /// Session property for the distributed runs, repeatable: --session retry_policy=task
-        #[arg(long = "session", value_parser = parse_kv)]
-        session: Vec<(String, String)>,
-        /// Parquet files written by `flotilla tpch-gen` (one folder per table): both
-        /// sides read them instead of generating data (--scale is then ignored).
-        #[arg(long)]
-        data: Option<std::path::PathBuf>,
-        /// Also draw the per-query times as an SVG bar chart into this file.
-        #[arg(long)]
-        svg: Option<std::path::PathBuf>,
-        /// Run the coordinator and each worker as processes of their own (this
-        /// binary) and report each worker's peak resident memory per query.
-        #[arg(long)]
-        processes: bool,
-        /// Each worker's memory pool, e.g. 2GB (`unlimited`: none); DataFusion then
-        /// runs in one pool of the workers' total.
-        #[arg(long)]
-        worker_memory: Option<String>,
-        /// How flotilla's client takes the rows: as Arrow batches (what DataFusion's
-        /// side hands back) or as Trino's JSON values.
-        #[arg(long, value_enum, default_value = "arrow")]
-        rows_as: flotilla::bench::ResultRows,
-    },
+    Tpch(flotilla::bench::TpchBench),
     /// One exchange link: a worker's output buffer read by another over HTTP.
     Exchange {
         /// Bytes of Arrow data to move.
@@ -303,7 +270,7 @@ struct QueryArgs {
     #[arg(long, default_value = "tiny")]
     schema: String,
     /// Session property, repeatable: --session execution_policy=all-at-once
-    #[arg(long = "session", value_parser = parse_kv)]
+    #[arg(long = "session", value_parser = flotilla::config::parse_name_value)]
     session: Vec<(String, String)>,
     #[arg(long, default_value = "flotilla")]
     user: String,
@@ -315,11 +282,6 @@ struct QueryArgs {
     file: Option<String>,
     #[arg(long, value_enum, default_value = "aligned")]
     output_format: OutputFormat,
-}
-
-fn parse_kv(s: &str) -> Result<(String, String), String> {
-    let (k, v) = s.split_once('=').ok_or_else(|| format!("'{s}' is not name=value"))?;
-    Ok((k.trim().to_string(), v.trim().to_string()))
 }
 
 fn main() -> ExitCode {
@@ -570,35 +532,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Bench {
-            suite:
-                BenchSuite::Tpch {
-                    scale,
-                    workers,
-                    iterations,
-                    queries,
-                    session,
-                    data,
-                    svg,
-                    processes,
-                    worker_memory,
-                    rows_as,
-                },
-        } => {
-            let options = flotilla::bench::TpchBench {
-                scale,
-                workers,
-                iterations: iterations.max(1),
-                queries,
-                session,
-                data,
-                svg,
-                processes,
-                worker_memory,
-                rows_as,
-            };
-            flotilla::bench::run_tpch(&options).await
-        }
+        Command::Bench { suite: BenchSuite::Tpch(options) } => flotilla::bench::run_tpch(&options).await,
         Command::Bench { suite: BenchSuite::Scheduling { stages, tasks, workers, iterations } } => {
             flotilla::bench::run_scheduling(stages.max(1), tasks.max(1), workers, iterations.max(1)).await
         }

@@ -20,20 +20,40 @@ use crate::client::StatementClient;
 use crate::coordinator::planner::single_node_context_with;
 use crate::local::{LocalCluster, LocalOptions, TPCH_QUERIES};
 
-/// What `flotilla bench tpch` runs.
+/// What `flotilla bench tpch` runs: its command-line arguments.
+#[derive(clap::Args, Debug)]
 pub struct TpchBench {
+    /// Scale factor, e.g. 0.1 or 1.
+    #[arg(long, default_value = "1")]
     pub scale: String,
+    #[arg(long, default_value_t = 2)]
     pub workers: usize,
+    #[arg(long, default_value_t = 3)]
     pub iterations: usize,
+    /// Only these queries (1-22), comma separated.
+    #[arg(long, value_delimiter = ',')]
     pub queries: Vec<usize>,
+    /// Session property for the distributed runs, repeatable: --session retry_policy=task
+    #[arg(long = "session", value_parser = crate::config::parse_name_value)]
     pub session: Vec<(String, String)>,
-    /// Parquet written by `flotilla tpch-gen`; without it both sides generate data.
+    /// Parquet files written by `flotilla tpch-gen` (one folder per table): both
+    /// sides read them instead of generating data (--scale is then ignored).
+    #[arg(long)]
     pub data: Option<std::path::PathBuf>,
+    /// Also draw the per-query times as an SVG bar chart into this file.
+    #[arg(long)]
     pub svg: Option<std::path::PathBuf>,
-    /// A coordinator and workers as processes of their own (this binary).
+    /// Run the coordinator and each worker as processes of their own (this
+    /// binary) and report each worker's peak resident memory per query.
+    #[arg(long)]
     pub processes: bool,
-    /// Each worker's pool (`2GB`, or `unlimited` for none); default: the workers'.
+    /// Each worker's memory pool, e.g. 2GB (`unlimited`: none); DataFusion then
+    /// runs in one pool of the workers' total.
+    #[arg(long)]
     pub worker_memory: Option<String>,
+    /// How flotilla's client takes the rows: as Arrow batches (what DataFusion's
+    /// side hands back) or as Trino's JSON values.
+    #[arg(long, value_enum, default_value = "arrow")]
     pub rows_as: ResultRows,
 }
 
