@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use datafusion::arrow::record_batch::RecordBatch;
 
-use crate::exchange::page::{Page, PageAssembler};
+use crate::exchange::page::{unframe_pages, Page};
 use crate::format::{self, Column, Delimited};
 use crate::protocol::{RowsAs, ARROW_RESULTS_CONTENT_TYPE, HEADER_ROWS_AS, TEXT_RESULTS_CONTENT_TYPE};
 
@@ -621,10 +621,8 @@ impl Received {
 /// announced.
 fn decode_arrow_rows(framed: &[u8], rows: usize) -> Result<Vec<RecordBatch>, ClientError> {
     let bad = |what: String| ClientError::Protocol(format!("{what} in an Arrow results page"));
-    let mut assembler = PageAssembler::new(framed.len());
-    assembler.push(framed).map_err(bad)?;
     let mut batches = Vec::new();
-    for page in assembler.finish().map_err(bad)? {
+    for page in unframe_pages(framed).map_err(bad)? {
         batches.extend(Page::decode(&page).map_err(|e| bad(e.to_string()))?);
     }
     let got: usize = batches.iter().map(|b| b.num_rows()).sum();

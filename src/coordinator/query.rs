@@ -67,10 +67,8 @@ pub struct PageState {
     /// The serialized `QueryResults` document (rows following it as text or Arrow
     /// where the client asked for them so), and its content type.
     pub page: Option<(bytes::Bytes, &'static str)>,
-    /// Whether a page with rows (or an Arrow result's schema) was served: an Arrow
-    /// client is sent the schema at the end of a result that had no rows.
-    pub rows_sent: bool,
-    /// Bytes per row of the last page with rows (JSON or text), which sizes the next.
+    /// Bytes per row of the last page with rows, which sizes the next; None while no
+    /// page had rows (an Arrow client then gets the schema with the last page).
     pub row_bytes: Option<f64>,
 }
 

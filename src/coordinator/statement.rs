@@ -19,7 +19,7 @@ use super::execute_immediate::{bind, parse_prepared, PreparedStatement};
 use super::planner::{QueryError, SessionSpec};
 use super::query::{PageState, QueryExecution};
 use super::{Authenticated, CoordinatorError, CoordinatorState};
-use crate::exchange::page::{frame_pages, Page};
+use crate::exchange::page::{frame_pages_after, Page};
 use crate::format::{trino_type, type_signature, write_delimited_rows, write_json_rows, Delimited};
 use crate::protocol::{RowsAs, ARROW_RESULTS_CONTENT_TYPE, HEADER_ROWS_AS, TEXT_RESULTS_CONTENT_TYPE};
 use crate::scheduling::state_machine::{QueryState, StageState, StateKind, TaskState};
@@ -268,7 +268,7 @@ async fn serve_page(
     // A result without rows still tells an Arrow reader its schema: its last page
     // carries one empty batch.
     let finished = exhausted && q.state() == QueryState::Finished;
-    let empty_result = (row_count == 0 && finished && !paging.rows_sent).then(|| q.schema()).flatten();
+    let empty_result = (row_count == 0 && finished && paging.row_bytes.is_none()).then(|| q.schema()).flatten();
     let (page, content_type) = match rows_as {
         Some(RowsAs::Text(style)) if row_count > 0 => {
             doc["textRows"] = json!(row_count);
@@ -278,7 +278,6 @@ async fn serve_page(
             if let Some(schema) = empty_result {
                 batches = vec![RecordBatch::new_empty(schema)];
             }
-            paging.rows_sent = true;
             doc["arrowRows"] = json!(row_count);
             (serialize_arrow(&doc, batches)?, ARROW_RESULTS_CONTENT_TYPE)
         }
@@ -286,7 +285,6 @@ async fn serve_page(
     };
     if row_count > 0 {
         paging.row_bytes = Some(page.len() as f64 / row_count as f64);
-        paging.rows_sent = true;
     }
     paging.token = token;
     paging.page = Some((page.clone(), content_type));
@@ -294,15 +292,13 @@ async fn serve_page(
 }
 
 /// A page for a client that asked for its rows as Arrow: the document, a newline, the
-/// batches framed as the exchange frames its pages (each an IPC stream with its schema).
+/// batches framed as the exchange frames its pages (each an IPC stream with its schema),
+/// written once into the page's buffer.
 fn serialize_arrow(doc: &Value, batches: Vec<RecordBatch>) -> Result<Bytes, CoordinatorError> {
     let pages: Vec<Page> = batches.into_iter().map(Page::new).collect();
-    let framed = frame_pages(&pages).map_err(|e| CoordinatorError::Internal(e.to_string()))?;
-    let mut page = serde_json::to_vec(doc).map_err(|e| CoordinatorError::Internal(e.to_string()))?;
-    page.reserve(1 + framed.len());
-    page.push(b'\n');
-    page.extend_from_slice(&framed);
-    Ok(Bytes::from(page))
+    let mut head = serde_json::to_vec(doc).map_err(|e| CoordinatorError::Internal(e.to_string()))?;
+    head.push(b'\n');
+    frame_pages_after(&head, &pages).map_err(|e| CoordinatorError::Internal(e.to_string()))
 }
 
 /// A page for a client that asked for its rows as `style`'s lines: the document, a

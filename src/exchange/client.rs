@@ -262,8 +262,7 @@ impl Puller {
         pages: Vec<Received>,
         token: u64,
     ) -> (bool, Option<(Instant, Result<Fetched, String>)>) {
-        let cap = self.config.buffer_bytes.max(1);
-        let wanted: usize = pages.iter().map(|p| p.held().clamp(1, cap)).sum();
+        let wanted: usize = pages.iter().map(|p| self.permits_for(p.held())).sum();
         let room = (self.memory.available_permits() as u64).saturating_sub(wanted as u64);
         if room < self.config.max_response_bytes {
             return (self.deliver(pages).await, None);
@@ -289,17 +288,23 @@ impl Puller {
         (true, Some((started, fetched)))
     }
 
+    /// Permits of the consumer's buffer a page holding `held` bytes takes.
+    fn permits_for(&self, held: usize) -> usize {
+        held.clamp(1, self.config.buffer_bytes.max(1))
+    }
+
     /// Decodes pages and hands them on; false when the consumer has gone.
     async fn deliver(&self, pages: Vec<Received>) -> bool {
         for page in pages {
             // What the rows measure (statistics) and what the batches hold (memory).
-            let (batches, bytes, held) = match page {
+            let held = page.held();
+            let (batches, bytes) = match page {
                 Received::Batch(page) => {
-                    let (bytes, held) = (page.data_bytes(), page.len());
-                    (vec![page.into_batch()], bytes, held)
+                    let bytes = page.data_bytes();
+                    (vec![page.into_batch()], bytes)
                 }
                 Received::Encoded(raw) => match Page::decode(&raw) {
-                    Ok(b) => (b, raw.len(), raw.len()),
+                    Ok(b) => (b, raw.len()),
                     Err(e) => {
                         let err = ExchangeError::Protocol {
                             task: self.source.task_id.clone(),
@@ -315,8 +320,7 @@ impl Puller {
             crate::metrics::EXCHANGE_PAGES.fetch_add(1, Ordering::Relaxed);
             crate::metrics::EXCHANGE_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
             self.stats.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
-            let cap = self.config.buffer_bytes.max(1);
-            let want = held.clamp(1, cap) as u32;
+            let want = self.permits_for(held) as u32;
             let permit = match self.memory.clone().acquire_many_owned(want).await {
                 Ok(p) => p,
                 Err(_) => return false,

@@ -172,10 +172,17 @@ fn buffer_count(data: &ArrayData) -> usize {
 
 /// Encodes pages into one response body, `[u64 little-endian length][IPC stream]...`.
 pub fn frame_pages(pages: &[Page]) -> Result<Bytes, ArrowError> {
+    frame_pages_after(&[], pages)
+}
+
+/// `prefix`, then the pages framed as [`frame_pages`] frames them, in one buffer (a
+/// statement page puts its JSON document first).
+pub fn frame_pages_after(prefix: &[u8], pages: &[Page]) -> Result<Bytes, ArrowError> {
     // A page encodes to about its rows' bytes (not the memory its batch holds, which
     // can be far more).
     let guess: usize = pages.iter().map(|p| p.encoded_guess).sum();
-    let mut writer = BytesMut::with_capacity(guess).writer();
+    let mut writer = BytesMut::with_capacity(prefix.len() + guess).writer();
+    writer.get_mut().extend_from_slice(prefix);
     for p in pages {
         let at = writer.get_ref().len();
         writer.get_mut().put_u64_le(0);
@@ -189,6 +196,13 @@ pub fn frame_pages(pages: &[Page]) -> Result<Bytes, ArrowError> {
         out[at..at + FRAME_HEADER].copy_from_slice(&len.to_le_bytes());
     }
     Ok(writer.into_inner().freeze())
+}
+
+/// A whole body split back into its encoded pages ([`PageAssembler`] in one go).
+pub fn unframe_pages(body: &[u8]) -> Result<Vec<Buffer>, String> {
+    let mut assembler = PageAssembler::new(body.len());
+    assembler.push(body)?;
+    assembler.finish()
 }
 
 /// Splits a response body, fed as it arrives, back into encoded pages, each in a
@@ -261,13 +275,6 @@ mod tests {
     use datafusion::arrow::array::{Decimal128Array, Int64Array, StringArray};
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use std::sync::Arc;
-
-    /// A whole body split into pages (`PageAssembler` in one go).
-    fn unframe_pages(body: &[u8]) -> Result<Vec<Buffer>, String> {
-        let mut assembler = PageAssembler::new(body.len());
-        assembler.push(body)?;
-        assembler.finish()
-    }
 
     fn batch(n: i64) -> RecordBatch {
         let schema = Arc::new(Schema::new(vec![
