@@ -26,6 +26,10 @@ use crate::format::{self, Column, Delimited};
 use crate::protocol::{RowsAs, ARROW_RESULTS_CONTENT_TYPE, HEADER_ROWS_AS, TEXT_RESULTS_CONTENT_TYPE};
 
 const DEFAULT_USER: &str = "flotilla";
+
+/// Idle connections are dropped before the server closes them (it does after 15 s,
+/// `http::serve`), so a statement after a pause in the shell opens a fresh one.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(7);
 /// Bounds every request, so a coordinator that stops answering cannot hang the client.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -199,6 +203,7 @@ impl StatementClient {
         // `flotilla sql -e 'select 1'` took; a plain-HTTP coordinator needs none.
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .tls_built_in_root_certs(!server.starts_with("http://"))
             .build()
             .expect("a plain-HTTP reqwest client has nothing that can fail to initialise");
@@ -238,7 +243,8 @@ impl StatementClient {
     /// HTTPS settings: trust the CA certificates in `ca` (PEM) besides the system's,
     /// or, `insecure`, any certificate at all (tests, first steps).
     pub fn with_tls(mut self, insecure: bool, ca: Option<&std::path::Path>) -> Result<Self, String> {
-        let mut builder = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT);
+        let mut builder =
+            reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT).pool_idle_timeout(POOL_IDLE_TIMEOUT);
         if let Some(path) = ca {
             for root in crate::tls::read_ca(path).map_err(|e| e.to_string())? {
                 builder = builder.add_root_certificate(root);
@@ -342,6 +348,7 @@ impl StatementClient {
         let mut request = self
             .request(Method::POST, format!("{}/v1/statement", self.server))
             .header(reqwest::header::CONTENT_TYPE, "text/plain; charset=utf-8")
+            .header(crate::protocol::HEADER_EARLY_RESULTS, "true")
             .body(sql.to_string());
         if let Some(catalog) = &self.catalog {
             request = request.header("X-Trino-Catalog", catalog);

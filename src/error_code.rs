@@ -132,6 +132,12 @@ error_codes! {
     /// Object storage or a file system failed (an endpoint down, a bucket missing,
     /// access refused): outside the engine, worth another attempt.
     ObjectStoreError = ("OBJECT_STORE_ERROR", FLOTILLA + 10, External, Retryable),
+    /// A database behind a catalog refused or failed (a wrong login, a server down):
+    /// Trino's code of its JDBC connectors.
+    JdbcError = ("JDBC_ERROR", 0x0400_0000, External, Never),
+    /// A worker could not decode or build a task's plan: running it again would fail
+    /// the same way.
+    BadPlan = ("BAD_PLAN", FLOTILLA + 11, InternalError, Never),
 }
 
 impl ErrorCode {

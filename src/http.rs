@@ -46,7 +46,9 @@ pub fn internal_client(secret: Option<&str>, extra_roots: &[reqwest::Certificate
         headers.insert(HEADER_INTERNAL_TOKEN, v);
     }
     let mut builder = reqwest::Client::builder()
-        .pool_idle_timeout(std::time::Duration::from_secs(30))
+        // Below the servers' idle limit (`serve::HEADER_READ_TIMEOUT`), so a pooled
+        // connection is not reused just as the server closes it.
+        .pool_idle_timeout(serve::HEADER_READ_TIMEOUT / 2)
         .tcp_nodelay(true)
         .default_headers(headers);
     for root in extra_roots {
@@ -55,7 +57,10 @@ pub fn internal_client(secret: Option<&str>, extra_roots: &[reqwest::Certificate
     builder.build().expect("building the HTTP client")
 }
 
-/// Serves `app` on `listener`, over TLS when `tls` is given, until `shutdown`.
+pub mod serve;
+
+/// Serves `app` on `listener`, over TLS when `tls` is given, until `shutdown` (see
+/// `serve` for the limits every connection is held to).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
@@ -64,16 +69,14 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     use axum::serve::ListenerExt;
     match tls {
-        Some(config) => {
-            axum::serve(crate::tls::TlsListener::new(listener, config)?, app).with_graceful_shutdown(shutdown).await
-        }
+        Some(config) => serve::serve_on(crate::tls::TlsListener::new(listener, config)?, app, shutdown).await,
         // Small responses (task status, acknowledgements) go out at once rather than
         // waiting on Nagle's algorithm for the peer's delayed ACK.
         None => {
             let listener = listener.tap_io(|tcp| {
                 let _ = tcp.set_nodelay(true);
             });
-            axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+            serve::serve_on(listener, app, shutdown).await
         }
     }
 }
@@ -96,11 +99,6 @@ impl ApiError for Unauthorized {
     }
 }
 
-/// Compares without an early exit, so timing does not reveal how much matched.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 /// Middleware refusing internal requests that lack the shared secret.
 pub async fn require_internal(
     axum::extract::State(auth): axum::extract::State<InternalAuth>,
@@ -109,7 +107,7 @@ pub async fn require_internal(
 ) -> Response {
     if let Some(secret) = &auth.0 {
         let given = req.headers().get(HEADER_INTERNAL_TOKEN).map(|v| v.as_bytes()).unwrap_or_default();
-        if !same_secret(given, secret.as_bytes()) {
+        if !crate::util::constant_time_eq(given, secret.as_bytes()) {
             return error_response(&Unauthorized);
         }
     }
@@ -246,14 +244,6 @@ pub fn describe_request_error(e: &reqwest::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn secrets_compare_exactly() {
-        assert!(same_secret(b"abc", b"abc"));
-        assert!(!same_secret(b"abc", b"abd"));
-        assert!(!same_secret(b"ab", b"abc"));
-        assert!(!same_secret(b"", b"abc"));
-    }
 
     #[test]
     fn an_error_budget_runs_out_after_its_duration_and_resets_on_success() {

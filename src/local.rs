@@ -40,6 +40,8 @@ impl LocalCluster {
         for _ in 0..workers {
             let mut config = WorkerConfig::new("127.0.0.1:0", &coordinator.url);
             config.shared_secret = Some(secret.clone());
+            // The coordinator's places, as on any cluster: here, every local path.
+            config.connectors = Connectors::builtin_with_files(&["/".to_string()]);
             if let Some(b) = options.output_buffer_bytes {
                 config.settings.output_buffer_bytes = b;
             }

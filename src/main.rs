@@ -131,6 +131,11 @@ enum Command {
         /// default 100GB).
         #[arg(long)]
         max_spill_per_node: Option<String>,
+        /// Directories (and s3:// prefixes) the built-in `files` catalog's tables may
+        /// live under, as on the coordinator: the worker opens no file elsewhere,
+        /// whatever a plan names (with catalog files, files.allowed-locations).
+        #[arg(long)]
+        files_allowed_locations: Option<String>,
     },
     /// Run SQL against a coordinator.
     Sql {
@@ -430,12 +435,24 @@ async fn run(cli: Cli) -> Result<(), String> {
             query_max_memory_per_node,
             spill_path,
             max_spill_per_node,
+            files_allowed_locations,
         } => {
             use flotilla::worker::WorkerConfig;
-            let mut config = match node.etc()? {
-                Some(etc) => WorkerConfig::from_etc(&etc)?,
+            let etc = node.etc()?;
+            let mut config = match &etc {
+                Some(etc) => WorkerConfig::from_etc(etc)?,
                 None => WorkerConfig::new("127.0.0.1:0", ""),
             };
+            if let Some(dirs) = files_allowed_locations {
+                if etc.as_ref().is_some_and(|e| !e.catalogs.is_empty()) {
+                    return Err("--files-allowed-locations is for the built-in catalogs; with catalog files, set \
+                                files.allowed-locations in the files catalog's file"
+                        .into());
+                }
+                let allowed = flotilla::connector::files::FilesConnector::parse_allowed(&dirs)
+                    .map_err(|e| format!("--files-allowed-locations: {e}"))?;
+                config.connectors = flotilla::connector::Connectors::builtin_with_files(&allowed);
+            }
             if let Some(c) = coordinator {
                 config.coordinator = c.trim_end_matches('/').to_string();
             }

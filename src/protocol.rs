@@ -24,6 +24,11 @@ pub const HEADER_MAX_SIZE: &str = "x-flotilla-max-size";
 /// Statement protocol request (flotilla's own client only): send the rows of each page
 /// as [`RowsAs`] names them (`csv`, `tsv`, `arrow`) instead of JSON `data`.
 pub const HEADER_ROWS_AS: &str = "x-flotilla-rows-as";
+/// Statement protocol request (flotilla's own client only): `POST /v1/statement` may
+/// wait a few milliseconds and answer with a quick query's rows and end. Without it
+/// the first answer is Trino's: `QUEUED`, no rows, no error, a `nextUri`, which is
+/// all that clients written against Trino read from it.
+pub const HEADER_EARLY_RESULTS: &str = "x-flotilla-early-results";
 /// Statement protocol response to [`HEADER_ROWS_AS`] `csv` or `tsv`, for a page with
 /// rows: the `QueryResults` document (its `textRows` member counting the rows), a
 /// newline, then the rows as text. Trino clients never ask for it, so never see it.

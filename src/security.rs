@@ -28,9 +28,25 @@ pub enum SecurityError {
     Bad { path: String, line: usize, message: String },
 }
 
+pub mod throttle;
+
+#[derive(Clone)]
 enum Hash {
     Bcrypt(String),
     Pbkdf2 { iterations: u32, salt: Vec<u8>, hash: Vec<u8> },
+}
+
+impl Hash {
+    fn matches(&self, password: &str) -> bool {
+        match self {
+            Hash::Bcrypt(h) => bcrypt::verify(password, h).unwrap_or(false),
+            Hash::Pbkdf2 { iterations, salt, hash } => {
+                let mut out = vec![0u8; hash.len()];
+                pbkdf2::pbkdf2_hmac::<sha2::Sha256>(password.as_bytes(), salt, *iterations, &mut out);
+                crate::util::constant_time_eq(&out, hash)
+            }
+        }
+    }
 }
 
 /// How long a verified password is taken without hashing it again.
@@ -38,6 +54,10 @@ const REMEMBER: Duration = Duration::from_secs(60);
 
 pub struct PasswordFile {
     users: HashMap<String, Hash>,
+    /// The file's first hash: an unknown user's password is checked against it, so
+    /// that an unknown user takes as long to refuse as a known one and the time of
+    /// an answer does not tell which users exist.
+    decoy: Option<Hash>,
     /// (user, SHA-256 of the password) verified at that time.
     verified: Mutex<HashMap<(String, [u8; 32]), Instant>>,
 }
@@ -57,6 +77,7 @@ impl PasswordFile {
 
     pub fn parse(path: &str, text: &str) -> Result<Self, SecurityError> {
         let mut users = HashMap::new();
+        let mut decoy = None;
         for (i, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -77,9 +98,10 @@ impl PasswordFile {
                     _ => return Err(bad("the hash is neither bcrypt ($2y$...) nor PBKDF2 (iterations:salt:hash)")),
                 }
             };
+            decoy.get_or_insert_with(|| hash.clone());
             users.insert(user.to_string(), hash);
         }
-        Ok(PasswordFile { users, verified: Mutex::new(HashMap::new()) })
+        Ok(PasswordFile { users, decoy, verified: Mutex::new(HashMap::new()) })
     }
 
     pub fn verify(&self, user: &str, password: &str) -> bool {
@@ -89,13 +111,11 @@ impl PasswordFile {
             return true;
         }
         let ok = match self.users.get(user) {
-            Some(Hash::Bcrypt(h)) => bcrypt::verify(password, h).unwrap_or(false),
-            Some(Hash::Pbkdf2 { iterations, salt, hash }) => {
-                let mut out = vec![0u8; hash.len()];
-                pbkdf2::pbkdf2_hmac::<sha2::Sha256>(password.as_bytes(), salt, *iterations, &mut out);
-                out.iter().zip(hash).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+            Some(hash) => hash.matches(password),
+            None => {
+                let _ = self.decoy.as_ref().map(|d| d.matches(password));
+                false
             }
-            None => false,
         };
         if ok {
             let mut verified = self.verified.lock();
@@ -359,6 +379,8 @@ impl AccessRules {
 pub struct Security {
     pub passwords: Option<Arc<PasswordFile>>,
     pub rules: Option<Arc<AccessRules>>,
+    /// Failed logins by user and address (see `throttle`).
+    pub logins: Arc<throttle::LoginThrottle>,
 }
 
 impl Security {
@@ -371,7 +393,7 @@ impl Security {
         let passwords = password_file.map(PasswordFile::load).transpose()?.map(Arc::new);
         let groups = group_file.map(GroupFile::load).transpose()?.unwrap_or_default();
         let rules = access_rules.map(|p| AccessRules::load(p, groups)).transpose()?.map(Arc::new);
-        Ok(Security { passwords, rules })
+        Ok(Security { passwords, rules, logins: Default::default() })
     }
 }
 
@@ -405,6 +427,26 @@ mod tests {
         assert!(!f.verify("carol", "secret1"));
         let e = PasswordFile::parse("password.db", "alice:plaintext\n").err().unwrap().to_string();
         assert!(e.starts_with("password.db:1:"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_user_takes_as_long_to_refuse_as_a_known_one() {
+        // bcrypt at cost 10 takes tens of milliseconds: long enough to see whether a
+        // refusal hashed at all. The fastest of a few runs of each is compared.
+        let text = format!("alice:{}\n", bcrypt::hash("right", 10).unwrap());
+        let f = PasswordFile::parse("password.db", &text).unwrap();
+        let fastest = |user: &str| {
+            (0..3)
+                .map(|_| {
+                    let started = Instant::now();
+                    assert!(!f.verify(user, "wrong"));
+                    started.elapsed()
+                })
+                .min()
+                .unwrap()
+        };
+        let (known, unknown) = (fastest("alice"), fastest("mallory"));
+        assert!(unknown * 2 >= known, "known user refused in {known:?}, unknown in {unknown:?}");
     }
 
     #[test]

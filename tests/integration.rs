@@ -15,6 +15,7 @@ mod integration {
     pub mod lifecycle;
     pub mod memory;
     pub mod netns;
+    pub mod node_client;
     pub mod object_storage;
     pub mod postgresql;
     pub mod protocol;

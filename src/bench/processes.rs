@@ -60,6 +60,9 @@ impl ProcessCluster {
                 "--bind".into(),
                 "127.0.0.1:0".into(),
             ];
+            if let Some(dir) = allowed {
+                args.extend(["--files-allowed-locations".into(), dir.to_string()]);
+            }
             args.extend_from_slice(worker_args);
             cluster.workers.push(spawn(&args, &secret).await?.0);
         }

@@ -142,9 +142,43 @@ impl FilesConnector {
         Ok(self.warehouse.as_ref().map(|w| format!("{w}/{schema}/{table}/")))
     }
 
+    /// `files.warehouse`, without a trailing `/`.
+    pub fn warehouse(&self) -> Option<&str> {
+        self.warehouse.as_deref()
+    }
+
+    /// The local directories (resolved) its tables may live under, warehouse included.
+    pub fn allowed_directories(&self) -> &[PathBuf] {
+        &self.allowed
+    }
+
     /// The store that keeps this catalog's tables across restarts, if it has one.
     pub fn metastore(&self) -> Option<&Arc<Metastore>> {
         Some(&self.metastore)
+    }
+
+    /// What of this catalog's own `location` falls inside: a table's files (named
+    /// `schema.table`) or the warehouse, where tables are written. A `COPY ... TO`
+    /// there would change a table behind its owner's back, so it is refused.
+    pub fn holder_of(&self, location: &str) -> Option<String> {
+        let inside = |root: &str| match (remote_prefix(location), remote_prefix(root)) {
+            (Some(target), Some(root)) => target.starts_with(&root),
+            (None, None) => match (local_path(location), local_path(root)) {
+                (Some(target), Some(root)) => resolve(&target).starts_with(resolve(&root)),
+                _ => false,
+            },
+            _ => false,
+        };
+        let tables = self.metastore.tables();
+        let table = tables.iter().find(|t| t.location.split(',').any(|l| !l.is_empty() && inside(l)));
+        match table {
+            Some(t) => Some(format!("table {}.{}.{}", self.name, t.schema, t.name)),
+            None => self
+                .warehouse
+                .as_deref()
+                .filter(|w| inside(w))
+                .map(|w| format!("the warehouse of catalog {} ({w})", self.name)),
+        }
     }
 }
 
@@ -185,7 +219,7 @@ fn remote_prefix(location: &str) -> Option<String> {
 /// The real place a local path names: the longest existing ancestor with its
 /// symbolic links resolved, then the rest with `.` and `..` applied, so neither a
 /// link nor `..` leads out of an allowed directory.
-fn resolve(path: &Path) -> PathBuf {
+pub(crate) fn resolve(path: &Path) -> PathBuf {
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let mut existing = absolute.as_path();
     let mut rest = Vec::new();

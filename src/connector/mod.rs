@@ -13,6 +13,7 @@
 pub mod delta_lake;
 pub mod files;
 pub mod information_schema;
+pub mod local_files;
 pub mod metastore;
 pub mod object_storage;
 pub mod postgresql;
@@ -93,13 +94,18 @@ pub struct Connectors {
 impl Connectors {
     pub fn new(list: Vec<Arc<dyn Connector>>) -> Self {
         let scopes = list.iter().filter_map(|c| c.s3_scope()).collect();
+        // Local files are opened only under the catalogs' own directories, whatever a
+        // plan names (see `local_files`).
+        let local = local_files::AllowedDirectories::new(
+            list.iter().filter_map(|c| c.files()).flat_map(|f| f.allowed_directories().to_vec()),
+        );
         // No cache of directory listings: DataFusion keeps one forever by default, and
         // a table's files change under it (our own writes, other writers).
         let caches =
             datafusion::execution::cache::cache_manager::CacheManagerConfig::default().with_list_files_cache_limit(0);
         let runtime = RuntimeEnvBuilder::new()
             .with_cache_manager(caches)
-            .with_object_store_registry(Arc::new(object_storage::ObjectStores::new(scopes)))
+            .with_object_store_registry(Arc::new(object_storage::ObjectStores::new(scopes, local)))
             .build_arc()
             .expect("a runtime environment without limits builds");
         Connectors { list, runtime, template: Default::default() }
@@ -207,13 +213,24 @@ impl Connectors {
         Ok(Connectors::new(list))
     }
 
+    /// The catalogs of files among them.
+    pub fn files_catalogs(&self) -> impl Iterator<Item = &files::FilesConnector> {
+        self.list.iter().filter_map(|c| c.files())
+    }
+
     pub fn get(&self, catalog: &str) -> Option<&Arc<dyn Connector>> {
         self.list.iter().find(|c| c.catalog_name() == catalog)
     }
 
-    /// Whether some catalog allows files at `location` (a `COPY TO` target).
-    pub fn any_allows_location(&self, location: &str) -> bool {
-        self.list.iter().any(|c| c.allows_location(location))
+    /// The catalogs that allow files at `location` (a `COPY TO` target): writing
+    /// there writes into each of them.
+    pub fn allowing_location(&self, location: &str) -> Vec<&Arc<dyn Connector>> {
+        self.list.iter().filter(|c| c.allows_location(location)).collect()
+    }
+
+    /// The table (or warehouse) of any catalog of files that `location` falls inside.
+    pub fn holder_of(&self, location: &str) -> Option<String> {
+        self.files_catalogs().find_map(|f| f.holder_of(location))
     }
 
     /// Registers every catalog, each with its `information_schema`, and the table

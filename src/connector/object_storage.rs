@@ -129,8 +129,12 @@ pub struct ObjectStores {
 }
 
 impl ObjectStores {
-    pub fn new(scopes: Vec<S3Scope>) -> Self {
-        ObjectStores { known: DefaultObjectStoreRegistry::new(), scopes, making: parking_lot::Mutex::new(()) }
+    /// S3 buckets as `scopes` say, local files under `local` only.
+    pub fn new(scopes: Vec<S3Scope>, local: super::local_files::AllowedDirectories) -> Self {
+        let known = DefaultObjectStoreRegistry::new();
+        let file = Url::parse("file://").expect("a file URL");
+        known.register_store(&file, Arc::new(super::local_files::GuardedLocalFiles::new(local)));
+        ObjectStores { known, scopes, making: parking_lot::Mutex::new(()) }
     }
 
     /// The settings for `bucket`: those of the catalog whose allowed locations name
@@ -202,10 +206,13 @@ mod tests {
     fn a_bucket_takes_the_settings_of_the_catalog_that_allows_it() {
         let a = S3Settings { endpoint: Some("http://a".into()), ..Default::default() };
         let b = S3Settings { endpoint: Some("http://b".into()), ..Default::default() };
-        let stores = ObjectStores::new(vec![
-            S3Scope { prefixes: vec!["s3://one/".into()], settings: a.clone() },
-            S3Scope { prefixes: vec!["s3://two/data/".into()], settings: b.clone() },
-        ]);
+        let stores = ObjectStores::new(
+            vec![
+                S3Scope { prefixes: vec!["s3://one/".into()], settings: a.clone() },
+                S3Scope { prefixes: vec!["s3://two/data/".into()], settings: b.clone() },
+            ],
+            Default::default(),
+        );
         assert_eq!(stores.settings_for("two"), b);
         assert_eq!(stores.settings_for("one"), a);
         assert_eq!(stores.settings_for("elsewhere"), S3Settings::default(), "no other catalog's keys");

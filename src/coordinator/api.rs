@@ -7,13 +7,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 
-use super::{planning, statement, ui, CoordinatorError, CoordinatorState};
+use super::{planning, statement, ui, CoordinatorError, CoordinatorState, Viewer};
 use crate::protocol::Announcement;
 
 pub(super) fn router(state: Arc<CoordinatorState>) -> Router {
@@ -28,7 +28,7 @@ pub(super) fn router(state: Arc<CoordinatorState>) -> Router {
     let client = Router::new()
         .route("/v1/statement", post(statement::post_statement).layer(statement_limit))
         .route(
-            "/v1/statement/executing/{query_id}/{token}",
+            "/v1/statement/executing/{query_id}/{slug}/{token}",
             get(statement::get_results).delete(statement::cancel_query),
         )
         .route("/v1/node", get(list_nodes))
@@ -74,12 +74,25 @@ async fn authenticate(State(s): St, mut req: axum::extract::Request, next: axum:
     let Some((user, password)) = credentials else {
         return unauthorized("this server needs a user and password (HTTP basic authentication)");
     };
+    let address = req.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
+    let logins = s.config.security.logins.clone();
+    if let Some(wait) = logins.wait(&user, address, std::time::Instant::now()) {
+        return CoordinatorError::TooManyFailedLogins(format!(
+            "too many failed logins for user {user} or from this address; try again in {:.1} s",
+            wait.as_secs_f64()
+        ))
+        .into_response();
+    }
     // bcrypt is slow on purpose: off the runtime's threads.
     let checked = user.clone();
     let ok = tokio::task::spawn_blocking(move || passwords.verify(&checked, &password)).await.unwrap_or(false);
     if !ok {
+        logins.failed(&user, address, std::time::Instant::now());
+        let from = address.map_or_else(|| "an unknown address".to_string(), |a| a.to_string());
+        tracing::warn!("failed login for user {user} from {from}");
         return unauthorized("wrong user or password");
     }
+    logins.succeeded(&user, address);
     req.extensions_mut().insert(Authenticated(user));
     next.run(req).await
 }
@@ -128,19 +141,59 @@ async fn list_nodes(State(s): St) -> Response {
 
 type Login = Option<axum::Extension<Authenticated>>;
 
-async fn list_queries(State(s): St, login: Login) -> Response {
-    let login = login.map(|axum::Extension(a)| a);
-    let mut v: Vec<_> = s.queries().iter().filter(|q| s.may_see(login.as_ref(), q)).map(|q| q.summary()).collect();
+/// The queries the asker may see: their own (see `Viewer`).
+async fn list_queries(State(s): St, login: Login, headers: HeaderMap) -> Response {
+    let viewer = Viewer::of(login.map(|axum::Extension(a)| a).as_ref(), &headers);
+    let mut v: Vec<_> = s.queries().iter().filter(|q| s.may_see(&viewer, q)).map(|q| q.summary()).collect();
     v.sort_by(|a, b| a.query_id.cmp(&b.query_id));
     Json(v).into_response()
 }
 
-async fn query_info(State(s): St, login: Login, Path(id): Path<String>) -> Result<Response, CoordinatorError> {
-    Ok(Json(s.query_for(&id, login.map(|axum::Extension(a)| a).as_ref())?.detail()).into_response())
+/// `?slug=`: the query's secret from its `infoUri`, which opens it to whoever holds it
+/// (the web page a client links to), logins permitting.
+#[derive(serde::Deserialize)]
+struct SlugParam {
+    slug: Option<String>,
 }
 
-async fn cancel(State(s): St, login: Login, Path(id): Path<String>) -> Result<Response, CoordinatorError> {
-    s.query_for(&id, login.map(|axum::Extension(a)| a).as_ref())?.cancel();
+/// A query by id for the asker: one they may see, or one whose slug they hold.
+fn query_asked(
+    s: &CoordinatorState,
+    login: Login,
+    headers: &HeaderMap,
+    id: &str,
+    slug: Option<&str>,
+) -> Result<Arc<super::query::QueryExecution>, CoordinatorError> {
+    let login = login.map(|axum::Extension(a)| a);
+    if let Some(slug) = slug {
+        if let Ok(q) = s.query(id) {
+            if crate::util::constant_time_eq(q.slug.as_bytes(), slug.as_bytes()) {
+                s.check_login_sees(login.as_ref(), &q)?;
+                return Ok(q);
+            }
+        }
+    }
+    s.query_for(id, &Viewer::of(login.as_ref(), headers))
+}
+
+async fn query_info(
+    State(s): St,
+    login: Login,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(p): Query<SlugParam>,
+) -> Result<Response, CoordinatorError> {
+    Ok(Json(query_asked(&s, login, &headers, &id, p.slug.as_deref())?.detail()).into_response())
+}
+
+async fn cancel(
+    State(s): St,
+    login: Login,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(p): Query<SlugParam>,
+) -> Result<Response, CoordinatorError> {
+    query_asked(&s, login, &headers, &id, p.slug.as_deref())?.cancel();
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -315,8 +315,8 @@ async fn execute(
             let best = pick_root_cause(std::iter::once(*report).chain(reported).collect()).expect("one report");
             Err(task_failure_error(&best))
         }
-        Err(RunFailure::Scheduler(e @ SchedulerError::RemoteTask(_))) => {
-            Err(QueryError::new(ErrorCode::TooManyRequestsFailed, e.to_string()))
+        Err(RunFailure::Scheduler(SchedulerError::RemoteTask(e))) => {
+            Err(QueryError::new(e.error_code(), e.to_string()))
         }
         Err(RunFailure::Scheduler(e)) => Err(QueryError::new(ErrorCode::RemoteTaskError, e.to_string())),
         Err(RunFailure::Root(e)) => match pick_root_cause(reported) {
@@ -504,7 +504,7 @@ fn task_failure_error(r: &crate::scheduling::pipelined::TaskFailureReport) -> Qu
         None => return QueryError::from_name(&r.failure.code, message),
         Some(ErrorCode::RemoteHostGone | ErrorCode::TaskLost) => ErrorCode::RemoteHostGone,
         Some(ErrorCode::RemoteTaskUnreachable) => ErrorCode::PageTransportError,
-        Some(ErrorCode::TooManyRequestsFailed) => ErrorCode::TooManyRequestsFailed,
+        Some(c @ (ErrorCode::TooManyRequestsFailed | ErrorCode::BadPlan | ErrorCode::JdbcError)) => c,
         Some(c) if c.error_type() == crate::error_code::ErrorType::UserError => c,
         // Memory limits say what the query needed: the user's to act on.
         Some(c) if c.error_type() == crate::error_code::ErrorType::InsufficientResources => c,

@@ -15,6 +15,7 @@ pub mod planning;
 pub mod query;
 pub mod remote_task;
 pub mod root_stage;
+pub mod staging;
 pub mod statement;
 pub mod table_commit;
 pub mod ui;
@@ -61,6 +62,9 @@ pub enum CoordinatorError {
     Unauthenticated(String),
     #[error("{0}")]
     PermissionDenied(String),
+    /// Logins refused for a while after failures (`security::throttle`).
+    #[error("{0}")]
+    TooManyFailedLogins(String),
 }
 
 impl ApiError for CoordinatorError {
@@ -73,6 +77,7 @@ impl ApiError for CoordinatorError {
             CoordinatorError::WrongEnvironment(_) => StatusCode::CONFLICT,
             CoordinatorError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
             CoordinatorError::PermissionDenied(_) => StatusCode::FORBIDDEN,
+            CoordinatorError::TooManyFailedLogins(_) => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
@@ -85,6 +90,7 @@ impl ApiError for CoordinatorError {
             CoordinatorError::WrongEnvironment(_) => "WRONG_ENVIRONMENT",
             CoordinatorError::Unauthenticated(_) => "UNAUTHENTICATED",
             CoordinatorError::PermissionDenied(_) => "PERMISSION_DENIED",
+            CoordinatorError::TooManyFailedLogins(_) => "TOO_MANY_FAILED_LOGINS",
         }
     }
 }
@@ -323,14 +329,20 @@ impl CoordinatorState {
 
     /// Fails queries whose client stopped asking for results (`query.client.timeout`),
     /// and forgets the last page of ended queries nobody asked about for a minute (it
-    /// is kept for a client retrying its last request, not for ever).
-    fn abandon_idle_queries(&self) {
+    /// is kept for a client retrying its last request, not for ever). Returns whether
+    /// it dropped anything.
+    fn abandon_idle_queries(&self) -> bool {
         let timeout = self.config.query_client_timeout;
+        let mut dropped = false;
         for q in self.queries() {
             if q.state().is_final() && q.client_idle() > FINAL_PAGE_RETENTION {
                 if let Ok(mut paging) = q.paging.try_lock() {
-                    paging.page = None;
+                    dropped |= paging.page.take().is_some();
                 }
+            }
+            // An ended query's unread rows go too once its client is as late as that.
+            if q.state().is_final() && q.client_idle() > timeout {
+                dropped |= q.drop_unread_results();
             }
             if !q.state().is_final() && q.client_idle() > timeout {
                 tracing::warn!(query = %q.id, "the client has not asked for results for {timeout:?}; abandoning the query");
@@ -340,6 +352,7 @@ impl CoordinatorState {
                 ));
             }
         }
+        dropped
     }
 
     /// Stops every running query holding more than its `query_max_memory` over the
@@ -375,24 +388,35 @@ impl CoordinatorState {
         self.queries.read().get(id).cloned().ok_or_else(|| CoordinatorError::QueryNotFound(id.to_string()))
     }
 
-    /// Whether a logged-in user may see, page or cancel `q`: their own queries, and
-    /// those of users they may act as. Without logins, everyone sees everything.
-    pub fn may_see(&self, login: Option<&Authenticated>, q: &QueryExecution) -> bool {
-        match login {
-            None => true,
-            Some(Authenticated(user)) => {
+    /// Whether `viewer` may see, page or cancel `q`: their own queries, and with a
+    /// login those of users they may act as.
+    pub fn may_see(&self, viewer: &Viewer, q: &QueryExecution) -> bool {
+        match viewer {
+            Viewer::Claimed(user) => q.session.user == *user,
+            Viewer::Login(user) => {
                 q.session.user == *user
                     || self.config.security.rules.as_ref().is_some_and(|r| r.may_impersonate(user, &q.session.user))
             }
         }
     }
 
-    /// A query the login may see; another user's is as unknown as a missing one.
-    pub fn query_for(&self, id: &str, login: Option<&Authenticated>) -> Result<Arc<QueryExecution>, CoordinatorError> {
+    /// A query the viewer may see; another user's is as unknown as a missing one.
+    pub fn query_for(&self, id: &str, viewer: &Viewer) -> Result<Arc<QueryExecution>, CoordinatorError> {
         let q = self.query(id)?;
-        match self.may_see(login, &q) {
+        match self.may_see(viewer, &q) {
             true => Ok(q),
             false => Err(CoordinatorError::QueryNotFound(id.to_string())),
+        }
+    }
+
+    /// With logins, a query's URIs serve only logins that may see it (its slug is
+    /// not enough once it leaks); without, the slug alone, as in Trino.
+    pub fn check_login_sees(&self, login: Option<&Authenticated>, q: &QueryExecution) -> Result<(), CoordinatorError> {
+        match login {
+            Some(Authenticated(user)) if !self.may_see(&Viewer::Login(user.clone()), q) => {
+                Err(CoordinatorError::QueryNotFound(q.id.clone()))
+            }
+            _ => Ok(()),
         }
     }
 
@@ -403,6 +427,31 @@ impl CoordinatorState {
     /// Exchange settings for the root stage, with the query's session overrides.
     pub fn exchange_config(&self, props: &crate::config::SessionProperties) -> ExchangeConfig {
         self.config.exchange.with_properties(props)
+    }
+}
+
+/// Who asks about queries: a login, or without logins whoever `X-Trino-User` names
+/// (the default user when it names nobody). The latter is a claim anyone can make;
+/// it keeps users' queries apart, it does not protect them (see the README).
+#[derive(Debug, Clone)]
+pub enum Viewer {
+    Login(String),
+    Claimed(String),
+}
+
+impl Viewer {
+    pub fn of(login: Option<&Authenticated>, headers: &axum::http::HeaderMap) -> Viewer {
+        match login {
+            Some(Authenticated(user)) => Viewer::Login(user.clone()),
+            None => Viewer::Claimed(
+                headers
+                    .get("x-trino-user")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::trim)
+                    .filter(|u| !u.is_empty())
+                    .map_or_else(|| planner::SessionSpec::default().user, str::to_string),
+            ),
+        }
     }
 }
 
@@ -450,6 +499,10 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
     let restore_ctx =
         crate::coordinator::planner::session_context(&Default::default(), &Default::default(), 1, &config.connectors);
     config.connectors.restore(&restore_ctx).await.map_err(std::io::Error::other)?;
+    let swept = staging::sweep(&config.connectors, &config.connectors.runtime()).await;
+    if swept > 0 {
+        tracing::info!("removed {swept} staging directories of writes a stopped coordinator left");
+    }
     let state = Arc::new(CoordinatorState {
         nodes: Arc::new(NodeManager::new(config.worker_timeout)),
         node_scheduler: Arc::new(NodeScheduler::new()),
@@ -468,9 +521,13 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
     let app = api::router(state.clone());
     let (stop, mut stopped) = watch::channel(false);
     let reaper = state.clone();
+    let freed = crate::util::FreedMemory::default();
     crate::util::every(Duration::from_millis(500), stop.subscribe(), move || {
-        reaper.abandon_idle_queries();
+        if reaper.abandon_idle_queries() {
+            freed.note_work();
+        }
         reaper.enforce_memory_limits();
+        freed.trim_if_idle(reaper.queries().iter().all(|q| q.state().is_final()));
     });
     let server = tokio::spawn(async move {
         let shutdown = async move {

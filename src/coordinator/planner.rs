@@ -47,6 +47,10 @@ pub fn planning_error(e: &DataFusionError) -> QueryError {
             }
         }
         DataFusionError::Execution(_) | DataFusionError::ArrowError(..) => ErrorCode::ExecutionError,
+        DataFusionError::External(_) if crate::connector::postgresql::PostgresError::is(e) => ErrorCode::JdbcError,
+        DataFusionError::ObjectStore(_) if crate::connector::local_files::is_refused_path(e) => {
+            ErrorCode::PermissionDenied
+        }
         DataFusionError::ObjectStore(_) => ErrorCode::ObjectStoreError,
         _ => ErrorCode::GenericInternalError,
     };

@@ -161,10 +161,12 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
         }
     }
     let logical = state.statement_to_plan(statement).await.map_err(|e| planning_error(&e))?;
-    check_file_locations(&logical, connectors, catalog)?;
+    // Rules first: what the location check says (which table lies where) is for
+    // those who may write.
     if let Some(access) = &request.access {
-        access.check(&accesses(&logical, catalog, schema))?;
+        access.check(&accesses(&logical, connectors, catalog, schema))?;
     }
+    check_file_locations(&logical, connectors, catalog)?;
     if let LogicalPlan::Explain(explain) = &logical {
         let physical = state.create_physical_plan(&explain.plan).await.map_err(|e| planning_error(&e))?;
         let graphviz = matches!(explain.explain_format, datafusion::common::format::ExplainFormat::Graphviz);
@@ -285,10 +287,14 @@ fn check_file_locations(
                 (None, _) => Err(QueryError::new(ErrorCode::CatalogNotFound, format!("Catalog '{catalog}' does not exist"))),
             }
         }
-        LogicalPlan::Copy(copy) if !connectors.any_allows_location(&copy.output_url) => Err(denied(format!(
+        LogicalPlan::Copy(copy) if connectors.allowing_location(&copy.output_url).is_empty() => Err(denied(format!(
             "Cannot write to '{}': the location is outside every catalog's allowed locations (files.allowed-locations)",
             copy.output_url
         ))),
+        LogicalPlan::Copy(copy) => match connectors.holder_of(&copy.output_url) {
+            Some(holder) => Err(denied(format!("Cannot write to '{}': it lies inside {holder}", copy.output_url))),
+            None => Ok(()),
+        },
         LogicalPlan::Explain(e) => check_file_locations(&e.plan, connectors, default_catalog),
         LogicalPlan::Analyze(a) => check_file_locations(&a.input, connectors, default_catalog),
         _ => Ok(()),
@@ -314,8 +320,11 @@ fn check_table_format(
     }
 }
 
-/// The catalogs and schemas a statement reads or writes, subqueries included.
-pub fn accesses(logical: &LogicalPlan, catalog: &str, schema: &str) -> Vec<Access> {
+/// The catalogs and schemas a statement reads or writes, subqueries included. A
+/// `COPY ... TO` writes into every catalog whose allowed locations hold its target
+/// (in no schema of theirs: it needs the catalog's write access, and with schema rules
+/// one that matches the empty schema name).
+pub fn accesses(logical: &LogicalPlan, connectors: &Connectors, catalog: &str, schema: &str) -> Vec<Access> {
     use datafusion::common::tree_node::TreeNodeRecursion;
     use datafusion::common::TableReference;
     let mut out = std::collections::BTreeSet::new();
@@ -328,6 +337,11 @@ pub fn accesses(logical: &LogicalPlan, catalog: &str, schema: &str) -> Vec<Acces
         match node {
             LogicalPlan::TableScan(t) => add(&t.table_name, false),
             LogicalPlan::Dml(d) => add(&d.table_name, true),
+            LogicalPlan::Copy(c) => {
+                for into in connectors.allowing_location(&c.output_url) {
+                    add(&TableReference::full(into.catalog_name(), "", ""), true);
+                }
+            }
             LogicalPlan::Ddl(ddl) => match ddl {
                 DdlStatement::CreateExternalTable(c) => add(&c.name, true),
                 DdlStatement::CreateMemoryTable(c) => add(&c.name, true),

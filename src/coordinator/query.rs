@@ -22,6 +22,9 @@ use crate::scheduling::state_machine::{QueryState, StateKind, StateMachine};
 
 pub struct QueryExecution {
     pub id: String,
+    /// The query's secret part of its URIs (Trino's slug): its `nextUri` pages and
+    /// cancels it, its id alone does not.
+    pub slug: String,
     pub sql: String,
     pub session: SessionSpec,
     pub(super) machine: Mutex<StateMachine<QueryState>>,
@@ -52,6 +55,8 @@ pub struct QueryExecution {
     pub(super) output_rows: AtomicU64,
     /// Set once the last row is emitted (see `take_results`).
     output_complete: AtomicBool,
+    /// Rows the client never came for were dropped (`drop_unread_results`).
+    results_dropped: AtomicBool,
     /// `query_max_memory` in bytes, once the session is read (0: no limit).
     pub(super) memory_limit: AtomicU64,
     /// Times the whole query was run again (retry_policy=query).
@@ -104,6 +109,7 @@ impl QueryExecution {
         Arc::new(QueryExecution {
             machine: Mutex::new(StateMachine::new(format!("query {id}"), QueryState::Queued)),
             id,
+            slug: crate::util::random_suffix(24),
             sql,
             session,
             state_tx,
@@ -125,6 +131,7 @@ impl QueryExecution {
             last_client_contact: Mutex::new(Instant::now()),
             output_rows: AtomicU64::new(0),
             output_complete: AtomicBool::new(false),
+            results_dropped: AtomicBool::new(false),
             memory_limit: AtomicU64::new(0),
             retries: AtomicU64::new(0),
             root_input: Arc::new(ExchangeStats::default()),
@@ -249,6 +256,26 @@ impl QueryExecution {
             out.push(next);
         }
         (out, false)
+    }
+
+    /// Drops the rows of an ended query that its client stopped coming for
+    /// (`query.client.timeout`): they are the coordinator's memory, and nobody is
+    /// going to read them. Later pages say so rather than end the result early.
+    pub(super) fn drop_unread_results(&self) -> bool {
+        let Ok(mut rx) = self.results_rx.try_lock() else { return false };
+        let mut dropped = false;
+        while rx.try_recv().is_ok() {
+            dropped = true;
+        }
+        if dropped {
+            self.results_dropped.store(true, Ordering::Release);
+        }
+        dropped
+    }
+
+    /// Whether rows were dropped unread (see `drop_unread_results`).
+    pub fn results_dropped(&self) -> bool {
+        self.results_dropped.load(Ordering::Acquire)
     }
 
     /// The producer has emitted its last row: a reader may wait for the channel to

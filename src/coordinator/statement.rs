@@ -21,7 +21,9 @@ use super::query::{PageState, QueryExecution};
 use super::{Authenticated, CoordinatorError, CoordinatorState};
 use crate::exchange::page::{frame_pages_after, Page};
 use crate::format::{trino_type, type_signature, write_delimited_rows, write_json_rows, Delimited};
-use crate::protocol::{RowsAs, ARROW_RESULTS_CONTENT_TYPE, HEADER_ROWS_AS, TEXT_RESULTS_CONTENT_TYPE};
+use crate::protocol::{
+    RowsAs, ARROW_RESULTS_CONTENT_TYPE, HEADER_EARLY_RESULTS, HEADER_ROWS_AS, TEXT_RESULTS_CONTENT_TYPE,
+};
 use crate::scheduling::state_machine::{QueryState, StageState, StateKind, TaskState};
 
 fn header(headers: &HeaderMap, name: &str) -> Result<Option<String>, CoordinatorError> {
@@ -159,18 +161,43 @@ pub async fn post_statement(
     Ok(resp)
 }
 
-/// The answer to `POST /v1/statement`: page 0 of the query, served like any other
-/// page but waiting at most `FIRST_PAGE_WAIT`. A quick query's rows and end come in
-/// this one response (Trino's clients take rows from it as from any page); a slower
-/// one still hands the client its id and `nextUri` at once.
+/// The answer to `POST /v1/statement`, page 0 of the query. For a client that asks
+/// ([`HEADER_EARLY_RESULTS`], flotilla's own) it is served like any other page but
+/// waiting at most `FIRST_PAGE_WAIT`, so a quick query's rows and end come in this one
+/// response and a slower one still hands the client its id and `nextUri` at once.
+/// Any other client gets Trino's answer: the query `QUEUED`, with no rows, columns or
+/// error, and a `nextUri`; clients written against Trino (its Node.js client) read
+/// rows and errors only from the pages they fetch.
 async fn first_page(
     coord: &CoordinatorState,
     q: &Arc<QueryExecution>,
     headers: &HeaderMap,
 ) -> Result<Response, CoordinatorError> {
     let mut paging = q.paging.lock().await;
-    let deadline = tokio::time::Instant::now() + FIRST_PAGE_WAIT;
-    serve_page(coord, q, headers, &mut paging, 0, deadline).await
+    if header(headers, HEADER_EARLY_RESULTS)?.is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+        let deadline = tokio::time::Instant::now() + FIRST_PAGE_WAIT;
+        return serve_page(coord, q, headers, &mut paging, 0, deadline).await;
+    }
+    let doc = queued_document(q, &coord.base_url(headers));
+    let page = Bytes::from(serde_json::to_vec(&doc).map_err(|e| CoordinatorError::Internal(e.to_string()))?);
+    paging.token = 0;
+    paging.page = Some((page.clone(), "application/json"));
+    Ok(page_response(page, "application/json"))
+}
+
+/// Trino's first `QueryResults`: the query's id and URIs, its state `QUEUED`.
+fn queued_document(q: &Arc<QueryExecution>, base: &str) -> Value {
+    let mut stats = stats(q);
+    stats["state"] = json!(QueryState::Queued);
+    stats["queued"] = json!(true);
+    stats["scheduled"] = json!(false);
+    json!({
+        "id": q.id,
+        "infoUri": info_uri(q, base),
+        "nextUri": executing_uri(q, base, 1),
+        "partialCancelUri": executing_uri(q, base, 1),
+        "stats": stats,
+    })
 }
 
 /// How long `POST /v1/statement` waits for rows or the end before answering.
@@ -203,14 +230,17 @@ fn form_encode(s: &str) -> String {
     out
 }
 
+/// A page of a query (Trino's `nextUri`). The slug is the client's proof that it
+/// started the query; with logins, the login must also be one that may see it.
 pub async fn get_results(
     State(coord): State<Arc<CoordinatorState>>,
     login: Option<axum::Extension<Authenticated>>,
-    Path((query_id, token)): Path<(String, String)>,
+    Path((query_id, slug, token)): Path<(String, String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, CoordinatorError> {
     let token: u64 = token.parse().map_err(|_| CoordinatorError::BadRequest(format!("bad token '{token}'")))?;
-    let q = coord.query_for(&query_id, login.map(|axum::Extension(a)| a).as_ref())?;
+    let q = query_by_uri(&coord, &query_id, &slug)?;
+    coord.check_login_sees(login.map(|axum::Extension(a)| a).as_ref(), &q)?;
     q.touch_client();
     // The lock is held while rows are taken, so two requests for the same token (a
     // client retrying one that timed out) get the same page: the second waits for
@@ -220,6 +250,13 @@ pub async fn get_results(
         if let Some((page, content_type)) = &paging.page {
             return Ok(page_response(page.clone(), content_type));
         }
+    }
+    if q.results_dropped() {
+        return Err(CoordinatorError::Gone(format!(
+            "the results of query {query_id} were dropped: its client did not ask for them for {:?} \
+             (query.client.timeout)",
+            coord.config.query_client_timeout
+        )));
     }
     if token != paging.token + 1 {
         return Err(CoordinatorError::Gone(format!(
@@ -369,9 +406,10 @@ fn page_rows(row_bytes: Option<f64>, arrow: bool) -> usize {
 pub async fn cancel_query(
     State(coord): State<Arc<CoordinatorState>>,
     login: Option<axum::Extension<Authenticated>>,
-    Path((query_id, _token)): Path<(String, String)>,
+    Path((query_id, slug, _token)): Path<(String, String, String)>,
 ) -> Result<Response, CoordinatorError> {
-    let q = coord.query_for(&query_id, login.map(|axum::Extension(a)| a).as_ref())?;
+    let q = query_by_uri(&coord, &query_id, &slug)?;
+    coord.check_login_sees(login.map(|axum::Extension(a)| a).as_ref(), &q)?;
     q.cancel();
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -400,12 +438,32 @@ pub fn is_authority(s: &str) -> bool {
     host_ok && port_ok
 }
 
+/// Where page `token` of `q` is fetched, and the query cancelled: with its slug, as
+/// Trino's `nextUri`, so that knowing a query's id is not enough.
+fn executing_uri(q: &QueryExecution, base: &str, token: u64) -> String {
+    format!("{base}/v1/statement/executing/{}/{}/{token}", q.id, q.slug)
+}
+
+/// The web page of `q`, with the slug that lets it read the query's info.
+fn info_uri(q: &QueryExecution, base: &str) -> String {
+    format!("{base}/ui/query.html?{}&slug={}", q.id, q.slug)
+}
+
+/// The query behind a statement URI: its id and its slug must both match.
+fn query_by_uri(coord: &CoordinatorState, query_id: &str, slug: &str) -> Result<Arc<QueryExecution>, CoordinatorError> {
+    let q = coord.query(query_id)?;
+    match crate::util::constant_time_eq(q.slug.as_bytes(), slug.as_bytes()) {
+        true => Ok(q),
+        false => Err(CoordinatorError::QueryNotFound(query_id.to_string())),
+    }
+}
+
 /// Builds Trino's `QueryResults` for the page `token` holding `rows`.
 fn results_document(q: &Arc<QueryExecution>, base: &str, token: u64, exhausted: bool) -> Value {
     let state = q.state();
     let mut doc = json!({
         "id": q.id,
-        "infoUri": format!("{base}/ui/query.html?{}", q.id),
+        "infoUri": info_uri(q, base),
         "stats": stats(q),
     });
     let columns = q.schema().map(|schema| {
@@ -438,8 +496,8 @@ fn results_document(q: &Arc<QueryExecution>, base: &str, token: u64, exhausted: 
     }
     let done = failed || (exhausted && state.is_final());
     if !done {
-        doc["nextUri"] = json!(format!("{base}/v1/statement/executing/{}/{}", q.id, token + 1));
-        doc["partialCancelUri"] = json!(format!("{base}/v1/statement/executing/{}/{}", q.id, token + 1));
+        doc["nextUri"] = json!(executing_uri(q, base, token + 1));
+        doc["partialCancelUri"] = json!(executing_uri(q, base, token + 1));
     }
     doc
 }

@@ -209,6 +209,16 @@ pub async fn plan_ctas(
     match store.list(Some(url.prefix())).next().await {
         None | Some(Err(object_store::Error::NotFound { .. })) => {}
         Some(Err(e)) => return Err(external(&e, &location)),
+        Some(Ok(first)) if super::staging::in_staging(&first.location) => {
+            return Err(QueryError::new(
+                ErrorCode::GenericUserError,
+                format!(
+                    "Target location for table '{full}' holds the staging files of another write to it, still \
+                     running or left by a coordinator that stopped (a restart removes those): {location} ({})",
+                    first.location
+                ),
+            ))
+        }
         Some(Ok(first)) => {
             return Err(QueryError::new(
                 ErrorCode::GenericUserError,
@@ -311,7 +321,8 @@ fn writing(input: Arc<dyn ExecutionPlan>, target: WriteTarget, commit: TableComm
 }
 
 fn staging_of(location: &str, query_id: &str) -> String {
-    format!("{}/.flotilla-staging-{}-{}/", location.trim_end_matches('/'), query_id, crate::util::random_suffix(6))
+    let prefix = super::staging::STAGING_PREFIX;
+    format!("{}/{prefix}{}-{}/", location.trim_end_matches('/'), query_id, crate::util::random_suffix(6))
 }
 
 #[cfg(test)]

@@ -120,13 +120,26 @@ impl FlotillaCodec {
     /// Serializes a fragment plan to proto bytes, its file scans without statistics
     /// (see [`without_file_statistics`]).
     pub fn encode_plan(&self, plan: Arc<dyn ExecutionPlan>) -> Result<Vec<u8>> {
-        let plan = without_file_statistics(plan)?;
-        Ok(datafusion_proto::bytes::physical_plan_to_bytes_with_extension_codec(plan, self)?.to_vec())
+        on_deep_stack(|| {
+            let plan = without_file_statistics(plan)?;
+            Ok(datafusion_proto::bytes::physical_plan_to_bytes_with_extension_codec(plan, self)?.to_vec())
+        })
     }
 
     pub fn decode_plan(&self, bytes: &[u8], ctx: &TaskContext) -> Result<Arc<dyn ExecutionPlan>> {
-        datafusion_proto::bytes::physical_plan_from_bytes_with_extension_codec(bytes, ctx, self)
+        on_deep_stack(|| datafusion_proto::bytes::physical_plan_from_bytes_with_extension_codec(bytes, ctx, self))
     }
+}
+
+/// Stack for coding one plan. Protobuf coding and DataFusion's conversions recurse
+/// once or more per plan node and expression level: a 100-way join or a 1,000-term
+/// sum goes deeper than a runtime thread's 2 MiB allow. Only the pages touched cost
+/// memory, and the mapping lasts as long as the call.
+const CODEC_STACK: usize = 256 << 20;
+
+/// Runs `f` on a stack of `CODEC_STACK` bytes, grown for the call.
+fn on_deep_stack<T>(f: impl FnOnce() -> T) -> T {
+    stacker::grow(CODEC_STACK, f)
 }
 
 fn decode_dynamic_filter(tag: u8, body: &[u8], input: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {

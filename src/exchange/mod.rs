@@ -53,6 +53,23 @@ pub fn failure_from_error(e: &DataFusionError) -> TaskFailure {
             upstream_url: None,
         };
     }
+    if crate::connector::postgresql::PostgresError::is(e) {
+        return TaskFailure {
+            code: ErrorCode::JdbcError.name().into(),
+            message: e.find_root().to_string(),
+            upstream: None,
+            upstream_url: None,
+        };
+    }
+    if crate::connector::local_files::is_refused_path(e) {
+        // A path this node may not open: the plan's fault, not the store's.
+        return TaskFailure {
+            code: ErrorCode::PermissionDenied.name().into(),
+            message: e.to_string(),
+            upstream: None,
+            upstream_url: None,
+        };
+    }
     if matches!(e.find_root(), DataFusionError::ObjectStore(_)) {
         // Object storage, not the query: worth another attempt (an external error).
         return TaskFailure {

@@ -2,7 +2,8 @@
 //! `semi_join`) and before aggregating (`semi_join_reduction`), making a single-node
 //! DataFusion plan safe to cut (`distribute`), cutting it into fragments linked in a
 //! DAG (`fragmenter`), filtering a partitioned join's probe stage by the keys of its
-//! build stage (`dynamic_filter`), and the writers of a table write (`table_writer`). The
+//! build stage (`dynamic_filter`), pacing nested-loop joins so that a cancel lands
+//! (`probe_pacer`), and the writers of a table write (`table_writer`). The
 //! coordinator's planning produces them; the schedulers run one stage per fragment.
 //! It imports nothing from the coordinator or the schedulers: the dependency kinds
 //! between fragments that the phased schedule reads are defined here.
@@ -12,6 +13,7 @@ pub mod dynamic_filter;
 pub mod dynamic_filter_exec;
 pub mod fragmenter;
 pub mod join_order;
+pub mod probe_pacer;
 pub mod semi_join;
 pub mod semi_join_reduction;
 pub mod table_writer;

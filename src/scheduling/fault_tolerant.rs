@@ -556,10 +556,13 @@ impl FaultTolerantQueryScheduler {
         tokio::spawn(async move {
             match task.send_update(request).await {
                 Ok(()) => task.poll_status(stop).await,
-                Err(RemoteTaskError::Rejected { code, message, .. }) => {
-                    task.mark_failed(ErrorCode::RemoteTaskRejected, format!("{code}: {message}"))
+                Err(e) => {
+                    let message = match &e {
+                        RemoteTaskError::Rejected { code, message, .. } => format!("{code}: {message}"),
+                        other => other.to_string(),
+                    };
+                    task.mark_failed(e.error_code(), message)
                 }
-                Err(e) => task.mark_failed(ErrorCode::TooManyRequestsFailed, e.to_string()),
             }
         });
     }

@@ -23,6 +23,20 @@ pub enum RemoteTaskError {
     RequestsFailed { task: TaskId, url: String, elapsed: Duration, message: String },
 }
 
+impl RemoteTaskError {
+    /// The query's error code for it: a refusal keeps the worker's code where it is
+    /// one of ours (`BAD_PLAN`, `INVALID_SESSION_PROPERTY`), not a transport failure.
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            RemoteTaskError::Rejected { code, .. } => match ErrorCode::parse(code) {
+                Some(c @ (ErrorCode::BadPlan | ErrorCode::InvalidSessionProperty)) => c,
+                _ => ErrorCode::RemoteTaskRejected,
+            },
+            RemoteTaskError::RequestsFailed { .. } => ErrorCode::TooManyRequestsFailed,
+        }
+    }
+}
+
 /// One task of a stage, placed on a worker. Status changes bump the `watch` sender the
 /// task was created with, which is how a scheduler learns of them.
 pub trait RemoteTask: Send + Sync + fmt::Debug {

@@ -288,6 +288,9 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
     let client_timeout = config.task_client_timeout;
     let period = (client_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
     crate::util::every(period, stop.subscribe(), move || reaper.expire_abandoned(client_timeout));
+    let idle = manager.clone();
+    let freed = crate::util::FreedMemory::default();
+    crate::util::every(Duration::from_secs(1), stop.subscribe(), move || freed.trim_if_idle(idle.is_idle()));
     let mut announcement = Announcement {
         node_id: node_id.clone(),
         url: url.clone(),

@@ -265,6 +265,11 @@ impl SqlTaskManager {
         Ok(task.status())
     }
 
+    /// Whether the worker holds no task.
+    pub fn is_idle(&self) -> bool {
+        self.tasks.read().is_empty()
+    }
+
     pub fn list(&self) -> Vec<TaskStatus> {
         let mut v: Vec<TaskStatus> = self.tasks.read().values().map(|t| t.status()).collect();
         v.sort_by(|a, b| a.task_id.cmp(&b.task_id));

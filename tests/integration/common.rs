@@ -55,6 +55,15 @@ pub fn spawn(args: &[&str]) -> Proc {
     Proc { child, url }
 }
 
+/// A test whose outside service (a package, a server) is missing: under `CI=true`
+/// that is a failure, elsewhere the test says it skipped and why.
+pub fn missing_service(test: &str, why: &str) {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: {why} (CI=true: a missing service is a failure)");
+    }
+    println!("SKIPPED {test}: {why}");
+}
+
 pub struct Cluster {
     pub coordinator: Proc,
     pub workers: Vec<Proc>,
@@ -80,6 +89,11 @@ impl Cluster {
         let mut ws = Vec::new();
         for _ in 0..workers {
             let mut args = vec!["worker", "--coordinator", coordinator.url.as_str(), "--bind", "127.0.0.1:0"];
+            // Workers open files only where their own catalogs allow: the
+            // coordinator's places, as a deployment gives both the same catalogs.
+            if let Some(w) = coordinator_args.windows(2).find(|w| w[0] == "--files-allowed-locations") {
+                args.extend_from_slice(w);
+            }
             args.extend_from_slice(worker_args);
             ws.push(spawn(&args));
         }
@@ -159,6 +173,13 @@ impl Cluster {
     /// The same with session properties, as `X-Trino-Session` carries them
     /// (`name=value,...`; empty for none).
     pub async fn start_statement_with_session(&self, schema: &str, sql: &str, session: &str) -> String {
+        let first = self.start_statement_page(schema, sql, session).await;
+        first["id"].as_str().expect("query id").to_string()
+    }
+
+    /// The same, handing back the first `QueryResults` (its `nextUri` carries the
+    /// query's slug).
+    pub async fn start_statement_page(&self, schema: &str, sql: &str, session: &str) -> Value {
         let mut request = reqwest::Client::new()
             .post(format!("{}/v1/statement", self.coordinator.url))
             .header("X-Trino-Catalog", "tpch")
@@ -166,15 +187,7 @@ impl Cluster {
         if !session.is_empty() {
             request = request.header("X-Trino-Session", session);
         }
-        let first: Value = request
-            .body(sql.to_string())
-            .send()
-            .await
-            .expect("statement accepted")
-            .json()
-            .await
-            .expect("QueryResults JSON");
-        first["id"].as_str().expect("query id").to_string()
+        request.body(sql.to_string()).send().await.expect("statement accepted").json().await.expect("QueryResults JSON")
     }
 
     /// Waits (bounded) until the workers hold at least `n` tasks.
@@ -262,6 +275,17 @@ pub fn peak_rss(pid: u32) -> u64 {
     status
         .lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+/// Resident memory of a process now (VmRSS), in bytes; 0 once it is gone.
+pub fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map(|kb| kb * 1024)
         .unwrap_or(0)

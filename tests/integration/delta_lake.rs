@@ -18,7 +18,7 @@ use std::process::Command;
 use flotilla::client::ClientError;
 use serde_json::Value;
 
-use super::common::{assert_same_rows, files_below, oracle, EtcCluster};
+use super::common::{assert_same_rows, files_below, missing_service, oracle, EtcCluster};
 use super::object_storage::{moto_server, start_moto};
 
 const BUCKET: &str = "flotilla-delta";
@@ -60,11 +60,11 @@ fn query_error(r: Result<flotilla::client::QueryOutcome, ClientError>) -> (Strin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delta_table_versions_read_right_with_files_pruned_by_the_log() {
     let Some(python) = python() else {
-        eprintln!(
-            "SKIPPED delta_lake: no Python with PyPI's deltalake and pyarrow (set FLOTILLA_PYTHON to one, as .ci/run \
-             does with a throwaway virtualenv)"
+        return missing_service(
+            "delta_lake",
+            "no Python with PyPI's deltalake and pyarrow (set FLOTILLA_PYTHON to one, as .ci/run does with a \
+             throwaway virtualenv)",
         );
-        return;
     };
     let root = std::env::temp_dir().join(format!("flotilla-delta-{}", flotilla::util::random_suffix(8)));
     let delta_dir = root.join("delta");
@@ -75,7 +75,7 @@ async fn delta_table_versions_read_right_with_files_pruned_by_the_log() {
     let moto = match moto_server() {
         Some(bin) => Some(start_moto(&bin, &root).await),
         None => {
-            eprintln!("SKIPPED delta_lake in S3: no S3-compatible server (PyPI moto[server], as .ci/run installs)");
+            missing_service("delta_lake in S3", "no S3-compatible server (PyPI moto[server], as .ci/run installs)");
             None
         }
     };

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::common::{assert_same_rows, oracle, peak_rss, query_info, wait_for_query_end, Cluster, BIN};
+use super::common::{assert_same_rows, oracle, peak_rss, query_info, rss, wait_for_query_end, Cluster, BIN};
 
 /// Follows `nextUri`, sending every request twice at once (a client retrying a
 /// request that timed out); both answers must be the same page.
@@ -29,7 +29,7 @@ async fn doubled_page_requests_lose_and_double_nothing() {
         .json()
         .await
         .unwrap();
-    let id = page["id"].as_str().unwrap().to_string();
+    let first_next = page["nextUri"].as_str().unwrap().to_string();
     let mut rows: Vec<Vec<Value>> = Vec::new();
     let mut doubled = 0;
     while let Some(next) = page["nextUri"].as_str().map(str::to_string) {
@@ -48,7 +48,7 @@ async fn doubled_page_requests_lose_and_double_nothing() {
     println!("{} rows over {doubled} doubled page requests", rows.len());
     assert_same_rows("doubled paging", sql, &rows, &oracle("sf0_1", sql).await);
     // The last page stays the current one; a token that is neither it nor the next is refused.
-    let resp = http.get(format!("{base}/v1/statement/executing/{id}/1")).send().await.unwrap();
+    let resp = http.get(&first_next).send().await.unwrap();
     assert_eq!(resp.status().as_u16(), 410);
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["error"]["code"], "INVALID_TOKEN", "{body}");
@@ -67,6 +67,100 @@ async fn a_query_whose_client_disappears_is_abandoned_with_its_tasks() {
     let ended = started.elapsed();
     assert!(ended >= Duration::from_secs(5) && ended < Duration::from_secs(15), "abandoned after {ended:?}");
     cluster.assert_no_tasks_left().await;
+}
+
+/// Queries POSTed and never polled do not pile up: each is abandoned, or its unread
+/// rows dropped, once its client is `query.client.timeout` late, and the
+/// coordinator's memory comes back; cancelled queries give the workers' back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unpolled_and_cancelled_queries_leave_no_memory_behind() {
+    let cluster = Cluster::start_with(&["--query-client-timeout", "3s"], 2, &[]).await;
+    let base = cluster.coordinator.url.clone();
+    let sql = "SELECT * FROM tpch.tiny.orders";
+    let coordinator_pid = cluster.coordinator.child.id();
+    let workers_rss = || cluster.workers.iter().map(|w| rss(w.child.id())).sum::<u64>();
+    // Warm: the process's caches and pools are made by the first queries, and the
+    // query history (the last 200 queries, plans included) is full of ones like
+    // those below, read to their end by their client.
+    let warm = oracle("tiny", "SELECT count(*) FROM orders").await;
+    let mut readers = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let client = cluster.client("tiny");
+        readers.spawn(async move {
+            for _ in 0..25 {
+                assert_eq!(client.execute(sql).await.unwrap().rows.len(), 15_000);
+            }
+        });
+    }
+    while let Some(r) = readers.join_next().await {
+        r.unwrap();
+    }
+    let got = cluster.client("tiny").execute("SELECT count(*) FROM (SELECT * FROM orders) t").await.unwrap();
+    assert_same_rows("warm", "", &got.rows, &warm);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let coordinator_before = rss(coordinator_pid);
+
+    let mut ids = Vec::new();
+    for _ in 0..200 {
+        ids.push(cluster.start_statement("tiny", sql).await);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for id in &ids {
+        let info = loop {
+            let info = query_info(&base, id).await;
+            if info["state"] == "FAILED" || info["state"] == "FINISHED" {
+                break info;
+            }
+            assert!(Instant::now() < deadline, "query {id} never ended: {info}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert!(
+            info["state"] == "FINISHED" || info["error"]["error_name"] == "ABANDONED_QUERY",
+            "an unpolled query ends by itself or as abandoned: {info}"
+        );
+    }
+    // Past the timeout every unread row is gone; a late client is told so.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let first = cluster.start_statement_page("tiny", sql, "").await;
+    let late = first["nextUri"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let resp = reqwest::get(&late).await.unwrap();
+    let status = resp.status().as_u16();
+    let body: Value = resp.json().await.unwrap();
+    let said = status == 410 || body["error"]["errorName"] == "ABANDONED_QUERY";
+    assert!(said, "a late client learns its rows are gone: {status} {body}");
+    cluster.assert_no_tasks_left().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let coordinator_after = rss(coordinator_pid);
+    println!("coordinator RSS {coordinator_before} before 200 unpolled queries, {coordinator_after} after");
+    assert!(
+        coordinator_after < coordinator_before + coordinator_before / 10 + (32 << 20),
+        "the coordinator kept {coordinator_after} bytes against {coordinator_before} before"
+    );
+
+    // 200 queries cancelled while they run: the workers' memory returns too (measured
+    // against the workers after the first 10 such queries).
+    let big = "SELECT o_custkey, count(*), max(o_comment) FROM tpch.sf1.orders GROUP BY 1";
+    let http = reqwest::Client::new();
+    let mut workers_before = 0;
+    for i in 0..210 {
+        if i == 10 {
+            cluster.assert_no_tasks_left().await;
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            workers_before = workers_rss();
+        }
+        let first = cluster.start_statement_page("sf1", big, "").await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        http.delete(first["nextUri"].as_str().unwrap()).send().await.unwrap();
+    }
+    cluster.assert_no_tasks_left().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let workers_after = workers_rss();
+    println!("workers' RSS {workers_before} before 200 cancelled queries, {workers_after} after");
+    assert!(
+        workers_after <= workers_before + workers_before / 10,
+        "the workers kept {workers_after} bytes against {workers_before} before"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -161,14 +161,18 @@ const LONG_QUERY: &str = "SELECT l_returnflag, count(*), sum(l_extendedprice) FR
 async fn a_cluster_across_network_namespaces() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        println!("SKIPPED a_cluster_across_network_namespaces: creating network namespaces needs root");
-        return;
+        return super::common::missing_service(
+            "a_cluster_across_network_namespaces",
+            "creating network namespaces needs root",
+        );
     }
     let mut net = match Network::create() {
         Ok(n) => n,
         Err(e) => {
-            println!("SKIPPED a_cluster_across_network_namespaces: cannot set up namespaces: {e}");
-            return;
+            return super::common::missing_service(
+                "a_cluster_across_network_namespaces",
+                &format!("cannot set up namespaces: {e}"),
+            );
         }
     };
     let coordinator_url = format!("http://{}:8080", net.addr(0));

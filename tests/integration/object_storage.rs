@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use flotilla::local::TPCH_QUERIES;
 
-use super::common::{assert_same_rows, free_port, oracle, refusing_port, EtcCluster};
+use super::common::{assert_same_rows, free_port, missing_service, oracle, refusing_port, EtcCluster};
 
 const TABLES: [&str; 8] = ["nation", "region", "part", "supplier", "partsupp", "customer", "orders", "lineitem"];
 const BUCKET: &str = "flotilla-test";
@@ -65,11 +65,11 @@ async fn start_moto_with(bin: &std::path::Path, dir: &std::path::Path, env: &[(&
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tpch_in_a_bucket_is_written_read_and_survives_a_killed_worker() {
     let Some(bin) = moto_server() else {
-        eprintln!(
-            "SKIPPED object_storage: no S3-compatible server (install PyPI moto[server] and set FLOTILLA_MOTO_SERVER \
-             to its moto_server, as .ci/run does)"
+        return missing_service(
+            "object_storage",
+            "no S3-compatible server (install PyPI moto[server] and set FLOTILLA_MOTO_SERVER to its moto_server, as \
+             .ci/run does)",
         );
-        return;
     };
     let root = std::env::temp_dir().join(format!("flotilla-s3-{}", flotilla::util::random_suffix(8)));
     std::fs::create_dir_all(&root).unwrap();

@@ -119,11 +119,11 @@ async fn inserts(table: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgresql_tables_join_tpch_and_parquet_tables_with_filters_pushed_down() {
     let Some(bin) = server_bin() else {
-        eprintln!(
-            "SKIPPED postgresql: no PostgreSQL server programs under /usr/lib/postgresql (Debian's postgresql \
-             package, which .ci/run installs)"
+        return super::common::missing_service(
+            "postgresql",
+            "no PostgreSQL server programs under /usr/lib/postgresql (Debian's postgresql package, which .ci/run \
+             installs)",
         );
-        return;
     };
     let pg = Postgres::start(bin);
     pg.psql(&format!(
@@ -139,8 +139,20 @@ async fn postgresql_tables_join_tpch_and_parquet_tables_with_filters_pushed_down
         pg.port
     );
     let lake = format!("connector.name=files\nfiles.warehouse={}\n", root.join("warehouse").display());
-    let c = EtcCluster::start(&root, &[("pg", &catalog), ("lake", &lake)], 2).await;
+    // The same server with a login it refuses.
+    let refused = catalog.replace("connection-user=postgres", "connection-user=no_such_role");
+    let c = EtcCluster::start(&root, &[("pg", &catalog), ("lake", &lake), ("pgbad", &refused)], 2).await;
     let client = c.client("tpch", "sf0_1");
+    match client.execute("SELECT * FROM pgbad.public.nation").await {
+        Err(flotilla::client::ClientError::Query { error_name, message, .. }) => {
+            assert_eq!(error_name, "JDBC_ERROR", "{message}");
+            assert!(
+                message.contains("no_such_role") && message.contains("catalog pgbad"),
+                "the server's words: {message}"
+            );
+        }
+        other => panic!("a refused login must be an error saying so: {other:?}"),
+    }
     let schemas = client.execute("SHOW SCHEMAS FROM pg").await.expect("show schemas").rows;
     assert!(schemas.contains(&vec![json!("public")]), "{schemas:?}");
     let mut tables = client.execute("SHOW TABLES FROM pg.public").await.expect("show tables").rows;

@@ -1,6 +1,7 @@
 //! The client protocol and the metrics endpoints on a real cluster.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use super::common::{oracle, Cluster, BIN};
 use clap::ValueEnum;
@@ -98,9 +99,9 @@ async fn protocol_errors_are_json_with_stable_codes() {
     let base = &cluster.coordinator.url;
     let http = reqwest::Client::new();
     let cases = [
-        (http.get(format!("{base}/v1/statement/executing/20260101_000001_zzzzz/1")), 404, "QUERY_NOT_FOUND"),
+        (http.get(format!("{base}/v1/statement/executing/20260101_000001_zzzzz/slug/1")), 404, "QUERY_NOT_FOUND"),
         (http.get(format!("{base}/v1/query/nope")), 404, "QUERY_NOT_FOUND"),
-        (http.delete(format!("{base}/v1/statement/executing/nope/1")), 404, "QUERY_NOT_FOUND"),
+        (http.delete(format!("{base}/v1/statement/executing/nope/slug/1")), 404, "QUERY_NOT_FOUND"),
         (http.post(format!("{base}/v1/statement")).body(""), 400, "BAD_REQUEST"),
         (http.post(format!("{base}/v1/statement")).body(vec![0xff, 0xfe, 0x00]), 400, "BAD_REQUEST"),
         (
@@ -119,9 +120,60 @@ async fn protocol_errors_are_json_with_stable_codes() {
     // A good statement with a bad token gets 400; the query itself is unaffected.
     let first: Value =
         http.post(format!("{base}/v1/statement")).body("SELECT 1").send().await.unwrap().json().await.unwrap();
-    let id = first["id"].as_str().unwrap();
-    let resp = http.get(format!("{base}/v1/statement/executing/{id}/abc")).send().await.unwrap();
+    let next = first["nextUri"].as_str().unwrap();
+    let bad_token = format!("{}/abc", next.rsplit_once('/').unwrap().0);
+    let resp = http.get(bad_token).send().await.unwrap();
     assert_eq!(resp.status().as_u16(), 400);
+
+    // Queries are private without logins too: an id is not enough to page or cancel
+    // one (the slug of its nextUri is), and users see their own queries only.
+    let alice: Value = http
+        .post(format!("{base}/v1/statement"))
+        .header("X-Trino-User", "alice")
+        .body("SELECT count(*) FROM tpch.sf1.lineitem")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let (id, next) = (alice["id"].as_str().unwrap(), alice["nextUri"].as_str().unwrap());
+    let slug = next.rsplit('/').nth(1).unwrap();
+    assert!(slug.len() >= 16, "a slug in {next}");
+    let guessed = next.replace(slug, "guessed");
+    for req in [http.get(&guessed).header("X-Trino-User", "alice"), http.delete(&guessed)] {
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 404);
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "QUERY_NOT_FOUND", "{body}");
+    }
+    let listed = |user: &'static str| {
+        let http = http.clone();
+        async move {
+            let all: Vec<Value> = http
+                .get(format!("{base}/v1/query"))
+                .header("X-Trino-User", user)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            all.iter().any(|q| q["query_id"] == id)
+        }
+    };
+    assert!(listed("alice").await && !listed("bob").await, "only alice lists her query");
+    let info =
+        |user: &str, query: &str| http.get(format!("{base}/v1/query/{id}{query}")).header("X-Trino-User", user).send();
+    assert_eq!(info("bob", "").await.unwrap().status().as_u16(), 404);
+    assert_eq!(info("bob", &format!("?slug={slug}")).await.unwrap().status().as_u16(), 200, "the infoUri's slug");
+    assert_eq!(info("alice", "").await.unwrap().status().as_u16(), 200);
+    let info_uri = alice["infoUri"].as_str().unwrap();
+    assert!(info_uri.ends_with(&format!("?{id}&slug={slug}")), "{info_uri}");
+    let bob_cancels = http.delete(format!("{base}/v1/query/{id}")).header("X-Trino-User", "bob").send().await;
+    assert_eq!(bob_cancels.unwrap().status().as_u16(), 404);
+    let cancel = http.delete(next).send().await.unwrap();
+    assert!(cancel.status().is_success(), "the nextUri cancels: {}", cancel.status());
 }
 
 fn parse_metrics(text: &str) -> HashMap<String, f64> {
@@ -166,4 +218,35 @@ async fn metrics_parse_and_move_after_a_query() {
     );
     assert!(after_w.contains_key("flotilla_tasks{state=\"RUNNING\"}"));
     assert!(after_w.contains_key("flotilla_output_buffer_bytes"));
+}
+
+/// A connection that never finishes its headers, or a body that stops half-way, is
+/// closed after the server's read timeouts (15 s each) instead of held open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_headers_and_bodies_are_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let cluster = Cluster::start(1, &[]).await;
+    let addr = cluster.coordinator.url.trim_start_matches("http://").to_string();
+    let stall = |first: &'static str| {
+        let addr = addr.clone();
+        async move {
+            let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            tcp.write_all(first.as_bytes()).await.unwrap();
+            let started = Instant::now();
+            let mut answer = Vec::new();
+            let read = tokio::time::timeout(Duration::from_secs(30), tcp.read_to_end(&mut answer)).await;
+            assert!(read.is_ok(), "still open after 30 s: {first:?}");
+            (started.elapsed(), String::from_utf8_lossy(&answer).into_owned())
+        }
+    };
+    let headers = stall("GET /v1/info HTTP/1.1\r\nHost: x\r\n");
+    let body = stall("POST /v1/statement HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nSELECT\r\n");
+    let ((headers_after, _), (body_after, body_answer)) = tokio::join!(headers, body);
+    println!("unfinished headers closed after {headers_after:?}, a stalled body after {body_after:?}");
+    assert!(headers_after >= Duration::from_secs(14), "closed too early: {headers_after:?}");
+    assert!(body_after >= Duration::from_secs(14), "cut too early: {body_after:?}");
+    assert!(body_answer.is_empty() || body_answer.starts_with("HTTP/1.1 4"), "{body_answer}");
+    // The server still serves.
+    let info = reqwest::get(format!("{}/v1/info", cluster.coordinator.url)).await.unwrap();
+    assert!(info.status().is_success());
 }

@@ -87,7 +87,37 @@ async fn busy_workers_answer_stay_alive_and_a_cancel_frees_their_cores() {
     cluster.assert_no_tasks_left().await;
     let got = cluster.client("tiny").execute("SELECT count(*) FROM orders").await.expect("the next query runs");
     assert_same_rows("after cancel", "", &got.rows, &oracle("tiny", "SELECT count(*) FROM orders").await);
+
+    // A join whose filter rejects every pair emits nothing for minutes: its loop
+    // still reaches a yield, so the cancel frees the cores as quickly.
+    let id = cluster.start_statement("sf1", FILTERED_CROSS_JOIN).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut busy = Duration::ZERO;
+    // Long enough to be past generating the rows and deep into the join.
+    while busy < Duration::from_secs(6) {
+        let before = worker_cpu(&cluster);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if (worker_cpu(&cluster) - before) / 0.5 > 0.5 {
+            busy += Duration::from_millis(500);
+        }
+        assert!(Instant::now() < deadline, "the filtered join never loaded the workers");
+    }
+    assert_eq!(query_info(&base, &id).await["state"], "RUNNING");
+    let cancelled = Instant::now();
+    assert!(http.delete(format!("{base}/v1/query/{id}")).send().await.unwrap().status().is_success());
+    let info = wait_for_query_end(&base, &id).await;
+    assert_eq!(info["error"]["error_name"], "USER_CANCELED", "{info}");
+    let freed = wait_for_idle_cores(&cluster, 0.3, Duration::from_secs(10)).await;
+    println!(
+        "filtered join: cores free {:?} after the DELETE",
+        cancelled.elapsed().min(freed + Duration::from_millis(500))
+    );
+    assert!(freed <= Duration::from_secs(3), "the filtered join kept the cores {freed:?} after its cancel");
+    cluster.assert_no_tasks_left().await;
 }
+
+/// 2.25 * 10^12 row pairs at sf1, none of which passes the filter.
+const FILTERED_CROSS_JOIN: &str = "SELECT count(*) FROM orders a, orders b WHERE a.o_totalprice + b.o_totalprice < 0";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_concurrent_clients_on_two_workers_all_succeed() {
@@ -164,6 +194,19 @@ async fn deep_long_and_huge_statements_get_answers_or_clear_errors() {
     let deep = format!("SELECT count(*) FROM nation WHERE n_nationkey{} > 0", " + 1".repeat(300));
     let got = client.execute(&deep).await.expect("a 300-term expression runs");
     assert_same_rows("deep", "", &got.rows, &oracle("tiny", "SELECT count(*) FROM nation").await);
+    // Deep plans ship: a 100-way join, a CASE nested 40 deep (the parser's limit is
+    // 50) and one of 1,000 branches nest deeper than protobuf's default decoding limit.
+    let joins: String =
+        (1..100).map(|i| format!(" JOIN region r{i} ON r{i}.r_regionkey = r{}.r_regionkey", i - 1)).collect();
+    let join_100 = format!("SELECT count(*), sum(r99.r_regionkey) FROM region r0{joins}");
+    let got = client.execute(&join_100).await.expect("a 100-way join runs");
+    assert_same_rows("100-way join", "", &got.rows, &oracle("tiny", &join_100).await);
+    let nested = (0..40)
+        .fold("n_nationkey".to_string(), |inner, i| format!("CASE WHEN n_nationkey = {i} THEN {i} ELSE {inner} END"));
+    let flat: String = (0..1000).map(|i| format!(" WHEN n_name = 'x{i}' THEN {i}")).collect();
+    let cases = format!("SELECT sum({nested}), sum(CASE{flat} ELSE n_regionkey END) FROM nation");
+    let got = client.execute(&cases).await.expect("deep and wide CASE run");
+    assert_same_rows("cases", "", &got.rows, &oracle("tiny", &cases).await);
     // A statement of about 2 MB: a long IN list.
     let keys: Vec<String> = (1..=300_000).map(|k| (k * 3).to_string()).collect();
     let in_list = format!("SELECT count(*), sum(o_totalprice) FROM orders WHERE o_orderkey IN ({})", keys.join(","));

@@ -69,7 +69,8 @@ async fn cancelling_mid_query_leaves_no_task() {
     let base = &cluster.coordinator.url;
     // Big enough to still be running after a second on this machine.
     let sql = "SELECT l_orderkey, count(*) FROM lineitem GROUP BY l_orderkey ORDER BY 2 DESC, 1";
-    let id = cluster.start_statement("sf1", sql).await;
+    let first = cluster.start_statement_page("sf1", sql, "").await;
+    let id = first["id"].as_str().unwrap().to_string();
     cluster.wait_for_tasks(1).await;
     let resp = http.delete(format!("{base}/v1/query/{id}")).send().await.unwrap();
     assert!(resp.status().is_success());
@@ -86,8 +87,7 @@ async fn cancelling_mid_query_leaves_no_task() {
     assert_eq!(info["error"]["error_name"], "USER_CANCELED", "{info}");
     cluster.assert_no_tasks_left().await;
     // The client protocol shows the cancel too.
-    let next: Value =
-        http.get(format!("{base}/v1/statement/executing/{id}/1")).send().await.unwrap().json().await.unwrap();
+    let next: Value = http.get(first["nextUri"].as_str().unwrap()).send().await.unwrap().json().await.unwrap();
     assert_eq!(next["error"]["errorName"], "USER_CANCELED", "{next}");
     assert!(next.get("nextUri").is_none());
 }

@@ -127,9 +127,11 @@ async fn https_logins_and_access_rules() {
     let (ca, node_pem) = match make_certificates(&dir) {
         Ok(c) => c,
         Err(e) => {
-            println!("SKIPPED https_logins_and_access_rules: cannot make test certificates with openssl: {e}");
             let _ = std::fs::remove_dir_all(&dir);
-            return;
+            return super::common::missing_service(
+                "https_logins_and_access_rules",
+                &format!("cannot make test certificates with openssl: {e}"),
+            );
         }
     };
     let passwords = password_file(&dir);
@@ -254,12 +256,9 @@ async fn https_logins_and_access_rules() {
         .json()
         .await
         .unwrap();
-    // A query this small may be answered whole in its first response, without a
-    // `nextUri`; its pages are still at the same address.
+    // Trino's first answer: a `nextUri`, whatever the query's size.
     let id = first["id"].as_str().unwrap().to_string();
-    let next = first["nextUri"]
-        .as_str()
-        .map_or_else(|| format!("{}/v1/statement/executing/{id}/1", coordinator.url), String::from);
+    let next = first["nextUri"].as_str().expect("a nextUri").to_string();
     let as_reader = |r: reqwest::RequestBuilder| r.basic_auth("reader", Some("reader-pw")).send();
     let listed: Vec<Value> =
         as_reader(trusting.get(format!("{}/v1/query", coordinator.url))).await.unwrap().json().await.unwrap();
@@ -281,5 +280,106 @@ async fn https_logins_and_access_rules() {
     let (ok, out, err) = sql(&coordinator.url, &ca, "reader", Some("reader-pw"), "SHOW CATALOGS");
     assert!(ok, "{err}");
     assert_eq!(out.trim(), "tpch", "a user sees only the catalogs they may use");
+
+    // Guessing slows down: past three failures (the good logins above cleared the
+    // earlier one) the door shuts for a while, and even the right password is
+    // refused until it opens, unhashed.
+    let login = |user: &'static str, password: &'static str| {
+        trusting.get(format!("{}/v1/query", coordinator.url)).basic_auth(user, Some(password)).send()
+    };
+    assert_eq!(login("alice", "guess-1").await.unwrap().status(), 401);
+    assert_eq!(login("nobody", "guess-2").await.unwrap().status(), 401, "an unknown user is a failure too");
+    assert_eq!(login("alice", "guess-3").await.unwrap().status(), 401);
+    let shut = login("alice", "guess-4").await.unwrap();
+    assert_eq!(shut.status(), 429);
+    let body: Value = shut.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "TOO_MANY_FAILED_LOGINS", "{body}");
+    assert_eq!(login("alice", "alice-pw").await.unwrap().status(), 429, "refused while shut");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(login("alice", "alice-pw").await.unwrap().status(), 200, "open again, and the count cleared");
+    assert_eq!(login("alice", "guess-5").await.unwrap().status(), 401);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Rules for the write test: `admin` may do anything, `eve` only use `tpch`,
+/// `reader` read everything; anyone else matches no rule.
+const WRITE_RULES: &str = r#"{
+    "catalogs": [
+        {"user": "admin", "allow": "all"},
+        {"user": "eve", "catalog": "tpch", "allow": "all"},
+        {"user": "reader", "allow": "read-only"}
+    ]
+}"#;
+
+/// Every statement that writes needs write access to where it writes, `COPY ... TO`
+/// included, and `COPY` may not write into a table's files; a table directory
+/// swapped for a link after `CREATE` is refused when the workers open it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_need_write_access_and_copy_keeps_out_of_tables() {
+    use super::common::Cluster;
+    use flotilla::client::{ClientError, StatementClient};
+    let root = std::env::temp_dir().join(format!("flotilla-writes-auth-{}", flotilla::util::random_suffix(8)));
+    let (allowed, outside) = (root.join("allowed"), root.join("outside"));
+    std::fs::create_dir_all(allowed.join("ok")).unwrap();
+    std::fs::create_dir_all(allowed.join("t2")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(allowed.join("ok/a.csv"), "h\norig\n").unwrap();
+    std::fs::write(allowed.join("t2/a.csv"), "h\nmine\n").unwrap();
+    std::fs::write(outside.join("secret.csv"), "h\nsecret\n").unwrap();
+    std::fs::write(root.join("rules.json"), WRITE_RULES).unwrap();
+    let (allowed_s, rules_s) = (allowed.display().to_string(), root.join("rules.json").display().to_string());
+    let cluster =
+        Cluster::start_with(&["--files-allowed-locations", &allowed_s, "--access-rules", &rules_s], 2, &[]).await;
+    let as_user = |user: &str| StatementClient::new(&cluster.coordinator.url).with_user(user);
+    let denied = |r: Result<flotilla::client::QueryOutcome, ClientError>, what: &str, says: &str| match r {
+        Err(ClientError::Query { error_name, message, .. }) => {
+            assert_eq!(error_name, "PERMISSION_DENIED", "{what}: {message}");
+            assert!(message.contains(says), "{what}: {message}");
+        }
+        other => panic!("{what} was not refused: {other:?}"),
+    };
+    let admin = as_user("admin");
+    for table in ["t", "t2"] {
+        let dir = if table == "t" { "ok" } else { "t2" };
+        admin
+            .execute(&format!(
+                "CREATE EXTERNAL TABLE files.default.{table} (h varchar) STORED AS CSV LOCATION '{allowed_s}/{dir}/' \
+                 OPTIONS ('format.has_header' 'true')"
+            ))
+            .await
+            .unwrap();
+    }
+    let tampering = format!("COPY (SELECT 'h' AS h UNION ALL SELECT 'TAMPERED') TO '{allowed_s}/ok/a.csv'");
+    denied(as_user("eve").execute(&tampering).await, "eve's COPY", "Cannot access catalog files");
+    denied(as_user("nobody").execute(&tampering).await, "a COPY by a user of no rule", "Cannot access catalog files");
+    denied(as_user("reader").execute(&tampering).await, "a read-only user's COPY", "read-only");
+    let reader = as_user("reader");
+    for write in [
+        "CREATE TABLE files.default.x AS SELECT 1 AS a".to_string(),
+        "INSERT INTO files.default.t VALUES ('x')".to_string(),
+        "DROP TABLE files.default.t".to_string(),
+        "CREATE SCHEMA files.s2".to_string(),
+        format!("CREATE EXTERNAL TABLE files.default.y (h varchar) STORED AS CSV LOCATION '{allowed_s}/ok/'"),
+    ] {
+        denied(reader.execute(&write).await, &write, "read-only");
+    }
+    // Not even the catalog's own writer may COPY over a table's files or out by a link.
+    denied(admin.execute(&tampering).await, "a COPY into a table", "inside table files.default.t");
+    std::os::unix::fs::symlink(&outside, allowed.join("link")).unwrap();
+    let out_by_link = format!("COPY (SELECT 1 AS a) TO '{allowed_s}/link/x.csv'");
+    denied(admin.execute(&out_by_link).await, "a COPY out by a link", "outside");
+    assert!(!outside.join("x.csv").exists());
+    assert_eq!(std::fs::read_to_string(allowed.join("ok/a.csv")).unwrap(), "h\norig\n", "the table's file");
+    let rows = admin.execute("SELECT h FROM files.default.t").await.unwrap().rows;
+    assert_eq!(rows, vec![vec![Value::from("orig")]]);
+    // A COPY elsewhere under the allowed place is the admin's to make.
+    let export = admin.execute(&format!("COPY (SELECT 'e' AS h) TO '{allowed_s}/export/out.csv'")).await;
+    assert!(export.is_ok(), "{export:?}");
+    assert!(std::fs::read_to_string(allowed.join("export/out.csv")).unwrap().contains('e'));
+    // t2's directory becomes a link out after its CREATE: nobody reads through it.
+    std::fs::remove_dir_all(allowed.join("t2")).unwrap();
+    std::os::unix::fs::symlink(&outside, allowed.join("t2")).unwrap();
+    let read = admin.execute("SELECT h FROM files.default.t2").await;
+    denied(read, "a read through a swapped link", "outside");
+    let _ = std::fs::remove_dir_all(&root);
 }

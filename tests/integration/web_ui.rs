@@ -37,8 +37,7 @@ fn rendered(browser: &str, url: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_web_ui_shows_a_running_query_and_its_stages() {
     let Some(browser) = chromium() else {
-        println!("chromium is not installed; skipping the browser test (.ci/run installs it)");
-        return;
+        return super::common::missing_service("the_web_ui", "chromium is not installed (.ci/run installs it)");
     };
     let cluster = Cluster::start(2, &[]).await;
     let base = cluster.coordinator.url.clone();

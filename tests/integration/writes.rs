@@ -143,10 +143,24 @@ async fn tables_written_by_workers_are_right_survive_a_restart_and_failed_writes
     assert_no_files_below(&warehouse.join("w/big")).await;
     c.cluster.assert_no_tasks_left().await;
 
+    // A coordinator killed mid-write leaves its staging directories (planted here as
+    // a kill -9 leaves them: in a table, and in a new table's directory that was
+    // never committed); the restarted one removes them before its first query.
+    let stale = |table: &str| warehouse.join(format!("w/{table}/.flotilla-staging-20261201_000001_00001_dead0-abc123"));
+    for table in ["lineitem", "ghost"] {
+        std::fs::create_dir_all(stale(table).join("w0-x")).unwrap();
+        std::fs::write(stale(table).join("w0-x/part-0.parquet"), b"half a file").unwrap();
+    }
+
     // The coordinator restarts: the schema and its tables are still there, and a
     // dropped table takes its files with it.
     c.restart_coordinator().await;
     let lake = c.client("lake", "w");
+    assert!(!stale("lineitem").exists() && !stale("ghost").exists(), "stale staging removed at start");
+    let ghost = lake.execute("CREATE TABLE lake.w.ghost AS SELECT 7 AS a").await.expect("ctas over a stale write");
+    assert_eq!(ghost.update_count, Some(1));
+    assert_eq!(lake.execute("SELECT a FROM lake.w.ghost").await.unwrap().rows, vec![vec![json!(7)]]);
+    lake.execute("DROP TABLE lake.w.ghost").await.expect("drop ghost");
     let mut tables: Vec<Value> = lake.execute("SHOW TABLES FROM lake.w").await.unwrap().rows.concat();
     tables.sort_by_key(|v| v.to_string());
     assert_eq!(tables, [json!("lineitem"), json!("orders_p")]);

@@ -103,6 +103,20 @@ impl ColumnKind {
     }
 }
 
+/// What went wrong talking to the database (connecting, logging in, reading its
+/// catalog or rows): a query error of its own (`JDBC_ERROR`, Trino's code for it),
+/// with the server's words, never a table that seems not to exist.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct PostgresError(String);
+
+impl PostgresError {
+    /// Whether `e` is one, however DataFusion wrapped it.
+    pub fn is(e: &DataFusionError) -> bool {
+        matches!(e.find_root(), DataFusionError::External(inner) if inner.is::<PostgresError>())
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Table {
     schema: SchemaRef,
@@ -139,7 +153,7 @@ impl Database {
         let (client, connection) =
             tokio::time::timeout(Duration::from_secs(10), self.config.connect(tokio_postgres::NoTls))
                 .await
-                .map_err(|_| self.error("connecting timed out after 10s"))?
+                .map_err(|_| self.message("connecting timed out after 10s"))?
                 .map_err(|e| self.error(e))?;
         tokio::spawn(async move {
             let _ = connection.await;
@@ -147,8 +161,24 @@ impl Database {
         Ok(client)
     }
 
-    fn error(&self, e: impl std::fmt::Display) -> DataFusionError {
-        DataFusionError::External(format!("PostgreSQL {} (catalog {}): {e}", self.display, self.catalog).into())
+    /// The error and its causes: tokio-postgres says "db error" and keeps the server's
+    /// words ("password authentication failed for user ...") in its source.
+    fn error(&self, e: impl std::error::Error) -> DataFusionError {
+        let mut text = e.to_string();
+        let mut source = e.source();
+        while let Some(cause) = source {
+            text.push_str(&format!(": {cause}"));
+            source = cause.source();
+        }
+        self.message(text)
+    }
+
+    fn message(&self, text: impl std::fmt::Display) -> DataFusionError {
+        let catalog = &self.catalog;
+        DataFusionError::External(Box::new(PostgresError(format!(
+            "PostgreSQL {} (catalog {catalog}): {text}",
+            self.display
+        ))))
     }
 
     async fn read_metadata(&self) -> Result<BTreeMap<String, BTreeMap<String, Table>>> {
@@ -196,11 +226,20 @@ impl Database {
         if fresh && !force {
             return Ok(());
         }
-        let schemas = tokio::time::timeout(METADATA_TIMEOUT, self.read_metadata())
+        let read = tokio::time::timeout(METADATA_TIMEOUT, self.read_metadata())
             .await
-            .map_err(|_| self.error(format!("reading the catalog took longer than {METADATA_TIMEOUT:?}")))??;
-        *self.metadata.lock() = Metadata { fetched: Some(Instant::now()), schemas };
-        Ok(())
+            .map_err(|_| self.message(format!("reading the catalog took longer than {METADATA_TIMEOUT:?}")))
+            .and_then(|r| r);
+        match read {
+            Ok(schemas) => {
+                *self.metadata.lock() = Metadata { fetched: Some(Instant::now()), schemas };
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!("{e}");
+                Err(e)
+            }
+        }
     }
 
     /// The same, from synchronous code: on a thread of its own with its own runtime,
@@ -211,7 +250,8 @@ impl Database {
         if fresh {
             return;
         }
-        let outcome = std::thread::scope(|s| {
+        // A failure was logged by `refresh`; the cached metadata stays.
+        let _ = std::thread::scope(|s| {
             s.spawn(|| {
                 tokio::runtime::Builder::new_current_thread()
                     .enable_all()
@@ -221,9 +261,12 @@ impl Database {
             })
             .join()
         });
-        if let Ok(Err(e)) = outcome {
-            tracing::warn!("{e}");
-        }
+    }
+
+    /// Whether the catalog was never read (the server unreachable or refusing the
+    /// login since the start): nothing can be said to be missing from it.
+    fn never_read(&self) -> bool {
+        self.metadata.lock().fetched.is_none()
     }
 
     fn table(&self, schema: &str, table: &str) -> Option<Table> {
@@ -328,9 +371,11 @@ impl CatalogProvider for PostgresCatalog {
         self.db.metadata.lock().schemas.keys().cloned().collect()
     }
 
+    /// A schema the catalog has; when the catalog could never be read, any schema, so
+    /// that the table lookup (which can fail) reports why rather than "not found".
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
         self.db.refresh_blocking();
-        let known = self.db.metadata.lock().schemas.contains_key(name);
+        let known = self.db.metadata.lock().schemas.contains_key(name) || self.db.never_read();
         known.then(|| Arc::new(PostgresSchema { db: self.db.clone(), schema: name.to_string() }) as _)
     }
 }

@@ -510,6 +510,12 @@
     }
   }
 
+  /** A query's `infoUri` carries its slug (`&slug=`), which opens another user's query to the holder. */
+  function slugParam() {
+    const m = /(?:^|&)slug=([^&]*)/.exec(window.location.search.replace(/^\?/, ''));
+    return m ? '?slug=' + m[1] : '';
+  }
+
   function startQueryPage() {
     const id = queryIdFromLocation();
     if (!id) {
@@ -523,7 +529,7 @@
     every(async function () {
       let q;
       try {
-        q = await getJson('query/' + encodeURIComponent(id));
+        q = await getJson('query/' + encodeURIComponent(id) + slugParam());
       } catch (e) {
         if (e.status === 404) {
           setText('notice', 'The coordinator does not know query ' + id + ' (wrong id, or dropped from its history).');

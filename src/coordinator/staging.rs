@@ -1,0 +1,121 @@
+//! Staging directories of writes (`LOCATION/.flotilla-staging-QUERY-xxxxxx/`, see
+//! `write`): their name, and the sweep that removes those a coordinator left when it
+//! died mid-write. `start_coordinator` sweeps once, after the metastores are read and
+//! before the first query: no query of this process exists yet, so every staging
+//! directory found belongs to a query that no longer does. Without the sweep a
+//! killed `CREATE TABLE ... AS` left its files, which survived the restart and made
+//! the same statement fail ("already holds files").
+
+use datafusion::datasource::listing::ListingTableUrl;
+use datafusion::execution::runtime_env::RuntimeEnv;
+use futures::StreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use std::sync::Arc;
+
+use crate::connector::Connectors;
+
+/// The first part of a staging directory's name.
+pub const STAGING_PREFIX: &str = ".flotilla-staging-";
+
+/// Whether the object at `path` lies in a staging directory.
+pub fn in_staging(path: &Path) -> bool {
+    path.parts().any(|p| p.as_ref().starts_with(STAGING_PREFIX))
+}
+
+/// Removes the staging directories directly inside every table location of the
+/// catalogs of files and inside every table directory of their warehouses
+/// (`WAREHOUSE/SCHEMA/TABLE/`). Returns how many it removed; what it cannot reach is
+/// logged and left.
+pub async fn sweep(connectors: &Connectors, runtime: &RuntimeEnv) -> usize {
+    let mut places = Vec::new();
+    for files in connectors.files_catalogs() {
+        if let Some(store) = files.metastore() {
+            places.extend(
+                store.tables().iter().flat_map(|t| t.location.split(',').map(str::to_string).collect::<Vec<_>>()),
+            );
+        }
+        if let Some(warehouse) = files.warehouse() {
+            let warehouse = format!("{}/", warehouse.trim_end_matches('/'));
+            for schema in subdirectories(runtime, &warehouse).await {
+                places.extend(subdirectories(runtime, &schema).await);
+            }
+        }
+    }
+    places.sort();
+    places.dedup();
+    let mut removed = 0;
+    for place in places {
+        for dir in subdirectories(runtime, &place).await {
+            let name = dir.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
+            if name.starts_with(STAGING_PREFIX) {
+                match remove(runtime, &dir).await {
+                    Ok(()) => {
+                        tracing::info!("removed the staging directory {dir} of a query that no longer exists");
+                        removed += 1;
+                    }
+                    Err(e) => tracing::warn!("cannot remove the stale staging directory {dir}: {e}"),
+                }
+            }
+        }
+    }
+    removed
+}
+
+fn store_of(
+    runtime: &RuntimeEnv,
+    location: &str,
+) -> datafusion::error::Result<(Arc<dyn ObjectStore>, ListingTableUrl)> {
+    let url = ListingTableUrl::parse(location)?;
+    Ok((runtime.object_store(url.object_store())?, url))
+}
+
+/// The directories directly inside `location` (a directory, ending in `/`), as
+/// locations ending in `/`; none when it cannot be listed.
+async fn subdirectories(runtime: &RuntimeEnv, location: &str) -> Vec<String> {
+    let location = format!("{}/", location.trim_end_matches('/'));
+    let Ok((store, url)) = store_of(runtime, &location) else { return Vec::new() };
+    let Ok(listed) = store.list_with_delimiter(Some(url.prefix())).await else { return Vec::new() };
+    listed.common_prefixes.iter().filter_map(|p| p.filename().map(|name| format!("{location}{name}/"))).collect()
+}
+
+/// Removes a directory and everything below it.
+async fn remove(runtime: &RuntimeEnv, dir: &str) -> Result<(), String> {
+    if let Some(path) = super::table_commit::local_dir(dir) {
+        return tokio::fs::remove_dir_all(path).await.map_err(|e| e.to_string());
+    }
+    let (store, url) = store_of(runtime, dir).map_err(|e| e.to_string())?;
+    let files: Vec<_> = store.list(Some(url.prefix())).filter_map(|r| async { r.ok() }).collect().await;
+    for f in files {
+        store.delete(&f.location).await.map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::connector::files::FilesSettings;
+
+    #[tokio::test]
+    async fn stale_staging_directories_go_and_tables_stay() {
+        let root = std::env::temp_dir().join(format!("flotilla-sweep-{}", crate::util::random_suffix(8)));
+        let warehouse = root.join("warehouse");
+        let table = warehouse.join("s").join("t");
+        let stale = table.join(format!("{STAGING_PREFIX}20261201_000001_00001_abcde-xyz123"));
+        std::fs::create_dir_all(stale.join("w0-abc")).unwrap();
+        std::fs::write(stale.join("w0-abc").join("part.parquet"), b"half written").unwrap();
+        std::fs::write(table.join("part-0.parquet"), b"the table").unwrap();
+        let settings = FilesSettings {
+            allowed: vec![root.display().to_string()],
+            warehouse: Some(warehouse.display().to_string()),
+            ..Default::default()
+        };
+        let connectors = Connectors::builtin_with(settings);
+        assert_eq!(sweep(&connectors, &connectors.runtime()).await, 1);
+        assert!(!stale.exists(), "the stale staging directory is gone");
+        assert!(table.join("part-0.parquet").exists(), "the table's own file stays");
+        assert_eq!(sweep(&connectors, &connectors.runtime()).await, 0, "nothing more to remove");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}
