@@ -85,6 +85,8 @@ error_codes! {
     AbandonedQuery = ("ABANDONED_QUERY", 2, UserError, Never),
     UserCanceled = ("USER_CANCELED", 3, UserError, Never),
     PermissionDenied = ("PERMISSION_DENIED", 4, UserError, Never),
+    /// An integer result (or cast) out of its type's range.
+    NumericValueOutOfRange = ("NUMERIC_VALUE_OUT_OF_RANGE", 19, UserError, Never),
     NotSupported = ("NOT_SUPPORTED", 13, UserError, Never),
     InvalidSessionProperty = ("INVALID_SESSION_PROPERTY", 14, UserError, Never),
     QueryTextTooLarge = ("QUERY_TEXT_TOO_LARGE", 35, UserError, Never),

@@ -138,14 +138,15 @@ impl ObjectStores {
     }
 
     /// The settings for `bucket`: those of the catalog whose allowed locations name
-    /// it, else none (the AWS environment alone).
-    fn settings_for(&self, bucket: &str) -> S3Settings {
+    /// it; None when no catalog names it, and then nothing in it is read or written,
+    /// whatever a plan says (a forged plan must not reach buckets with the
+    /// environment's credentials).
+    fn settings_for(&self, bucket: &str) -> Option<S3Settings> {
         let url = format!("s3://{bucket}/");
         self.scopes
             .iter()
             .find(|s| s.prefixes.iter().any(|p| p.starts_with(&url) || url.starts_with(p.as_str())))
             .map(|s| s.settings.clone())
-            .unwrap_or_default()
     }
 }
 
@@ -170,8 +171,14 @@ impl ObjectStoreRegistry for ObjectStores {
             return Ok(store);
         }
         let bucket = url.host_str().unwrap_or_default();
-        let store = self
-            .settings_for(bucket)
+        let settings = self.settings_for(bucket).ok_or_else(|| {
+            DataFusionError::ObjectStore(Box::new(object_store::Error::PermissionDenied {
+                path: format!("s3://{bucket}"),
+                source: format!("bucket {bucket} is in no catalog's allowed locations (files.allowed-locations)")
+                    .into(),
+            }))
+        })?;
+        let store = settings
             .client(bucket)
             .map_err(|e| DataFusionError::ObjectStore(Box::new(e)).context(format!("s3://{bucket}")))?;
         let base = Url::parse(&format!("s3://{bucket}")).map_err(|e| DataFusionError::External(Box::new(e)))?;
@@ -213,9 +220,11 @@ mod tests {
             ],
             Default::default(),
         );
-        assert_eq!(stores.settings_for("two"), b);
-        assert_eq!(stores.settings_for("one"), a);
-        assert_eq!(stores.settings_for("elsewhere"), S3Settings::default(), "no other catalog's keys");
+        assert_eq!(stores.settings_for("two"), Some(b));
+        assert_eq!(stores.settings_for("one"), Some(a));
+        assert_eq!(stores.settings_for("elsewhere"), None, "no other catalog's keys, nor the environment's");
+        let refused = stores.get_store(&Url::parse("s3://elsewhere/x.parquet").unwrap()).unwrap_err();
+        assert!(crate::connector::local_files::is_refused_path(&refused), "{refused}");
         let url = Url::parse("s3://two/data/x.parquet").unwrap();
         let first = stores.get_store(&url).unwrap();
         assert!(Arc::ptr_eq(&first, &stores.get_store(&url).unwrap()), "one client per bucket");

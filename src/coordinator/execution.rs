@@ -229,7 +229,7 @@ async fn execute(
         // big (`range(1e11)`), and must not starve the control plane.
         let mut stream = crate::runtime::execute_on_compute(physical, ctx.task_ctx());
         while let Some(b) = stream.next().await {
-            let b = b.map_err(|e| QueryError::new(ErrorCode::ExecutionError, e.to_string()))?;
+            let b = b.map_err(|e| root_error(&e))?;
             if !q.emit(b).await {
                 break;
             }
@@ -482,7 +482,9 @@ pub(crate) fn root_error(e: &datafusion::error::DataFusionError) -> QueryError {
             ),
         );
     }
-    QueryError::new(ErrorCode::ExecutionError, failure.message)
+    // The code the failure names (an overflow, a refused path, memory), else
+    // EXECUTION_ERROR.
+    QueryError::new(ErrorCode::parse(&failure.code).unwrap_or(ErrorCode::ExecutionError), failure.message)
 }
 
 fn find_commit_error(e: &datafusion::error::DataFusionError) -> Option<&super::table_commit::CommitError> {

@@ -247,6 +247,8 @@ pub struct CoordinatorState {
     counter: AtomicU64,
     /// The address the server is bound to, for URIs handed to clients.
     bound: std::net::SocketAddr,
+    /// Bytes of rows waiting for their clients, over all queries (see `ResultsBudget`).
+    results_budget: query::ResultsBudget,
 }
 
 impl CoordinatorState {
@@ -289,7 +291,7 @@ impl CoordinatorState {
             self.counter.fetch_add(1, Ordering::Relaxed) + 1,
             crate::util::random_suffix(5)
         );
-        let q = QueryExecution::new(id.clone(), sql, session);
+        let q = QueryExecution::new(id.clone(), sql, session, self.results_budget.clone());
         self.queries.write().insert(id.clone(), q.clone());
         self.remember(id);
         q
@@ -515,6 +517,7 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
         queries: RwLock::new(BTreeMap::new()),
         history: parking_lot::Mutex::new(VecDeque::new()),
         counter: AtomicU64::new(0),
+        results_budget: query::ResultsBudget::for_machine(),
         bound: addr,
         config,
     });

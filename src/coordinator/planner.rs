@@ -47,6 +47,7 @@ pub fn planning_error(e: &DataFusionError) -> QueryError {
             }
         }
         DataFusionError::Execution(_) | DataFusionError::ArrowError(..) => ErrorCode::ExecutionError,
+        _ if crate::plan::checked_arithmetic::is_out_of_range(e) => ErrorCode::NumericValueOutOfRange,
         DataFusionError::External(_) if crate::connector::postgresql::PostgresError::is(e) => ErrorCode::JdbcError,
         DataFusionError::ObjectStore(_) if crate::connector::local_files::is_refused_path(e) => {
             ErrorCode::PermissionDenied
@@ -147,6 +148,9 @@ pub fn session_context(
     catalogs.register_catalog(state.config().options().catalog.default_catalog.clone(), Arc::new(default));
     state.register_catalog_list(catalogs);
     let ctx = SessionContext::new_with_state(state);
+    // Trino's integer arithmetic: overflow is an error (`plan::checked_arithmetic`).
+    crate::plan::checked_arithmetic::register(&ctx);
+    ctx.add_analyzer_rule(Arc::new(crate::plan::checked_arithmetic::CheckedArithmetic));
     if props.early_filter_rewrites {
         ctx.add_optimizer_rule(Arc::new(JoinFilteredScanEarly));
         ctx.add_optimizer_rule(Arc::new(PushDownSemiJoin));

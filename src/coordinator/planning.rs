@@ -278,6 +278,14 @@ fn check_file_locations(
             if let Some(files) = connector.and_then(|k| k.files()) {
                 check_table_format(files, c)?;
             }
+            if c.file_type.eq_ignore_ascii_case("PARQUET")
+                && connector.is_some_and(|k| c.locations.iter().all(|l| k.allows_location(l)))
+            {
+                for location in &c.locations {
+                    crate::connector::files::check_parquet_footers(location)
+                        .map_err(|m| QueryError::new(ErrorCode::GenericUserError, m))?;
+                }
+            }
             match (connector, c.locations.iter().find(|l| !connector.is_some_and(|k| k.allows_location(l)))) {
                 (Some(_), None) => Ok(()),
                 (Some(_), Some(location)) => Err(denied(format!(

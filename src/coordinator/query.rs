@@ -34,8 +34,11 @@ pub struct QueryExecution {
     pub(super) ended: Mutex<Option<Instant>>,
     pub(super) error: Mutex<Option<QueryError>>,
     pub(super) schema: Mutex<Option<SchemaRef>>,
-    pub(super) results_rx: tokio::sync::Mutex<mpsc::Receiver<RecordBatch>>,
-    pub(super) results_tx: Mutex<Option<mpsc::Sender<RecordBatch>>>,
+    pub(super) results_rx: tokio::sync::Mutex<mpsc::Receiver<Buffered>>,
+    pub(super) results_tx: Mutex<Option<mpsc::Sender<Buffered>>>,
+    /// The coordinator's bytes for rows waiting for their clients, shared by every
+    /// query: a batch holds its share until a page takes it.
+    results_budget: ResultsBudget,
     pub(super) stages: Mutex<Vec<Arc<StageExecution>>>,
     pub(super) fragments: Mutex<Option<Arc<FragmentedPlan>>>,
     /// Writes of the query's attempts, finished (staging removed) when it ends.
@@ -101,8 +104,45 @@ pub struct QueryDetail {
     pub execution_graph: Option<String>,
 }
 
+/// A batch waiting for its client, with its share of the results budget.
+pub(super) type Buffered = (RecordBatch, tokio::sync::OwnedSemaphorePermit);
+
+/// What the coordinator may hold of rows no client has taken yet, over all queries
+/// (in KiB). A query whose rows would pass it waits, and so do its tasks, until pages
+/// take rows or ended queries' unread rows are dropped (`query.client.timeout`):
+/// queries nobody reads cannot fill the coordinator's memory.
+#[derive(Debug, Clone)]
+pub struct ResultsBudget {
+    kib: Arc<tokio::sync::Semaphore>,
+    total_kib: usize,
+}
+
+impl ResultsBudget {
+    pub fn new(bytes: usize) -> Self {
+        let total_kib = (bytes >> 10).max(1);
+        ResultsBudget { kib: Arc::new(tokio::sync::Semaphore::new(total_kib)), total_kib }
+    }
+
+    /// A tenth of the machine's memory, between 256 MiB and 4 GiB.
+    pub fn for_machine() -> Self {
+        let tenth = (crate::worker::memory::available_memory() / 10) as usize;
+        Self::new(tenth.clamp(256 << 20, 4 << 30))
+    }
+
+    /// Waits for `batch`'s share (the whole budget at most, so any batch fits alone).
+    async fn reserve(&self, batch: &RecordBatch) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let kib = (batch.get_array_memory_size() >> 10).clamp(1, self.total_kib) as u32;
+        self.kib.clone().acquire_many_owned(kib).await.ok()
+    }
+
+    /// KiB not held by any buffered batch.
+    pub fn available_kib(&self) -> usize {
+        self.kib.available_permits()
+    }
+}
+
 impl QueryExecution {
-    pub fn new(id: String, sql: String, session: SessionSpec) -> Arc<Self> {
+    pub fn new(id: String, sql: String, session: SessionSpec, results_budget: ResultsBudget) -> Arc<Self> {
         let (tx, rx) = mpsc::channel(8);
         let (cancel, _) = watch::channel(false);
         let (state_tx, _) = watch::channel(QueryState::Queued);
@@ -120,6 +160,7 @@ impl QueryExecution {
             schema: Mutex::new(None),
             results_rx: tokio::sync::Mutex::new(rx),
             results_tx: Mutex::new(Some(tx)),
+            results_budget,
             stages: Mutex::new(Vec::new()),
             fragments: Mutex::new(None),
             writes: Mutex::new(Vec::new()),
@@ -226,14 +267,15 @@ impl QueryExecution {
         match tokio::time::timeout_at(deadline, rx.recv()).await {
             Err(_) => return (out, false),
             Ok(None) => return (out, true),
-            Ok(Some(b)) => {
+            // The batch leaves the buffer, and its share of the budget with it.
+            Ok(Some((b, _share))) => {
                 rows += b.num_rows();
                 bytes += b.get_array_memory_size();
                 out.push(b);
             }
         }
         while rows < max_rows && bytes < max_bytes {
-            let next = match rx.try_recv() {
+            let (next, _share) = match rx.try_recv() {
                 Ok(b) => b,
                 Err(mpsc::error::TryRecvError::Disconnected) => return (out, true),
                 Err(mpsc::error::TryRecvError::Empty) => {
@@ -333,12 +375,45 @@ impl QueryExecution {
         }
         let tx = self.results_tx.lock().clone();
         let Some(tx) = tx else { return false };
+        let Some(share) = self.results_budget.reserve(&batch).await else { return false };
         self.output_rows.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
-        tx.send(batch).await.is_ok()
+        tx.send((batch, share)).await.is_ok()
     }
 
     pub(super) async fn cancelled(&self) {
         let mut rx = self.cancel.subscribe();
         let _ = rx.wait_for(|c| *c).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::Int64Array;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+
+    fn batch(rows: i64) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)]));
+        RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from_iter_values(0..rows))]).unwrap()
+    }
+
+    /// Rows waiting for clients hold the shared budget: a query past it waits until a
+    /// page takes rows, or its unread rows are dropped.
+    #[tokio::test]
+    async fn buffered_rows_are_bounded_by_the_results_budget() {
+        let budget = ResultsBudget::new(96 << 10);
+        let q = QueryExecution::new("q".into(), "SELECT".into(), SessionSpec::default(), budget.clone());
+        let other = QueryExecution::new("o".into(), "SELECT".into(), SessionSpec::default(), budget.clone());
+        // 8,192 rows of 8 bytes: 64 KiB each.
+        assert!(q.emit(batch(8192)).await);
+        assert!(budget.available_kib() < 64, "{}", budget.available_kib());
+        let waiting = tokio::time::timeout(Duration::from_millis(200), other.emit(batch(8192))).await;
+        assert!(waiting.is_err(), "a second batch past the budget waits");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        let (taken, _) = q.take_results(100_000, usize::MAX, deadline).await;
+        assert_eq!(taken.iter().map(|b| b.num_rows()).sum::<usize>(), 8192);
+        assert!(tokio::time::timeout(Duration::from_secs(1), other.emit(batch(8192))).await.is_ok(), "room again");
+        assert!(other.drop_unread_results());
+        assert_eq!(budget.available_kib(), 96, "dropped rows give their share back");
     }
 }

@@ -35,56 +35,27 @@ pub fn failure_from_error(e: &DataFusionError) -> TaskFailure {
             upstream_url: Some(url.to_string()),
         };
     }
-    if find_external::<SpoolError>(e).is_some() {
+    let root = || e.find_root().to_string();
+    let (code, message) = if find_external::<SpoolError>(e).is_some() {
         // The disk, not the query: worth another attempt elsewhere.
-        return TaskFailure {
-            code: ErrorCode::SpoolError.name().into(),
-            message: e.to_string(),
-            upstream: None,
-            upstream_url: None,
-        };
-    }
-    if matches!(e.find_root(), DataFusionError::ResourcesExhausted(_)) {
+        (ErrorCode::SpoolError, e.to_string())
+    } else if matches!(e.find_root(), DataFusionError::ResourcesExhausted(_)) {
         // Memory, not the query's logic: the worker's pool or the query's share of it.
-        return TaskFailure {
-            code: ErrorCode::ExceededLocalMemoryLimit.name().into(),
-            message: e.find_root().to_string(),
-            upstream: None,
-            upstream_url: None,
-        };
-    }
-    if crate::connector::postgresql::PostgresError::is(e) {
-        return TaskFailure {
-            code: ErrorCode::JdbcError.name().into(),
-            message: e.find_root().to_string(),
-            upstream: None,
-            upstream_url: None,
-        };
-    }
-    if crate::connector::local_files::is_refused_path(e) {
+        (ErrorCode::ExceededLocalMemoryLimit, root())
+    } else if crate::plan::checked_arithmetic::is_out_of_range(e) {
+        (ErrorCode::NumericValueOutOfRange, root())
+    } else if crate::connector::postgresql::PostgresError::is(e) {
+        (ErrorCode::JdbcError, root())
+    } else if crate::connector::local_files::is_refused_path(e) {
         // A path this node may not open: the plan's fault, not the store's.
-        return TaskFailure {
-            code: ErrorCode::PermissionDenied.name().into(),
-            message: e.to_string(),
-            upstream: None,
-            upstream_url: None,
-        };
-    }
-    if matches!(e.find_root(), DataFusionError::ObjectStore(_)) {
+        (ErrorCode::PermissionDenied, e.to_string())
+    } else if matches!(e.find_root(), DataFusionError::ObjectStore(_)) {
         // Object storage, not the query: worth another attempt (an external error).
-        return TaskFailure {
-            code: ErrorCode::ObjectStoreError.name().into(),
-            message: e.to_string(),
-            upstream: None,
-            upstream_url: None,
-        };
-    }
-    TaskFailure {
-        code: ErrorCode::ExecutionError.name().into(),
-        message: e.to_string(),
-        upstream: None,
-        upstream_url: None,
-    }
+        (ErrorCode::ObjectStoreError, e.to_string())
+    } else {
+        (ErrorCode::ExecutionError, e.to_string())
+    };
+    TaskFailure { code: code.name().into(), message, upstream: None, upstream_url: None }
 }
 
 /// The error of type `T` a DataFusion error wraps, however deeply.

@@ -8,6 +8,8 @@
 //! It imports nothing from the coordinator or the schedulers: the dependency kinds
 //! between fragments that the phased schedule reads are defined here.
 
+pub mod checked_arithmetic;
+pub mod checked_sum;
 pub mod distribute;
 pub mod dynamic_filter;
 pub mod dynamic_filter_exec;

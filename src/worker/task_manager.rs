@@ -40,9 +40,11 @@ pub struct SqlTaskManager {
     codec: FlotillaCodec,
     /// Ids of tasks being created (outside the task map's lock).
     creating: parking_lot::Mutex<std::collections::HashSet<TaskId>>,
-    /// Ids deleted while being created: their create aborts the task instead of
-    /// adding it. Both sides look under the task map's write lock.
-    deleted_while_creating: parking_lot::Mutex<std::collections::HashSet<TaskId>>,
+    /// Ids deleted before their task existed here: a delete that overtook its create
+    /// (the coordinator gave up on the query while the create was on its way, or
+    /// while it was being built) makes the create refuse instead of leaving a task
+    /// nobody will delete. Both sides look under the task map's write lock.
+    tombstones: parking_lot::Mutex<Tombstones>,
     /// This worker's spool directory; a spooled task writes below it.
     spool_root: std::path::PathBuf,
 }
@@ -58,7 +60,10 @@ impl SqlTaskManager {
         memory: super::memory::WorkerMemory,
     ) -> Self {
         let (defaults, exchange) = (config.settings.clone(), config.exchange.clone());
-        let base = SessionContext::new_with_config_rt(SessionConfig::new(), config.connectors.runtime()).task_ctx();
+        let base = SessionContext::new_with_config_rt(SessionConfig::new(), config.connectors.runtime());
+        // Plans name Trino's checked arithmetic and sum (`plan::checked_arithmetic`).
+        crate::plan::checked_arithmetic::register(&base);
+        let base = base.task_ctx();
         SqlTaskManager {
             node_id,
             url,
@@ -73,7 +78,7 @@ impl SqlTaskManager {
             memory,
             injector,
             creating: Default::default(),
-            deleted_while_creating: Default::default(),
+            tombstones: Default::default(),
             spool_root,
         }
     }
@@ -152,6 +157,9 @@ impl SqlTaskManager {
         if let Some(task) = self.tasks.read().get(&id).cloned() {
             return Ok(task.info());
         }
+        if self.tombstones.lock().contains(&id) {
+            return Err(WorkerError::BadRequest(format!("task {id} was deleted before it was created")));
+        }
         let fragment = req.fragment.ok_or_else(|| {
             WorkerError::BadRequest(format!("task {id} does not exist and the request has no fragment"))
         })?;
@@ -214,7 +222,7 @@ impl SqlTaskManager {
         };
         let info = task.info();
         let mut tasks = self.tasks.write();
-        if self.deleted_while_creating.lock().remove(&id) {
+        if self.tombstones.lock().contains(&id) {
             drop(tasks);
             task.abort(false);
             return Err(WorkerError::BadRequest(format!("task {id} was deleted while it was being created")));
@@ -250,9 +258,7 @@ impl SqlTaskManager {
             match tasks.remove(id) {
                 Some(task) => task,
                 None => {
-                    if self.creating.lock().contains(id) {
-                        self.deleted_while_creating.lock().insert(id.clone());
-                    }
+                    self.tombstones.lock().insert(id.clone());
                     return Err(WorkerError::TaskNotFound(id.clone()));
                 }
             }
@@ -378,5 +384,34 @@ impl LocalResults for SqlTaskManager {
         if let Ok(t) = self.get(task) {
             let _ = t.destroy_buffer(buffer);
         }
+    }
+}
+
+/// Task ids deleted before they existed, kept `TOMBSTONE_LIFE` (longer than any
+/// create retries) and at most `MAX_TOMBSTONES`, oldest forgotten first.
+#[derive(Debug, Default)]
+struct Tombstones {
+    ids: HashMap<TaskId, Instant>,
+}
+
+const TOMBSTONE_LIFE: std::time::Duration = std::time::Duration::from_secs(300);
+const MAX_TOMBSTONES: usize = 100_000;
+
+impl Tombstones {
+    fn insert(&mut self, id: TaskId) {
+        if self.ids.len() >= MAX_TOMBSTONES {
+            self.ids.retain(|_, at| at.elapsed() < TOMBSTONE_LIFE);
+            if self.ids.len() >= MAX_TOMBSTONES {
+                let oldest = self.ids.iter().min_by_key(|(_, at)| **at).map(|(id, _)| id.clone());
+                if let Some(id) = oldest {
+                    self.ids.remove(&id);
+                }
+            }
+        }
+        self.ids.insert(id, Instant::now());
+    }
+
+    fn contains(&self, id: &TaskId) -> bool {
+        self.ids.get(id).is_some_and(|at| at.elapsed() < TOMBSTONE_LIFE)
     }
 }

@@ -113,6 +113,22 @@ async fn csv_tables_work_too() {
     let want =
         oracle("sf0_1", "SELECT o_orderstatus, count(*), sum(o_custkey) FROM orders GROUP BY 1 ORDER BY 1").await;
     assert_same_rows("csv orders", sql, &got.rows, &want);
+    // A Parquet file whose footer claims 2^31-1 bytes of metadata: named, and called
+    // corrupt (the Parquet reader panicked on it, "range start must not be greater
+    // than end").
+    std::fs::create_dir_all(dir.join("broken")).unwrap();
+    let footer = [b"PAR1".as_slice(), &[0u8; 100], &i32::MAX.to_le_bytes(), b"PAR1"].concat();
+    std::fs::write(dir.join("broken/part-0.parquet"), footer).unwrap();
+    let broken = format!(
+        "CREATE EXTERNAL TABLE files.default.broken STORED AS PARQUET LOCATION '{}/'",
+        dir.join("broken").display()
+    );
+    match client.execute(&broken).await {
+        Err(flotilla::client::ClientError::Query { message, .. }) => {
+            assert!(message.contains("part-0.parquet is corrupt"), "{message}");
+        }
+        other => panic!("a corrupt Parquet file made a table: {other:?}"),
+    }
     cluster.assert_no_tasks_left().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

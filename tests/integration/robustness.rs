@@ -207,6 +207,21 @@ async fn deep_long_and_huge_statements_get_answers_or_clear_errors() {
     let cases = format!("SELECT sum({nested}), sum(CASE{flat} ELSE n_regionkey END) FROM nation");
     let got = client.execute(&cases).await.expect("deep and wide CASE run");
     assert_same_rows("cases", "", &got.rows, &oracle("tiny", &cases).await);
+    // Trino's integer arithmetic: overflow is NUMERIC_VALUE_OUT_OF_RANGE, on the
+    // coordinator (no table) and on the workers, in operators and in sums.
+    for overflowing in [
+        "SELECT 9223372036854775807 + 1",
+        "SELECT 4611686018427387904 * 4",
+        "SELECT sum(x) FROM (VALUES (9223372036854775807), (9223372036854775807)) t(x)",
+        "SELECT max(o_orderkey * 4611686018427387904) FROM orders",
+        "SELECT sum(CAST(9223372036854775807 AS BIGINT) - o_orderkey) FROM orders",
+        "SELECT o_orderstatus, sum(o_orderkey + 9223372036854000000) FROM orders GROUP BY 1",
+    ] {
+        refused(overflowing.to_string(), "NUMERIC_VALUE_OUT_OF_RANGE").await;
+    }
+    let sums = "SELECT o_orderstatus, sum(o_orderkey), sum(o_custkey * 2 - 1), count(*) FROM orders GROUP BY 1";
+    let got = client.execute(sums).await.expect("sums in range");
+    assert_same_rows("integer sums", sums, &got.rows, &oracle("tiny", sums).await);
     // A statement of about 2 MB: a long IN list.
     let keys: Vec<String> = (1..=300_000).map(|k| (k * 3).to_string()).collect();
     let in_list = format!("SELECT count(*), sum(o_totalprice) FROM orders WHERE o_orderkey IN ({})", keys.join(","));
