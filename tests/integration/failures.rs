@@ -62,8 +62,17 @@ async fn bad_task_api_requests_get_json_errors() {
         (http.delete(format!("{worker}/v1/task/q.1.0.0")), 404, "TASK_NOT_FOUND"),
         (http.get(format!("{worker}/v1/task/q.1.0.0/dynamic-filter/1")), 404, "TASK_NOT_FOUND"),
         (http.get(format!("{worker}/v1/task/q.1.0.0/dynamic-filter/x")), 400, "BAD_REQUEST"),
+        // q.1.0.0 was deleted above, before it existed: its create is refused for good
+        // (a delete that overtakes its create must not leave a task behind).
         (
             http.post(format!("{worker}/v1/task/q.1.0.0"))
+                .header("content-type", "application/json")
+                .body(r#"{"fragment":"AAEC","partitions":[0],"output":{"type":"passthrough"}}"#),
+            400,
+            "BAD_REQUEST",
+        ),
+        (
+            http.post(format!("{worker}/v1/task/q.2.0.0"))
                 .header("content-type", "application/json")
                 .body(r#"{"fragment":"AAEC","partitions":[0],"output":{"type":"passthrough"}}"#),
             400,
