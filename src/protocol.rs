@@ -354,6 +354,11 @@ pub struct Announcement {
     /// the coordinator holds queries to `query_max_memory` with them.
     #[serde(default)]
     pub query_memory: std::collections::BTreeMap<String, u64>,
+    /// Bytes one query may hold on this worker (its `query.max-memory-per-node`, at
+    /// most the memory pool): the coordinator bounds hash partitions and buffer sizes
+    /// by it. 0 from a worker that does not say.
+    #[serde(default)]
+    pub query_memory_capacity: u64,
 }
 
 /// Every HTTP error body: `{"error": {"code": "...", "message": "..."}}`.

@@ -131,7 +131,7 @@ async fn announce(State(s): St, body: Bytes) -> Result<Response, CoordinatorErro
         )));
     }
     s.nodes.heartbeat(&a.node_id, &a.url, a.shutting_down);
-    s.cluster_memory.report(&a.node_id, a.query_memory);
+    s.cluster_memory.report(&a.node_id, a.query_memory, a.query_memory_capacity);
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

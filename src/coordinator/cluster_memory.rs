@@ -2,7 +2,9 @@
 //! each worker, from the workers' heartbeats (`Announcement::query_memory`, every
 //! 500 ms), and the check that holds a query to `query_max_memory` (Trino's
 //! `query.max-memory`) over the whole cluster. The announcement handler records;
-//! the coordinator's 500 ms housekeeping enforces.
+//! the coordinator's 500 ms housekeeping enforces. It also knows what one query may
+//! hold on each worker (`Announcement::query_memory_capacity`), which bounds the
+//! session's partition count and buffer sizes before a query is planned.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -14,8 +16,9 @@ use crate::worker::memory::human;
 /// A worker's report older than this no longer counts (the worker is gone).
 const STALE: Duration = Duration::from_secs(5);
 
-/// One worker's last report: when it came, and bytes by query id.
-type Report = (Instant, BTreeMap<String, u64>);
+/// One worker's last report: when it came, bytes by query id, and what one query may
+/// hold there.
+type Report = (Instant, BTreeMap<String, u64>, u64);
 
 #[derive(Debug, Default)]
 pub struct ClusterMemoryManager {
@@ -24,8 +27,19 @@ pub struct ClusterMemoryManager {
 
 impl ClusterMemoryManager {
     /// A worker's heartbeat: what each query holds there now.
-    pub fn report(&self, node_id: &str, queries: BTreeMap<String, u64>) {
-        self.reports.lock().insert(node_id.to_string(), (Instant::now(), queries));
+    pub fn report(&self, node_id: &str, queries: BTreeMap<String, u64>, capacity: u64) {
+        self.reports.lock().insert(node_id.to_string(), (Instant::now(), queries, capacity));
+    }
+
+    /// What one query may hold on each of `workers` that has said so recently.
+    pub fn capacities(&self, workers: &[crate::cluster::node_manager::WorkerNode]) -> Vec<u64> {
+        let reports = self.reports.lock();
+        workers
+            .iter()
+            .filter_map(|w| reports.get(&w.node_id))
+            .filter(|(at, _, capacity)| at.elapsed() <= STALE && *capacity > 0)
+            .map(|(_, _, capacity)| *capacity)
+            .collect()
     }
 
     /// What `query` holds over the cluster, and the worker holding most of it.
@@ -33,7 +47,7 @@ impl ClusterMemoryManager {
         let reports = self.reports.lock();
         let mut total = 0;
         let mut most: Option<(String, u64)> = None;
-        for (node, (at, queries)) in reports.iter() {
+        for (node, (at, queries, _)) in reports.iter() {
             if at.elapsed() > STALE {
                 continue;
             }
@@ -73,8 +87,8 @@ mod tests {
     #[test]
     fn a_query_is_held_to_its_limit_over_every_worker() {
         let m = ClusterMemoryManager::default();
-        m.report("w1", BTreeMap::from([("q1".to_string(), 30 << 20), ("q2".to_string(), 1 << 20)]));
-        m.report("w2", BTreeMap::from([("q1".to_string(), 50 << 20)]));
+        m.report("w1", BTreeMap::from([("q1".to_string(), 30 << 20), ("q2".to_string(), 1 << 20)]), 0);
+        m.report("w2", BTreeMap::from([("q1".to_string(), 50 << 20)]), 0);
         assert_eq!(m.query_memory("q1"), (80 << 20, Some(("w2".to_string(), 50 << 20))));
         assert!(m.check("q1", 100 << 20).is_ok());
         let e = m.check("q1", 64 << 20).unwrap_err();
@@ -85,7 +99,7 @@ mod tests {
             e.message
         );
         // A new report replaces the worker's last one: the query let go there.
-        m.report("w2", BTreeMap::new());
+        m.report("w2", BTreeMap::new(), 0);
         assert!(m.check("q1", 64 << 20).is_ok());
         assert!(m.check("q3", 1).is_ok(), "a query nobody reports holds nothing");
     }

@@ -166,6 +166,7 @@ async fn execute(
     q.transition(QueryState::Planning);
     let props = &run.props;
     let workers = coord.nodes.live_workers();
+    super::session_bounds::check(props, &coord.cluster_memory.capacities(&workers))?;
     let partitions = props.hash_partition_count.unwrap_or(workers.len().max(1) * coord.config.partitions_per_worker);
     let ctx = session_context(&q.session, props, partitions, &coord.connectors);
     let sql = match super::execute_immediate::rewrite(&q.sql) {

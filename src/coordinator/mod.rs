@@ -15,6 +15,7 @@ pub mod planning;
 pub mod query;
 pub mod remote_task;
 pub mod root_stage;
+pub mod session_bounds;
 pub mod staging;
 pub mod statement;
 pub mod table_commit;

@@ -297,6 +297,7 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
         environment: Some(config.environment.clone()),
         shutting_down: false,
         query_memory: Default::default(),
+        query_memory_capacity: config.memory.query_max_per_node.min(config.memory.pool_bytes) as u64,
     };
     let target = format!("{}/v1/announcement", config.coordinator);
     let period = config.heartbeat;

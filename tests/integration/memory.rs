@@ -7,7 +7,9 @@
 //! after every query, failed or not. With 2 query slots, 10 concurrent queries all
 //! answer, at most 2 active at a time and the others seen `QUEUED`, and a full queue
 //! refuses with `QUERY_QUEUE_FULL`; a query over `query_max_memory` over the cluster
-//! fails with `EXCEEDED_GLOBAL_MEMORY_LIMIT` while a small one answers.
+//! fails with `EXCEEDED_GLOBAL_MEMORY_LIMIT` while a small one answers. Hash partitions
+//! and buffer sizes beyond what the workers hold fail at once with
+//! `INVALID_SESSION_PROPERTY`, naming the largest value that fits.
 
 use std::time::Duration;
 
@@ -145,6 +147,26 @@ async fn queries_spill_or_fail_clearly_within_a_200_mib_pool() {
     c.assert_no_tasks_left().await;
     assert!(spill_files(&spill).is_empty(), "spill files left: {:?}", spill_files(&spill));
     c.wait_for_live_workers_exactly(2).await;
+
+    // Session values beyond what the two 200 MiB workers hold fail at once with the
+    // largest that fits (2 MiB a hash partition: 200); the largest runs right.
+    let group_sql = "SELECT n_regionkey, count(*) FROM nation GROUP BY n_regionkey";
+    for (name, value, most) in [
+        ("hash_partition_count", "4096", "at most 200"),
+        ("output_buffer_max_bytes", "150MB", "at most 100.0 MiB"),
+        ("exchange_max_buffer_bytes", "1GB", "at most 100.0 MiB"),
+    ] {
+        match client.clone().with_session(name, value).execute(group_sql).await {
+            Err(ClientError::Query { error_name, message, .. }) => {
+                assert_eq!(error_name, "INVALID_SESSION_PROPERTY", "{message}");
+                assert!(message.starts_with(name) && message.contains(most), "{name}={value}: {message}");
+            }
+            other => panic!("{name}={value} on 200 MiB workers: {other:?}"),
+        }
+    }
+    let got = client.clone().with_session("hash_partition_count", "200").execute(group_sql).await.unwrap();
+    assert_same_rows("200 partitions", group_sql, &got.rows, &oracle("sf1", group_sql).await);
+    c.assert_no_tasks_left().await;
     drop(c);
 }
 
