@@ -85,6 +85,9 @@ error_codes! {
     AbandonedQuery = ("ABANDONED_QUERY", 2, UserError, Never),
     UserCanceled = ("USER_CANCELED", 3, UserError, Never),
     PermissionDenied = ("PERMISSION_DENIED", 4, UserError, Never),
+    DivisionByZero = ("DIVISION_BY_ZERO", 8, UserError, Never),
+    /// A cast of a value that is not one of the type (`CAST('abc' AS INTEGER)`).
+    InvalidCastArgument = ("INVALID_CAST_ARGUMENT", 9, UserError, Never),
     /// An integer result (or cast) out of its type's range.
     NumericValueOutOfRange = ("NUMERIC_VALUE_OUT_OF_RANGE", 19, UserError, Never),
     NotSupported = ("NOT_SUPPORTED", 13, UserError, Never),

@@ -34,7 +34,9 @@ pub fn planning_error(e: &DataFusionError) -> QueryError {
         _ => root.to_string(),
     };
     let lower = message.to_lowercase();
+    let arithmetic = crate::plan::checked_arithmetic::arithmetic_error_code(e);
     let code = match root {
+        _ if arithmetic.is_some() => arithmetic.unwrap_or(ErrorCode::ExecutionError),
         DataFusionError::SQL(..) => ErrorCode::SyntaxError,
         DataFusionError::NotImplemented(_) => ErrorCode::NotSupported,
         DataFusionError::Plan(_) | DataFusionError::SchemaError(..) => {
@@ -47,7 +49,6 @@ pub fn planning_error(e: &DataFusionError) -> QueryError {
             }
         }
         DataFusionError::Execution(_) | DataFusionError::ArrowError(..) => ErrorCode::ExecutionError,
-        _ if crate::plan::checked_arithmetic::is_out_of_range(e) => ErrorCode::NumericValueOutOfRange,
         DataFusionError::External(_) if crate::connector::postgresql::PostgresError::is(e) => ErrorCode::JdbcError,
         DataFusionError::ObjectStore(_) if crate::connector::local_files::is_refused_path(e) => {
             ErrorCode::PermissionDenied

@@ -42,8 +42,8 @@ pub fn failure_from_error(e: &DataFusionError) -> TaskFailure {
     } else if matches!(e.find_root(), DataFusionError::ResourcesExhausted(_)) {
         // Memory, not the query's logic: the worker's pool or the query's share of it.
         (ErrorCode::ExceededLocalMemoryLimit, root())
-    } else if crate::plan::checked_arithmetic::is_out_of_range(e) {
-        (ErrorCode::NumericValueOutOfRange, root())
+    } else if let Some(code) = crate::plan::checked_arithmetic::arithmetic_error_code(e) {
+        (code, root())
     } else if crate::connector::postgresql::PostgresError::is(e) {
         (ErrorCode::JdbcError, root())
     } else if crate::connector::local_files::is_refused_path(e) {

@@ -7,7 +7,10 @@
 //!   `checked_subtract` or `checked_multiply`, which use Arrow's checked kernels. The
 //!   calls are named as the operators were (`a + b`), so no column a plan refers to
 //!   changes its name.
-//! - `plan::checked_sum` replaces `sum` itself for integers.
+//!   Unary minus of an integer becomes `checked_negate`, named `(- a)`.
+//! - `plan::checked_sum` replaces `sum` itself for integers and decimals.
+//! - [`arithmetic_error_code`] gives Trino's code for Arrow's overflow, division and
+//!   cast failures, which DataFusion reports as plain Arrow errors.
 //!
 //! [`register`] puts the functions into a context; the coordinator's planning
 //! sessions and every worker's task context have them, since plans name them.
@@ -31,6 +34,8 @@ use datafusion::logical_expr::{
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::SessionContext;
 
+use crate::error_code::ErrorCode;
+
 /// An integer result out of its type's range (Trino's `NUMERIC_VALUE_OUT_OF_RANGE`).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -45,16 +50,28 @@ impl NumericValueOutOfRange {
 /// Whether `e` says a value did not fit its type: ours, Arrow's checked kernels' and
 /// casts' (`CAST(300 AS TINYINT)`), however DataFusion wrapped it.
 pub fn is_out_of_range(e: &DataFusionError) -> bool {
+    arithmetic_error_code(e) == Some(ErrorCode::NumericValueOutOfRange)
+}
+
+/// Trino's code for an arithmetic or cast failure in `e`, however DataFusion wrapped
+/// it: `NUMERIC_VALUE_OUT_OF_RANGE` (an overflow, a cast out of range),
+/// `DIVISION_BY_ZERO`, `INVALID_CAST_ARGUMENT` (`CAST('abc' AS INTEGER)`). The
+/// coordinator's planning (constant expressions) and the workers' task failures ask.
+pub fn arithmetic_error_code(e: &DataFusionError) -> Option<ErrorCode> {
+    let out_of_range = Some(ErrorCode::NumericValueOutOfRange);
     match e.find_root() {
-        DataFusionError::External(inner) => inner.is::<NumericValueOutOfRange>(),
+        DataFusionError::External(inner) if inner.is::<NumericValueOutOfRange>() => out_of_range,
         DataFusionError::ArrowError(a, _) => match a.as_ref() {
-            ArrowError::ArithmeticOverflow(_) => true,
-            ArrowError::CastError(m) => m.contains("Can't cast value") || m.contains("overflow"),
-            ArrowError::InvalidArgumentError(m) => m.contains("too large to store in a Decimal"),
-            _ => false,
+            ArrowError::ArithmeticOverflow(_) => out_of_range,
+            ArrowError::DivideByZero => Some(ErrorCode::DivisionByZero),
+            ArrowError::CastError(m) if m.contains("Can't cast value") || m.contains("overflow") => out_of_range,
+            ArrowError::CastError(m) if m.starts_with("Cannot cast") => Some(ErrorCode::InvalidCastArgument),
+            ArrowError::InvalidArgumentError(m) if m.contains("too large to store in a Decimal") => out_of_range,
+            ArrowError::ComputeError(m) if m.contains("overflow") => out_of_range,
+            _ => None,
         },
-        DataFusionError::Execution(m) => m.contains("Overflow") || m.contains("overflow"),
-        _ => false,
+        DataFusionError::Execution(m) if m.contains("Overflow") || m.contains("overflow") => out_of_range,
+        _ => None,
     }
 }
 
@@ -63,6 +80,8 @@ enum Op {
     Add,
     Subtract,
     Multiply,
+    /// Unary minus (`-x`), whose wrapping negation took `-(-2147483648)` to itself.
+    Negate,
 }
 
 impl Op {
@@ -78,8 +97,16 @@ impl Op {
     fn operator(self) -> Operator {
         match self {
             Op::Add => Operator::Plus,
-            Op::Subtract => Operator::Minus,
+            Op::Subtract | Op::Negate => Operator::Minus,
             Op::Multiply => Operator::Multiply,
+        }
+    }
+
+    fn arity(self) -> usize {
+        if self == Op::Negate {
+            1
+        } else {
+            2
         }
     }
 }
@@ -98,8 +125,9 @@ impl CheckedOperator {
             Op::Add => "checked_add",
             Op::Subtract => "checked_subtract",
             Op::Multiply => "checked_multiply",
+            Op::Negate => "checked_negate",
         };
-        CheckedOperator { op, name, signature: Signature::any(2, Volatility::Immutable) }
+        CheckedOperator { op, name, signature: Signature::any(op.arity(), Volatility::Immutable) }
     }
 }
 
@@ -115,10 +143,14 @@ impl ScalarUDFImpl for CheckedOperator {
         self.name
     }
 
-    /// The operator's own name (`a + b`), so that plans keep their column names.
+    /// The operator's own name (`a + b`, `(- a)`), so that plans keep their column
+    /// names.
     fn schema_name(&self, args: &[Expr]) -> Result<String> {
-        let [a, b] = args else { return Err(DataFusionError::Internal(format!("{} takes two arguments", self.name))) };
-        Ok(format!("{} {} {}", a.schema_name(), self.op.operator(), b.schema_name()))
+        match args {
+            [a] => Ok(format!("(- {})", a.schema_name())),
+            [a, b] => Ok(format!("{} {} {}", a.schema_name(), self.op.operator(), b.schema_name())),
+            _ => Err(DataFusionError::Internal(format!("{} takes {} arguments", self.name, self.op.arity()))),
+        }
     }
 
     fn signature(&self) -> &Signature {
@@ -126,21 +158,22 @@ impl ScalarUDFImpl for CheckedOperator {
     }
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        arg_types
-            .first()
-            .cloned()
-            .ok_or_else(|| DataFusionError::Internal(format!("{} takes two arguments", self.name)))
+        arg_types.first().cloned().ok_or_else(|| DataFusionError::Internal(format!("{} takes arguments", self.name)))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let [a, b] = args.args.as_slice() else {
-            return Err(DataFusionError::Internal(format!("{} takes two arguments", self.name)));
+        let wrong = || DataFusionError::Internal(format!("{} takes {} arguments", self.name, self.op.arity()));
+        let (a, b) = match args.args.as_slice() {
+            [a] if self.op == Op::Negate => (a, a),
+            [a, b] if self.op != Op::Negate => (a, b),
+            _ => return Err(wrong()),
         };
         let (l, r) = (datum(a)?, datum(b)?);
         let out: std::result::Result<ArrayRef, ArrowError> = match self.op {
             Op::Add => numeric::add(l.as_ref(), r.as_ref()),
             Op::Subtract => numeric::sub(l.as_ref(), r.as_ref()),
             Op::Multiply => numeric::mul(l.as_ref(), r.as_ref()),
+            Op::Negate => numeric::neg(a.to_array(1)?.as_ref()),
         };
         let out = out.map_err(|e| match e {
             ArrowError::ArithmeticOverflow(m) => NumericValueOutOfRange::error(format!("integer overflow: {m}")),
@@ -161,7 +194,7 @@ fn udf(op: Op) -> Arc<ScalarUDF> {
 
 /// Adds the checked operators and the checked `sum` to `ctx`'s functions.
 pub fn register(ctx: &SessionContext) {
-    for op in [Op::Add, Op::Subtract, Op::Multiply] {
+    for op in [Op::Add, Op::Subtract, Op::Multiply, Op::Negate] {
         ctx.register_udf(udf(op).as_ref().clone());
     }
     ctx.register_udaf(super::checked_sum::checked_sum());
@@ -176,6 +209,15 @@ fn is_integer(t: &DataType) -> bool {
 }
 
 fn checked(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    if let Expr::Negative(x) = &e {
+        return match x.get_type(schema as &dyn ExprSchema) {
+            Ok(t) if is_integer(&t) => {
+                let call = ScalarFunction::new_udf(udf(Op::Negate), vec![x.as_ref().clone()]);
+                Ok(Transformed::yes(Expr::ScalarFunction(call)))
+            }
+            _ => Ok(Transformed::no(e)),
+        };
+    }
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = &e else { return Ok(Transformed::no(e)) };
     let Some(op) = Op::of(*op) else { return Ok(Transformed::no(e)) };
     let (lt, rt) = match (left.get_type(schema as &dyn ExprSchema), right.get_type(schema as &dyn ExprSchema)) {
@@ -227,13 +269,28 @@ mod tests {
             "SELECT CAST(-9223372036854775807 AS BIGINT) - 2",
             "SELECT CAST(2147483647 AS INTEGER) + CAST(1 AS INTEGER)",
             "SELECT x * x FROM (VALUES (CAST(3037000500 AS BIGINT))) t(x)",
+            "SELECT abs(x) FROM (VALUES (CAST(-9223372036854775807 AS BIGINT) - 1)) t(x)",
+            "SELECT -x FROM (VALUES (CAST(-2147483648 AS INTEGER))) t(x)",
+            "SELECT CAST(x AS TINYINT) FROM (VALUES (300)) t(x)",
+            "SELECT CAST(x AS DECIMAL(3,0)) FROM (VALUES (99999)) t(x)",
+            "SELECT CAST('99999999999999999999999999999999999999' AS DECIMAL(38,0)) * 10",
         ] {
             let e = run(sql).await.expect_err(sql);
             assert!(is_out_of_range(&e), "{sql}: {e}");
         }
-        let fine =
-            run("SELECT a + b, a * b - 1 FROM (VALUES (CAST(2 AS BIGINT), CAST(3 AS BIGINT))) t(a, b)").await.unwrap();
+        for (sql, code) in [
+            ("SELECT x / 0 FROM (VALUES (1)) t(x)", ErrorCode::DivisionByZero),
+            ("SELECT x % 0 FROM (VALUES (1)) t(x)", ErrorCode::DivisionByZero),
+            ("SELECT CAST(x AS INTEGER) FROM (VALUES ('abc')) t(x)", ErrorCode::InvalidCastArgument),
+        ] {
+            let e = run(sql).await.expect_err(sql);
+            assert_eq!(arithmetic_error_code(&e), Some(code), "{sql}: {e}");
+        }
+        let fine = run("SELECT a + b, a * b - 1, -a FROM (VALUES (CAST(2 AS BIGINT), CAST(3 AS BIGINT))) t(a, b)")
+            .await
+            .unwrap();
         assert!(fine[1].contains("t.a + t.b") && fine[1].contains("t.a * t.b - Int64(1)"), "{fine:?}");
+        assert!(fine[1].contains("(- t.a)") && fine[3].contains("| -2 "), "{fine:?}");
         assert!(fine[3].contains("| 5 ") && fine[3].contains("| 5 "), "{fine:?}");
         // Not integers: decimals and floats keep DataFusion's operators.
         let f = run("SELECT 1.5e308 * 10").await.unwrap();

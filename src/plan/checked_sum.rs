@@ -1,6 +1,7 @@
-//! `sum` as Trino has it: DataFusion's own for every type but integers, whose sums
-//! fail with `NUMERIC_VALUE_OUT_OF_RANGE` when they leave `BIGINT` (DataFusion's add
-//! wrapping round: two `9223372036854775807` summed to -2). Registered under the name
+//! `sum` as Trino has it: DataFusion's own for every type but integers and decimals,
+//! whose sums fail with `NUMERIC_VALUE_OUT_OF_RANGE` when they leave `BIGINT` or the
+//! result's precision (DataFusion's add wrapping round: two `9223372036854775807`
+//! summed to -2, two `DECIMAL(38,0)` nines to a negative number). Registered under the name
 //! `sum` (`checked_arithmetic::register`), it replaces DataFusion's in the coordinator's
 //! planning and in every worker's plans, which name it; a window over a sliding frame
 //! and `sum(DISTINCT ...)` keep DataFusion's accumulators.
@@ -9,7 +10,9 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, PrimitiveArray};
 use datafusion::arrow::buffer::NullBuffer;
-use datafusion::arrow::datatypes::{ArrowNativeTypeOp, ArrowPrimitiveType, DataType, FieldRef, Int64Type, UInt64Type};
+use datafusion::arrow::datatypes::{
+    ArrowNativeTypeOp, ArrowPrimitiveType, DataType, Decimal128Type, DecimalType, FieldRef, Int64Type, UInt64Type,
+};
 use datafusion::common::ScalarValue;
 use datafusion::error::Result;
 use datafusion::functions_aggregate::sum::Sum;
@@ -31,8 +34,35 @@ struct CheckedSum {
     inner: Sum,
 }
 
-fn overflow() -> datafusion::error::DataFusionError {
-    NumericValueOutOfRange::error("bigint addition overflow in sum")
+fn overflow(data_type: &DataType) -> datafusion::error::DataFusionError {
+    match data_type {
+        DataType::Decimal128(..) => NumericValueOutOfRange::error(format!("decimal overflow in sum: past {data_type}")),
+        _ => NumericValueOutOfRange::error("bigint addition overflow in sum"),
+    }
+}
+
+/// A type whose sums are checked: integers by Arrow's checked add, decimals also
+/// against the digits of the result's precision (an `i128` holds more).
+trait Summed: ArrowPrimitiveType + Send + Sync + std::fmt::Debug {
+    fn fits(_sum: Self::Native, _data_type: &DataType) -> bool {
+        true
+    }
+}
+
+impl Summed for Int64Type {}
+impl Summed for UInt64Type {}
+impl Summed for Decimal128Type {
+    fn fits(sum: i128, data_type: &DataType) -> bool {
+        match data_type {
+            DataType::Decimal128(precision, _) => Decimal128Type::is_valid_decimal_precision(sum, *precision),
+            _ => true,
+        }
+    }
+}
+
+/// `sum + v`, or the overflow error.
+fn checked<T: Summed>(sum: T::Native, v: T::Native, data_type: &DataType) -> Result<T::Native> {
+    sum.add_checked(v).ok().filter(|s| T::fits(*s, data_type)).ok_or_else(|| overflow(data_type))
 }
 
 impl AggregateUDFImpl for CheckedSum {
@@ -49,9 +79,11 @@ impl AggregateUDFImpl for CheckedSum {
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        match (args.is_distinct, args.return_type()) {
-            (false, DataType::Int64) => Ok(Box::new(SumOf::<Int64Type>::default())),
-            (false, DataType::UInt64) => Ok(Box::new(SumOf::<UInt64Type>::default())),
+        let data_type = args.return_type().clone();
+        match (args.is_distinct, &data_type) {
+            (false, DataType::Int64) => Ok(Box::new(SumOf::<Int64Type>::new(data_type))),
+            (false, DataType::UInt64) => Ok(Box::new(SumOf::<UInt64Type>::new(data_type))),
+            (false, DataType::Decimal128(..)) => Ok(Box::new(SumOf::<Decimal128Type>::new(data_type))),
             _ => self.inner.accumulator(args),
         }
     }
@@ -65,9 +97,11 @@ impl AggregateUDFImpl for CheckedSum {
     }
 
     fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
-        match args.return_type() {
-            DataType::Int64 => Ok(Box::new(GroupSums::<Int64Type>::default())),
-            DataType::UInt64 => Ok(Box::new(GroupSums::<UInt64Type>::default())),
+        let data_type = args.return_type().clone();
+        match &data_type {
+            DataType::Int64 => Ok(Box::new(GroupSums::<Int64Type>::new(data_type))),
+            DataType::UInt64 => Ok(Box::new(GroupSums::<UInt64Type>::new(data_type))),
+            DataType::Decimal128(..) => Ok(Box::new(GroupSums::<Decimal128Type>::new(data_type))),
             _ => self.inner.create_groups_accumulator(args),
         }
     }
@@ -89,12 +123,11 @@ impl AggregateUDFImpl for CheckedSum {
     }
 }
 
-/// Adds `values` (a column of `T`) into `sum`, failing past the type's range.
-fn add_all<T: ArrowPrimitiveType>(sum: &mut Option<T::Native>, values: &ArrayRef) -> Result<()> {
+/// Adds `values` (a column of `T`) into `sum`, failing past the result's range.
+fn add_all<T: Summed>(sum: &mut Option<T::Native>, values: &ArrayRef, data_type: &DataType) -> Result<()> {
     let values = values.as_primitive::<T>();
     for v in values.iter().flatten() {
-        let s = sum.unwrap_or(T::Native::ZERO);
-        *sum = Some(s.add_checked(v).map_err(|_| overflow())?);
+        *sum = Some(checked::<T>(sum.unwrap_or(T::Native::ZERO), v, data_type)?);
     }
     Ok(())
 }
@@ -103,21 +136,23 @@ fn add_all<T: ArrowPrimitiveType>(sum: &mut Option<T::Native>, values: &ArrayRef
 #[derive(Debug)]
 struct SumOf<T: ArrowPrimitiveType> {
     sum: Option<T::Native>,
+    /// The result's type (a decimal's precision and scale).
+    data_type: DataType,
 }
 
-impl<T: ArrowPrimitiveType> Default for SumOf<T> {
-    fn default() -> Self {
-        SumOf { sum: None }
+impl<T: ArrowPrimitiveType> SumOf<T> {
+    fn new(data_type: DataType) -> Self {
+        SumOf { sum: None, data_type }
     }
 }
 
-impl<T: ArrowPrimitiveType + Send + Sync + std::fmt::Debug> Accumulator for SumOf<T> {
+impl<T: Summed> Accumulator for SumOf<T> {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        add_all::<T>(&mut self.sum, &values[0])
+        add_all::<T>(&mut self.sum, &values[0], &self.data_type)
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        ScalarValue::new_primitive::<T>(self.sum, &T::DATA_TYPE)
+        ScalarValue::new_primitive::<T>(self.sum, &self.data_type)
     }
 
     fn size(&self) -> usize {
@@ -129,7 +164,7 @@ impl<T: ArrowPrimitiveType + Send + Sync + std::fmt::Debug> Accumulator for SumO
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        add_all::<T>(&mut self.sum, &states[0])
+        add_all::<T>(&mut self.sum, &states[0], &self.data_type)
     }
 }
 
@@ -139,15 +174,14 @@ struct GroupSums<T: ArrowPrimitiveType> {
     sums: Vec<T::Native>,
     /// Whether a group has seen a value (a group of only NULLs sums to NULL).
     seen: Vec<bool>,
+    data_type: DataType,
 }
 
-impl<T: ArrowPrimitiveType> Default for GroupSums<T> {
-    fn default() -> Self {
-        GroupSums { sums: Vec::new(), seen: Vec::new() }
+impl<T: Summed> GroupSums<T> {
+    fn new(data_type: DataType) -> Self {
+        GroupSums { sums: Vec::new(), seen: Vec::new(), data_type }
     }
-}
 
-impl<T: ArrowPrimitiveType + Send + Sync> GroupSums<T> {
     fn add(&mut self, values: &ArrayRef, groups: &[usize], filter: Option<&BooleanArray>, total: usize) -> Result<()> {
         self.sums.resize(total, T::Native::ZERO);
         self.seen.resize(total, false);
@@ -156,7 +190,7 @@ impl<T: ArrowPrimitiveType + Send + Sync> GroupSums<T> {
             if values.is_null(row) || filter.is_some_and(|f| !f.is_valid(row) || !f.value(row)) {
                 continue;
             }
-            self.sums[g] = self.sums[g].add_checked(values.value(row)).map_err(|_| overflow())?;
+            self.sums[g] = checked::<T>(self.sums[g], values.value(row), &self.data_type)?;
             self.seen[g] = true;
         }
         Ok(())
@@ -166,11 +200,11 @@ impl<T: ArrowPrimitiveType + Send + Sync> GroupSums<T> {
         let sums = emit_to.take_needed(&mut self.sums);
         let seen = emit_to.take_needed(&mut self.seen);
         let nulls = NullBuffer::from(seen);
-        Arc::new(PrimitiveArray::<T>::new(sums.into(), Some(nulls)).with_data_type(T::DATA_TYPE))
+        Arc::new(PrimitiveArray::<T>::new(sums.into(), Some(nulls)).with_data_type(self.data_type.clone()))
     }
 }
 
-impl<T: ArrowPrimitiveType + Send + Sync + std::fmt::Debug> GroupsAccumulator for GroupSums<T> {
+impl<T: Summed> GroupsAccumulator for GroupSums<T> {
     fn update_batch(
         &mut self,
         values: &[ArrayRef],
@@ -198,7 +232,7 @@ impl<T: ArrowPrimitiveType + Send + Sync + std::fmt::Debug> GroupsAccumulator fo
         let v = values[0].as_primitive::<T>();
         let kept = |i: usize| v.is_valid(i) && opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i));
         let state: PrimitiveArray<T> = (0..v.len()).map(|i| kept(i).then(|| v.value(i))).collect();
-        Ok(vec![Arc::new(state.with_data_type(T::DATA_TYPE))])
+        Ok(vec![Arc::new(state.with_data_type(self.data_type.clone()))])
     }
 
     fn size(&self) -> usize {
@@ -232,6 +266,15 @@ mod tests {
             lines[4].starts_with("| 2 |") && !lines[4].chars().any(|c| c.is_ascii_digit() && c != '2'),
             "a group of NULLs sums to NULL: {fine}"
         );
+        let nines = "CAST('99999999999999999999999999999999999999' AS DECIMAL(38,0))";
+        let wide = format!("(VALUES ({nines}, 1), ({nines}, 1)) t(x, g)");
+        for sql in [format!("SELECT sum(x) FROM {wide}"), format!("SELECT g, sum(x) FROM {wide} GROUP BY g")] {
+            let e = rows(&sql).await.expect_err(&sql);
+            assert!(is_out_of_range(&e) && e.to_string().contains("Decimal128(38, 0)"), "{sql}: {e}");
+        }
+        // DECIMAL(10,2) sums as DECIMAL(20,2): two of its largest values fit.
+        let fits = rows("SELECT sum(x) FROM (VALUES (CAST(99999999.99 AS DECIMAL(10,2))), (CAST(99999999.99 AS DECIMAL(10,2)))) t(x)").await;
+        assert!(fits.as_ref().is_ok_and(|t| t.contains("199999999.98")), "{fits:?}");
         let one = rows("SELECT sum(x) FROM (VALUES (CAST(-5 AS INT)), (7)) t(x)").await.unwrap();
         assert!(one.contains("| 2 "), "{one}");
     }

@@ -207,8 +207,10 @@ async fn deep_long_and_huge_statements_get_answers_or_clear_errors() {
     let cases = format!("SELECT sum({nested}), sum(CASE{flat} ELSE n_regionkey END) FROM nation");
     let got = client.execute(&cases).await.expect("deep and wide CASE run");
     assert_same_rows("cases", "", &got.rows, &oracle("tiny", &cases).await);
-    // Trino's integer arithmetic: overflow is NUMERIC_VALUE_OUT_OF_RANGE, on the
-    // coordinator (no table) and on the workers, in operators and in sums.
+    // Trino's arithmetic: overflow is NUMERIC_VALUE_OUT_OF_RANGE, on the coordinator
+    // (no table) and on the workers, in operators, negation, abs, casts and sums
+    // (integer and decimal); a division by zero and a cast of text that is no number
+    // have their own codes.
     for overflowing in [
         "SELECT 9223372036854775807 + 1",
         "SELECT 4611686018427387904 * 4",
@@ -216,9 +218,16 @@ async fn deep_long_and_huge_statements_get_answers_or_clear_errors() {
         "SELECT max(o_orderkey * 4611686018427387904) FROM orders",
         "SELECT sum(CAST(9223372036854775807 AS BIGINT) - o_orderkey) FROM orders",
         "SELECT o_orderstatus, sum(o_orderkey + 9223372036854000000) FROM orders GROUP BY 1",
+        "SELECT max(-CAST(o_orderkey * 0 - 2147483648 AS INTEGER)) FROM orders",
+        "SELECT max(abs(o_orderkey * 0 - 9223372036854775807 - 1)) FROM orders",
+        "SELECT max(CAST(o_orderkey AS TINYINT)) FROM orders",
+        "SELECT sum(CAST(o_orderkey AS DECIMAL(38,0)) * CAST('9999999999999999999999999999999999' AS DECIMAL(38,0))) \
+         FROM orders",
     ] {
         refused(overflowing.to_string(), "NUMERIC_VALUE_OUT_OF_RANGE").await;
     }
+    refused("SELECT sum(o_orderkey / (o_custkey - o_custkey)) FROM orders".into(), "DIVISION_BY_ZERO").await;
+    refused("SELECT max(CAST(o_orderstatus AS INTEGER)) FROM orders".into(), "INVALID_CAST_ARGUMENT").await;
     let sums = "SELECT o_orderstatus, sum(o_orderkey), sum(o_custkey * 2 - 1), count(*) FROM orders GROUP BY 1";
     let got = client.execute(sums).await.expect("sums in range");
     assert_same_rows("integer sums", sums, &got.rows, &oracle("tiny", sums).await);
