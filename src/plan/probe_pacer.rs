@@ -1,23 +1,31 @@
-//! `ProbePacerExec`: the probe input of a nested-loop join, handed over in slices
-//! small enough that the join comes back for the next one within milliseconds, and
-//! with a yield to the runtime every `YIELD_EVERY`. The worker puts one under every
-//! `NestedLoopJoinExec` of a task's plan (`worker::task`); it owns nothing but its
-//! input's stream.
+//! `ProbePacerExec`: the probe input of a join, handed over in slices small enough
+//! that the join comes back for the next one within milliseconds, and with a yield
+//! to the runtime every `YIELD_EVERY`. The worker puts one under every
+//! `NestedLoopJoinExec` and `HashJoinExec` of a task's plan (`pace_joins`, called by
+//! `worker::task`), and a `JoinPollClockExec` over the join; they own nothing but
+//! their inputs' streams and the clock they share.
 //!
 //! Why: DataFusion's nested-loop join joins one probe batch with every buffered
 //! build row inside a single `poll_next`, and moves on to the next probe batch
 //! without returning when nothing matched. With 1.5 million build rows and a probe
 //! batch of 8,192 rows that is 10^10 row pairs, tens of seconds, in one poll: a
 //! cancelled task's abort, which lands only when the task yields, waited for minutes
-//! while the join's filter rejected everything. Its only contact with the runtime is
-//! asking its probe input for more, so that is where the pacing goes.
+//! while the join's filter rejected everything. A hash join on a key with few values
+//! does the same (each probe row meets half a million build rows, and its output
+//! coalescer returns nothing until a batch is full). A join's only contact with the
+//! runtime inside such a poll is asking its probe input for more, so that is where
+//! the pacing goes.
 //!
 //! The slice size adapts: it halves when the join took longer than `SLICE_TARGET`
 //! over the last slice and doubles (up to the whole batch) when it took under a
-//! quarter of it, so a join over a small build side still gets whole batches.
+//! quarter of it, so a join over a small build side still gets whole batches. The
+//! join's own work is timed from the hand-over or from the join's latest poll,
+//! whichever is later (the clock over the join records its polls), so time spent
+//! by the operators above, between two polls, never shrinks the slices.
 
 use std::fmt;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -38,16 +46,39 @@ const SLICE_TARGET: Duration = Duration::from_millis(5);
 /// At most this long between two yields to the runtime while the join asks for slices.
 const YIELD_EVERY: Duration = Duration::from_millis(50);
 
+/// When each output partition of one join was last polled, shared by the join's
+/// `JoinPollClockExec` (which records) and its probe's `ProbePacerExec` (which reads):
+/// a join's output partition `p` reads its probe's partition `p`.
+#[derive(Debug)]
+pub struct JoinClock {
+    base: Instant,
+    /// Nanoseconds after `base`, by partition; 0 when not polled yet.
+    polled: Vec<AtomicU64>,
+}
+
+impl JoinClock {
+    fn new(partitions: usize) -> Arc<Self> {
+        Arc::new(JoinClock { base: Instant::now(), polled: (0..partitions).map(|_| AtomicU64::new(0)).collect() })
+    }
+
+    fn record(&self, partition: usize, now: Instant) {
+        if let Some(at) = self.polled.get(partition) {
+            let nanos = now.saturating_duration_since(self.base).as_nanos().max(1);
+            at.store(u64::try_from(nanos).unwrap_or(u64::MAX), Ordering::Relaxed);
+        }
+    }
+
+    fn polled_at(&self, partition: usize) -> Option<Instant> {
+        let nanos = self.polled.get(partition)?.load(Ordering::Relaxed);
+        (nanos > 0).then(|| self.base + Duration::from_nanos(nanos))
+    }
+}
+
 /// Passes its input on in adaptive slices (see the module's doc).
 #[derive(Debug)]
 pub struct ProbePacerExec {
     input: Arc<dyn ExecutionPlan>,
-}
-
-impl ProbePacerExec {
-    pub fn new(input: Arc<dyn ExecutionPlan>) -> Self {
-        ProbePacerExec { input }
-    }
+    clock: Option<Arc<JoinClock>>,
 }
 
 impl DisplayAs for ProbePacerExec {
@@ -82,31 +113,113 @@ impl ExecutionPlan for ProbePacerExec {
 
     fn with_new_children(self: Arc<Self>, mut children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
         match children.len() {
-            1 => Ok(Arc::new(ProbePacerExec::new(children.remove(0)))),
+            1 => Ok(Arc::new(ProbePacerExec { input: children.remove(0), clock: self.clock.clone() })),
             _ => Err(DataFusionError::Internal("ProbePacerExec has one child".into())),
         }
     }
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let input = self.input.execute(partition, context)?;
-        Ok(Box::pin(PacedStream::new(input)))
+        Ok(Box::pin(PacedStream::new(input, self.clock.clone().map(|c| (c, partition)))))
     }
 }
 
-/// Puts a pacer under every nested-loop join's probe input of `plan`.
-pub fn pace_nested_loop_joins(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+/// Records each poll of the join below it in the join's `JoinClock`; passes its
+/// batches on untouched.
+#[derive(Debug)]
+pub struct JoinPollClockExec {
+    join: Arc<dyn ExecutionPlan>,
+    clock: Arc<JoinClock>,
+}
+
+impl DisplayAs for JoinPollClockExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "JoinPollClockExec")
+    }
+}
+
+impl ExecutionPlan for JoinPollClockExec {
+    fn name(&self) -> &str {
+        "JoinPollClockExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.join.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.join]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(self: Arc<Self>, mut children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+        match children.len() {
+            1 => Ok(Arc::new(JoinPollClockExec { join: children.remove(0), clock: self.clock.clone() })),
+            _ => Err(DataFusionError::Internal("JoinPollClockExec has one child".into())),
+        }
+    }
+
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        let join = self.join.execute(partition, context)?;
+        let clock = self.clock.clone();
+        let schema = join.schema();
+        let polls = PollClockStream { input: join, clock, partition, schema };
+        Ok(Box::pin(polls))
+    }
+}
+
+struct PollClockStream {
+    input: SendableRecordBatchStream,
+    clock: Arc<JoinClock>,
+    partition: usize,
+    schema: SchemaRef,
+}
+
+impl Stream for PollClockStream {
+    type Item = Result<RecordBatch>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.clock.record(self.partition, Instant::now());
+        self.input.poll_next_unpin(cx)
+    }
+}
+
+impl RecordBatchStream for PollClockStream {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+}
+
+/// Puts a pacer under the probe input of every nested-loop and hash join of `plan`,
+/// and a poll clock over the join.
+pub fn pace_joins(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
     use datafusion::common::tree_node::{Transformed, TreeNode};
-    use datafusion::physical_plan::joins::NestedLoopJoinExec;
+    use datafusion::physical_plan::joins::{HashJoinExec, NestedLoopJoinExec};
+    use datafusion::physical_plan::ExecutionPlanProperties;
     let paced = plan.transform_up(|node| {
-        if !(node.as_ref() as &dyn std::any::Any).is::<NestedLoopJoinExec>() {
+        let any = node.as_ref() as &dyn std::any::Any;
+        if !any.is::<NestedLoopJoinExec>() && !any.is::<HashJoinExec>() {
             return Ok(Transformed::no(node));
         }
         let children: Vec<Arc<dyn ExecutionPlan>> = node.children().into_iter().cloned().collect();
         let [build, probe] = children.as_slice() else { return Ok(Transformed::no(node)) };
-        let probe = Arc::new(ProbePacerExec::new(probe.clone())) as Arc<dyn ExecutionPlan>;
+        let partitions =
+            node.output_partitioning().partition_count().max(probe.output_partitioning().partition_count());
+        let clock = JoinClock::new(partitions);
+        let probe = Arc::new(ProbePacerExec { input: probe.clone(), clock: Some(clock.clone()) });
         #[allow(deprecated)]
-        let paced = node.clone().with_new_children(vec![build.clone(), probe])?;
-        Ok(Transformed::yes(paced))
+        let join = node.clone().with_new_children(vec![build.clone(), probe])?;
+        Ok(Transformed::yes(Arc::new(JoinPollClockExec { join, clock }) as Arc<dyn ExecutionPlan>))
     })?;
     Ok(paced.data)
 }
@@ -127,10 +240,12 @@ impl Pace {
         Pace { slice: 1, handed: None, last_yield: now }
     }
 
-    /// Called when the join asks for more at `now`: whether to yield first.
-    fn asked(&mut self, now: Instant, batch_rows: usize) -> bool {
+    /// Called when the join asks for more at `now`, having been polled last at
+    /// `polled` (when known): whether to yield first.
+    fn asked(&mut self, now: Instant, batch_rows: usize, polled: Option<Instant>) -> bool {
         if let Some(handed) = self.handed.take() {
-            let worked = now.saturating_duration_since(handed);
+            let began = polled.map_or(handed, |p| p.max(handed));
+            let worked = now.saturating_duration_since(began);
             if worked > SLICE_TARGET {
                 self.slice = (self.slice / 2).max(1);
             } else if worked < SLICE_TARGET / 4 {
@@ -156,11 +271,13 @@ struct PacedStream {
     pace: Pace,
     /// The largest batch seen: the slice never grows past it.
     batch_rows: usize,
+    /// The join's poll clock, and the partition this stream feeds.
+    clock: Option<(Arc<JoinClock>, usize)>,
 }
 
 impl PacedStream {
-    fn new(input: SendableRecordBatchStream) -> Self {
-        PacedStream { input, current: None, pace: Pace::new(Instant::now()), batch_rows: 1 }
+    fn new(input: SendableRecordBatchStream, clock: Option<(Arc<JoinClock>, usize)>) -> Self {
+        PacedStream { input, current: None, pace: Pace::new(Instant::now()), batch_rows: 1, clock }
     }
 
     fn next_slice(&mut self) -> Option<RecordBatch> {
@@ -180,7 +297,8 @@ impl Stream for PacedStream {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
-        if this.pace.asked(Instant::now(), this.batch_rows) {
+        let polled = this.clock.as_ref().and_then(|(clock, partition)| clock.polled_at(*partition));
+        if this.pace.asked(Instant::now(), this.batch_rows, polled) {
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
@@ -218,30 +336,39 @@ mod tests {
         let start = Instant::now();
         let mut pace = Pace::new(start);
         let mut t = start;
-        assert!(!pace.asked(t, 8192));
+        assert!(!pace.asked(t, 8192, None));
         // Quick joins: the slice doubles up to the batch.
         for _ in 0..20 {
             pace.handed(t);
             t += Duration::from_micros(100);
-            pace.asked(t, 8192);
+            pace.asked(t, 8192, None);
         }
         assert_eq!(pace.slice, 8192);
         // A slow one: halved at each slow slice, never below a row.
         for _ in 0..20 {
             pace.handed(t);
             t += Duration::from_millis(40);
-            pace.asked(t, 8192);
+            pace.asked(t, 8192, None);
         }
         assert_eq!(pace.slice, 1);
+        // Slow only because the operators above took their time between two polls
+        // of the join: the slice grows again.
+        for _ in 0..20 {
+            pace.handed(t);
+            let polled = t + Duration::from_millis(40);
+            t = polled + Duration::from_micros(100);
+            pace.asked(t, 8192, Some(polled));
+        }
+        assert_eq!(pace.slice, 8192);
     }
 
     #[test]
     fn the_runtime_gets_a_yield_at_least_every_period() {
         let start = Instant::now();
         let mut pace = Pace::new(start);
-        assert!(!pace.asked(start + YIELD_EVERY / 2, 10));
-        assert!(pace.asked(start + YIELD_EVERY, 10), "yields once the period is over");
-        assert!(!pace.asked(start + YIELD_EVERY + Duration::from_millis(1), 10), "and the period starts again");
+        assert!(!pace.asked(start + YIELD_EVERY / 2, 10, None));
+        assert!(pace.asked(start + YIELD_EVERY, 10, None), "yields once the period is over");
+        assert!(!pace.asked(start + YIELD_EVERY + Duration::from_millis(1), 10, None), "and the period starts again");
     }
 
     #[tokio::test]
@@ -254,7 +381,7 @@ mod tests {
             })
             .collect();
         let input = Box::pin(RecordBatchStreamAdapter::new(schema.clone(), futures::stream::iter(batches)));
-        let out: Vec<RecordBatch> = PacedStream::new(input).map(|b| b.unwrap()).collect().await;
+        let out: Vec<RecordBatch> = PacedStream::new(input, None).map(|b| b.unwrap()).collect().await;
         assert!(out.len() > 3, "sliced: {} batches", out.len());
         let keys: Vec<i64> = out
             .iter()

@@ -170,7 +170,7 @@ impl SqlTask {
                 "an output of {buffer_count} buffers is out of range (1 to {MAX_OUTPUT_BUFFERS})"
             )));
         }
-        let exec_plan = cooperative(crate::plan::probe_pacer::pace_nested_loop_joins(exec_plan)?)?;
+        let exec_plan = cooperative(crate::plan::probe_pacer::pace_joins(exec_plan)?)?;
         let status_changed = Arc::new(Notify::new());
         let output = match start.spool {
             Some(spool) => TaskOutput::spool(spool),
