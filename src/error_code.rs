@@ -143,6 +143,9 @@ error_codes! {
     /// A worker could not decode or build a task's plan: running it again would fail
     /// the same way.
     BadPlan = ("BAD_PLAN", FLOTILLA + 11, InternalError, Never),
+    /// A table's file cannot be read as its format says (a Parquet footer past the
+    /// file's start); the message names the file.
+    CorruptFile = ("CORRUPT_FILE", FLOTILLA + 12, External, Never),
 }
 
 impl ErrorCode {

@@ -201,7 +201,10 @@ pub fn check_parquet_footers(location: &str) -> Result<(), String> {
         }
         if path.is_dir() {
             let Ok(entries) = std::fs::read_dir(&path) else { continue };
-            pending.extend(entries.flatten().map(|e| e.path()));
+            // Hidden entries are not the table's (a write's staging, a checksum), as
+            // for DataFusion's listing.
+            let hidden = |e: &std::fs::DirEntry| e.file_name().to_string_lossy().starts_with(['.', '_']);
+            pending.extend(entries.flatten().filter(|e| !hidden(e)).map(|e| e.path()));
             continue;
         }
         if path.extension().is_none_or(|e| e != "parquet") && path != Path::new(location) {

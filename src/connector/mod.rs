@@ -251,7 +251,8 @@ impl Connectors {
 
     /// Brings back what the catalogs' metastores keep (the coordinator, at start-up):
     /// their schemas and tables, made again in `ctx`. A table that cannot be made (its
-    /// files are gone, its bucket unreachable) is logged and left in the metastore.
+    /// files are gone, its bucket unreachable, a Parquet file corrupt) is logged and
+    /// left in the metastore: one bad table never keeps the coordinator from starting.
     pub async fn restore(&self, ctx: &SessionContext) -> Result<(), String> {
         for c in &self.list {
             let Some(store) = c.files().and_then(|f| f.metastore()) else { continue };
@@ -266,8 +267,8 @@ impl Connectors {
             let mut restored = 0;
             for table in store.tables() {
                 let made = match table.plan(&task_ctx) {
-                    Ok(plan) => ctx.execute_logical_plan(plan).await.map(|_| ()),
-                    Err(e) => Err(e),
+                    Ok(plan) => make_restored(ctx, plan, &table.location).await,
+                    Err(e) => Err(e.to_string()),
                 };
                 match made {
                     Ok(()) => restored += 1,
@@ -285,6 +286,17 @@ impl Connectors {
         Ok(())
     }
 
+    /// The first corrupt Parquet file among the catalogs' local Parquet tables whose
+    /// names `sql` mentions, by `files::check_parquet_footers`: asked after the
+    /// Parquet reader panicked, which says neither file nor cause.
+    pub fn find_corrupt_parquet(&self, sql: &str) -> Option<String> {
+        let sql = sql.to_lowercase();
+        let stores = self.list.iter().filter_map(|c| c.files().and_then(|f| f.metastore()));
+        let tables = stores.flat_map(|m| m.tables()).filter(|t| t.format.eq_ignore_ascii_case("parquet"));
+        let mentioned = tables.filter(|t| sql.contains(&t.name.to_lowercase()));
+        mentioned.into_iter().find_map(|t| files::check_parquet_footers(&t.location).err())
+    }
+
     pub fn is_scan(&self, plan: &dyn ExecutionPlan) -> bool {
         self.list.iter().any(|c| c.is_scan(plan))
     }
@@ -299,5 +311,25 @@ impl Connectors {
             plan_datafusion_err!("a plan scans catalog '{catalog}', which this process does not have")
         })?;
         connector.decode_scan(bytes)
+    }
+}
+
+/// Makes one restored table. Its Parquet footers are checked first, and a panic of
+/// the Parquet reader (it panics on some corrupt footers) is caught: either way the
+/// table is reported, not the coordinator brought down.
+async fn make_restored(
+    ctx: &SessionContext,
+    plan: datafusion::logical_expr::LogicalPlan,
+    location: &str,
+) -> Result<(), String> {
+    use futures::FutureExt;
+    let parquet = matches!(&plan, datafusion::logical_expr::LogicalPlan::Ddl(
+        datafusion::logical_expr::DdlStatement::CreateExternalTable(t)) if t.file_type.eq_ignore_ascii_case("parquet"));
+    if parquet {
+        files::check_parquet_footers(location)?;
+    }
+    match std::panic::AssertUnwindSafe(ctx.execute_logical_plan(plan)).catch_unwind().await {
+        Ok(made) => made.map(|_| ()).map_err(|e| e.to_string()),
+        Err(_) => Err("reading its files failed (a corrupt file?)".into()),
     }
 }

@@ -167,7 +167,7 @@ fn query_asked(
     let login = login.map(|axum::Extension(a)| a);
     if let Some(slug) = slug {
         if let Ok(q) = s.query(id) {
-            if crate::util::constant_time_eq(q.slug.as_bytes(), slug.as_bytes()) {
+            if q.has_slug(slug) {
                 s.check_login_sees(login.as_ref(), &q)?;
                 return Ok(q);
             }

@@ -92,6 +92,7 @@ pub struct PlanRequest {
 }
 
 pub async fn plan(request: PlanRequest, sql: String, max_time: Duration) -> Result<Planned, QueryError> {
+    let (connectors, text) = (request.connectors.clone(), sql.clone());
     let planning = async move {
         let slot = planning_slots()
             .acquire()
@@ -126,7 +127,11 @@ pub async fn plan(request: PlanRequest, sql: String, max_time: Duration) -> Resu
             Err(_) => Err(QueryError::new(ErrorCode::GenericInternalError, "the planning thread could not be started")),
             Ok(Err(panic)) => {
                 let what = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
-                Err(QueryError::new(ErrorCode::GenericInternalError, format!("planning failed unexpectedly: {what}")))
+                // The Parquet reader panics on some corrupt footers: name the file.
+                match connectors.find_corrupt_parquet(&text) {
+                    Some(corrupt) => Err(QueryError::new(ErrorCode::CorruptFile, corrupt)),
+                    None => Err(QueryError::new(ErrorCode::GenericInternalError, format!("planning failed unexpectedly: {what}"))),
+                }
             }
             Ok(Ok(planned)) => planned,
         },

@@ -142,6 +142,12 @@ impl ResultsBudget {
 }
 
 impl QueryExecution {
+    /// Whether `slug` is this query's (compared in constant time: a wrong guess
+    /// learns nothing of how close it came).
+    pub fn has_slug(&self, slug: &str) -> bool {
+        crate::util::constant_time_eq(self.slug.as_bytes(), slug.as_bytes())
+    }
+
     pub fn new(id: String, sql: String, session: SessionSpec, results_budget: ResultsBudget) -> Arc<Self> {
         let (tx, rx) = mpsc::channel(8);
         let (cancel, _) = watch::channel(false);

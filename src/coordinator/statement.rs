@@ -452,7 +452,7 @@ fn info_uri(q: &QueryExecution, base: &str) -> String {
 /// The query behind a statement URI: its id and its slug must both match.
 fn query_by_uri(coord: &CoordinatorState, query_id: &str, slug: &str) -> Result<Arc<QueryExecution>, CoordinatorError> {
     let q = coord.query(query_id)?;
-    match crate::util::constant_time_eq(q.slug.as_bytes(), slug.as_bytes()) {
+    match q.has_slug(slug) {
         true => Ok(q),
         false => Err(CoordinatorError::QueryNotFound(query_id.to_string())),
     }

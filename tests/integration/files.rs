@@ -129,6 +129,32 @@ async fn csv_tables_work_too() {
         }
         other => panic!("a corrupt Parquet file made a table: {other:?}"),
     }
+    // A table whose file goes bad after its CREATE: its queries fail naming the file,
+    // and the next query runs.
+    let copy = format!(
+        "COPY (SELECT * FROM tpch.sf0_1.nation) TO '{}/part-0.parquet' STORED AS PARQUET",
+        dir.join("spoiled").display()
+    );
+    client.execute(&copy).await.expect("copy nation to parquet");
+    let spoiled = format!(
+        "CREATE EXTERNAL TABLE files.default.spoiled STORED AS PARQUET LOCATION '{}/'",
+        dir.join("spoiled").display()
+    );
+    client.execute(&spoiled).await.expect("a sound table");
+    let file = dir.join("spoiled/part-0.parquet");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let at = bytes.len() - 8;
+    bytes[at..at + 4].copy_from_slice(&i32::MAX.to_le_bytes());
+    std::fs::write(&file, bytes).unwrap();
+    match client.execute("SELECT count(*), sum(n_regionkey) FROM files.default.spoiled").await {
+        Err(flotilla::client::ClientError::Query { error_name, message, .. }) => {
+            assert_eq!(error_name, "CORRUPT_FILE", "{message}");
+            assert!(message.contains("spoiled/part-0.parquet is corrupt"), "{message}");
+        }
+        other => panic!("a spoiled Parquet file was read: {other:?}"),
+    }
+    let got = client.execute("SELECT count(*) FROM files.default.orders").await.expect("the next query runs");
+    assert_same_rows("after", "", &got.rows, &oracle("sf0_1", "SELECT count(*) FROM orders").await);
     cluster.assert_no_tasks_left().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

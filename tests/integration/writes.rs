@@ -152,6 +152,17 @@ async fn tables_written_by_workers_are_right_survive_a_restart_and_failed_writes
         std::fs::write(stale(table).join("w0-x/part-0.parquet"), b"half a file").unwrap();
     }
 
+    // A table whose Parquet file went bad (its footer claims 2^31-1 bytes) made the
+    // Parquet reader panic as the coordinator brought it back: it is left out, logged.
+    lake.execute("CREATE TABLE lake.w.spoiled AS SELECT 1 AS a").await.expect("ctas");
+    let spoiled =
+        files_below(&warehouse.join("w/spoiled")).into_iter().find(|p| p.extension().is_some_and(|e| e == "parquet"));
+    let spoiled = spoiled.expect("the table's file");
+    let mut bytes = std::fs::read(&spoiled).unwrap();
+    let at = bytes.len() - 8;
+    bytes[at..at + 4].copy_from_slice(&i32::MAX.to_le_bytes());
+    std::fs::write(&spoiled, bytes).unwrap();
+
     // The coordinator restarts: the schema and its tables are still there, and a
     // dropped table takes its files with it.
     c.restart_coordinator().await;
