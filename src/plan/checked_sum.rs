@@ -4,7 +4,8 @@
 //! summed to -2, two `DECIMAL(38,0)` nines to a negative number). Registered under the name
 //! `sum` (`checked_arithmetic::register`), it replaces DataFusion's in the coordinator's
 //! planning and in every worker's plans, which name it; a window over a sliding frame
-//! and `sum(DISTINCT ...)` keep DataFusion's accumulators.
+//! gets a checked sliding sum, and `sum(DISTINCT ...)` keeps DataFusion's accumulator
+//! (which fails on overflow itself).
 
 use std::sync::Arc;
 
@@ -107,7 +108,13 @@ impl AggregateUDFImpl for CheckedSum {
     }
 
     fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        self.inner.create_sliding_accumulator(args)
+        let data_type = args.return_type().clone();
+        match (args.is_distinct, &data_type) {
+            (false, DataType::Int64) => Ok(Box::new(SlidingSum::<Int64Type>::new(data_type))),
+            (false, DataType::UInt64) => Ok(Box::new(SlidingSum::<UInt64Type>::new(data_type))),
+            (false, DataType::Decimal128(..)) => Ok(Box::new(SlidingSum::<Decimal128Type>::new(data_type))),
+            _ => self.inner.create_sliding_accumulator(args),
+        }
     }
 
     fn reverse_expr(&self) -> ReversedUDAF {
@@ -165,6 +172,59 @@ impl<T: Summed> Accumulator for SumOf<T> {
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
         add_all::<T>(&mut self.sum, &states[0], &self.data_type)
+    }
+}
+
+/// The sum over a window's sliding frame: rows enter (`update_batch`) and leave
+/// (`retract_batch`); the sum is NULL while the frame holds no value.
+#[derive(Debug)]
+struct SlidingSum<T: ArrowPrimitiveType> {
+    sum: T::Native,
+    values: u64,
+    data_type: DataType,
+}
+
+impl<T: ArrowPrimitiveType> SlidingSum<T> {
+    fn new(data_type: DataType) -> Self {
+        SlidingSum { sum: T::Native::ZERO, values: 0, data_type }
+    }
+}
+
+impl<T: Summed> Accumulator for SlidingSum<T> {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        for v in values[0].as_primitive::<T>().iter().flatten() {
+            self.sum = checked::<T>(self.sum, v, &self.data_type)?;
+            self.values += 1;
+        }
+        Ok(())
+    }
+
+    fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        for v in values[0].as_primitive::<T>().iter().flatten() {
+            self.sum = self.sum.sub_checked(v).map_err(|_| overflow(&self.data_type))?;
+            self.values = self.values.saturating_sub(1);
+        }
+        Ok(())
+    }
+
+    fn supports_retract_batch(&self) -> bool {
+        true
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        ScalarValue::new_primitive::<T>((self.values > 0).then_some(self.sum), &self.data_type)
+    }
+
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self)
+    }
+
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        Ok(vec![self.evaluate()?])
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        self.update_batch(states)
     }
 }
 
@@ -275,6 +335,23 @@ mod tests {
         // DECIMAL(10,2) sums as DECIMAL(20,2): two of its largest values fit.
         let fits = rows("SELECT sum(x) FROM (VALUES (CAST(99999999.99 AS DECIMAL(10,2))), (CAST(99999999.99 AS DECIMAL(10,2)))) t(x)").await;
         assert!(fits.as_ref().is_ok_and(|t| t.contains("199999999.98")), "{fits:?}");
+        let slide = "SELECT sum(x) OVER (ORDER BY y ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM \
+            (VALUES (CAST(9223372036854775807 AS BIGINT), 1), (CAST(9223372036854775807 AS BIGINT), 2)) t(x, y)";
+        let e = rows(slide).await.expect_err(slide);
+        assert!(is_out_of_range(&e), "{slide}: {e}");
+        let slid = rows(
+            "SELECT y, sum(x) OVER (ORDER BY y ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM \
+            (VALUES (CAST(5 AS BIGINT), 1), (NULL, 2), (NULL, 3), (CAST(-2 AS BIGINT), 4)) t(x, y) ORDER BY y",
+        )
+        .await
+        .unwrap();
+        let cells: Vec<String> = slid
+            .lines()
+            .skip(3)
+            .filter(|l| l.starts_with('|'))
+            .map(|l| l.split('|').nth(2).unwrap().trim().to_string())
+            .collect();
+        assert_eq!(cells, ["5", "5", "", "-2"], "frames of values, NULLs, and a value again: {slid}");
         let one = rows("SELECT sum(x) FROM (VALUES (CAST(-5 AS INT)), (7)) t(x)").await.unwrap();
         assert!(one.contains("| 2 "), "{one}");
     }

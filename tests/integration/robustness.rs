@@ -256,6 +256,8 @@ async fn deep_long_and_huge_statements_get_answers_or_clear_errors() {
         "SELECT max(-CAST(o_orderkey * 0 - 2147483648 AS INTEGER)) FROM orders",
         "SELECT max(abs(o_orderkey * 0 - 9223372036854775807 - 1)) FROM orders",
         "SELECT max(CAST(o_orderkey AS TINYINT)) FROM orders",
+        "SELECT max(s) FROM (SELECT sum(o_orderkey + 9223372036854000000) OVER (ORDER BY o_orderkey \
+         ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) s FROM orders) t",
         "SELECT sum(CAST(o_orderkey AS DECIMAL(38,0)) * CAST('9999999999999999999999999999999999' AS DECIMAL(38,0))) \
          FROM orders",
     ] {
@@ -266,6 +268,10 @@ async fn deep_long_and_huge_statements_get_answers_or_clear_errors() {
     let sums = "SELECT o_orderstatus, sum(o_orderkey), sum(o_custkey * 2 - 1), count(*) FROM orders GROUP BY 1";
     let got = client.execute(sums).await.expect("sums in range");
     assert_same_rows("integer sums", sums, &got.rows, &oracle("tiny", sums).await);
+    let sliding = "SELECT sum(s), count(s) FROM (SELECT sum(o_orderkey) OVER (PARTITION BY o_custkey \
+        ORDER BY o_orderdate, o_orderkey ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) s FROM orders) t";
+    let got = client.execute(sliding).await.expect("sliding sums in range");
+    assert_same_rows("sliding sums", sliding, &got.rows, &oracle("tiny", sliding).await);
     // A statement of about 2 MB: a long IN list.
     let keys: Vec<String> = (1..=300_000).map(|k| (k * 3).to_string()).collect();
     let in_list = format!("SELECT count(*), sum(o_totalprice) FROM orders WHERE o_orderkey IN ({})", keys.join(","));
