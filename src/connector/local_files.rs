@@ -1,9 +1,9 @@
-//! The local file system as every process reads and writes it: object_store's
-//! `LocalFileSystem` behind a guard that checks each path, at the moment it is
-//! opened, listed, written or removed, against the process's own allowed
-//! directories (its catalogs' `files.allowed-locations` and warehouses).
-//! `ObjectStores` serves it for `file://`; a worker's scans and writes, the
-//! coordinator's listings and `COPY ... TO` all go through it.
+//! Stores behind a guard that checks each path, at the moment it is opened, listed,
+//! written or removed, against the process's own allowed locations (its catalogs'
+//! `files.allowed-locations` and warehouses): object_store's `LocalFileSystem` under
+//! the allowed directories, and each S3 bucket's client under the allowed key
+//! prefixes of that bucket. `ObjectStores` serves them; a worker's scans and writes,
+//! the coordinator's listings and `COPY ... TO` all go through them.
 //!
 //! Why here and not only at planning: a plan checked on the coordinator can be
 //! stale (a directory swapped for a symbolic link after `CREATE TABLE`) or forged (a
@@ -56,30 +56,65 @@ pub fn is_refused_path(e: &datafusion::error::DataFusionError) -> bool {
         if matches!(o.as_ref(), object_store::Error::PermissionDenied { .. }))
 }
 
-/// `LocalFileSystem` for paths under `allowed` only.
-#[derive(Debug)]
-pub struct GuardedLocalFiles {
-    inner: LocalFileSystem,
-    allowed: Arc<AllowedDirectories>,
+/// Which paths a guarded store may touch: the reason it refuses one (the path as
+/// shown to the user), or None to let it through.
+pub trait PathRule: fmt::Debug + Send + Sync + 'static {
+    fn refuses(&self, location: &Path) -> Option<String>;
 }
 
-impl GuardedLocalFiles {
-    pub fn new(allowed: AllowedDirectories) -> Self {
-        GuardedLocalFiles { inner: LocalFileSystem::new(), allowed: Arc::new(allowed) }
+/// Local paths under the allowed directories, symbolic links resolved.
+#[derive(Debug)]
+struct UnderDirectories(AllowedDirectories);
+
+impl PathRule for UnderDirectories {
+    fn refuses(&self, location: &Path) -> Option<String> {
+        match LocalFileSystem::new().path_to_filesystem(location) {
+            Ok(path) if self.0.allows(&path) => None,
+            Ok(path) => Some(path.display().to_string()),
+            Err(_) => Some(location.to_string()),
+        }
+    }
+}
+
+/// Keys of one bucket under the allowed prefixes (`dir/` for `s3://bucket/dir/`; an
+/// empty one allows the whole bucket).
+#[derive(Debug)]
+pub struct UnderPrefixes {
+    pub bucket: String,
+    pub prefixes: Vec<String>,
+}
+
+impl PathRule for UnderPrefixes {
+    fn refuses(&self, location: &Path) -> Option<String> {
+        let key = location.as_ref();
+        let inside = self.prefixes.iter().any(|p| {
+            let p = p.trim_end_matches('/');
+            p.is_empty() || key == p || key.strip_prefix(p).is_some_and(|rest| rest.starts_with('/'))
+        });
+        (!inside).then(|| format!("s3://{}/{key}", self.bucket))
+    }
+}
+
+/// A store that checks every path it is asked to open, list, write or remove against
+/// its rule, at that moment.
+#[derive(Debug)]
+pub struct Guarded {
+    inner: Arc<dyn ObjectStore>,
+    rule: Arc<dyn PathRule>,
+}
+
+impl Guarded {
+    pub fn new(inner: Arc<dyn ObjectStore>, rule: impl PathRule) -> Self {
+        Guarded { inner, rule: Arc::new(rule) }
+    }
+
+    /// The local file system under `allowed` only.
+    pub fn local_files(allowed: AllowedDirectories) -> Self {
+        Self::new(Arc::new(LocalFileSystem::new()), UnderDirectories(allowed))
     }
 
     fn check(&self, location: &Path) -> Result<()> {
-        let path = self.inner.path_to_filesystem(location)?;
-        match self.allowed.allows(&path) {
-            true => Ok(()),
-            false => {
-                let shown = path.display().to_string();
-                Err(object_store::Error::PermissionDenied {
-                    path: shown.clone(),
-                    source: Box::new(OutsideAllowedLocations(shown)),
-                })
-            }
-        }
+        check(self.rule.as_ref(), location)
     }
 
     fn check_prefix(&self, prefix: Option<&Path>) -> Result<()> {
@@ -87,14 +122,24 @@ impl GuardedLocalFiles {
     }
 }
 
-impl fmt::Display for GuardedLocalFiles {
+fn check(rule: &dyn PathRule, location: &Path) -> Result<()> {
+    match rule.refuses(location) {
+        None => Ok(()),
+        Some(shown) => Err(object_store::Error::PermissionDenied {
+            path: shown.clone(),
+            source: Box::new(OutsideAllowedLocations(shown)),
+        }),
+    }
+}
+
+impl fmt::Display for Guarded {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "GuardedLocalFiles({})", self.inner)
+        write!(f, "Guarded({})", self.inner)
     }
 }
 
 #[async_trait]
-impl ObjectStore for GuardedLocalFiles {
+impl ObjectStore for Guarded {
     async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
         self.check(location)?;
         self.inner.put_opts(location, payload, opts).await
@@ -116,17 +161,10 @@ impl ObjectStore for GuardedLocalFiles {
     }
 
     fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
-        let allowed = self.allowed.clone();
+        let rule = self.rule.clone();
         let checked = locations.map(move |l| {
             let l = l?;
-            let path = LocalFileSystem::new().path_to_filesystem(&l)?;
-            match allowed.allows(&path) {
-                true => Ok(l),
-                false => Err(object_store::Error::PermissionDenied {
-                    path: path.display().to_string(),
-                    source: Box::new(OutsideAllowedLocations(path.display().to_string())),
-                }),
-            }
+            check(rule.as_ref(), &l).map(|()| l)
         });
         self.inner.delete_stream(checked.boxed())
     }
@@ -175,7 +213,7 @@ mod tests {
         std::fs::create_dir_all(inside.join("t")).unwrap();
         std::fs::create_dir_all(&outside).unwrap();
         std::fs::write(outside.join("secret.csv"), "s\n").unwrap();
-        let store = GuardedLocalFiles::new(AllowedDirectories::new([inside.clone()]));
+        let store = Guarded::local_files(AllowedDirectories::new([inside.clone()]));
         let at = |p: &std::path::Path| Path::from_absolute_path(p).unwrap();
 
         store.put(&at(&inside.join("t/a.csv")), "a\n".into()).await.unwrap();
@@ -205,5 +243,18 @@ mod tests {
             assert!(denied(store.get(&at(&inside.join("t/evil.csv"))).await.map(|_| ())), "a file linked out");
         }
         let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn keys_outside_a_buckets_allowed_prefixes_are_refused() {
+        let rule = UnderPrefixes { bucket: "b".into(), prefixes: vec!["lake/".into(), "other/x".into()] };
+        for key in ["lake", "lake/t/part-0.parquet", "other/x/y.csv"] {
+            assert_eq!(rule.refuses(&Path::from(key)), None, "{key}");
+        }
+        for key in ["", "lakehouse/t.parquet", "secret/t.csv", "other/xy/z.csv"] {
+            assert_eq!(rule.refuses(&Path::from(key)), Some(format!("s3://b/{key}")), "{key}");
+        }
+        let whole = UnderPrefixes { bucket: "b".into(), prefixes: vec!["".into()] };
+        assert_eq!(whole.refuses(&Path::from("anything/at/all")), None);
     }
 }

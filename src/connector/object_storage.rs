@@ -133,7 +133,7 @@ impl ObjectStores {
     pub fn new(scopes: Vec<S3Scope>, local: super::local_files::AllowedDirectories) -> Self {
         let known = DefaultObjectStoreRegistry::new();
         let file = Url::parse("file://").expect("a file URL");
-        known.register_store(&file, Arc::new(super::local_files::GuardedLocalFiles::new(local)));
+        known.register_store(&file, Arc::new(super::local_files::Guarded::local_files(local)));
         ObjectStores { known, scopes, making: parking_lot::Mutex::new(()) }
     }
 
@@ -147,6 +147,21 @@ impl ObjectStores {
             .iter()
             .find(|s| s.prefixes.iter().any(|p| p.starts_with(&url) || url.starts_with(p.as_str())))
             .map(|s| s.settings.clone())
+    }
+}
+
+impl ObjectStores {
+    /// The key prefixes of `bucket` that any catalog allows (`dir/` of
+    /// `s3://bucket/dir/`; empty for the whole bucket).
+    fn prefixes_in(&self, bucket: &str) -> Vec<String> {
+        let root = format!("s3://{bucket}/");
+        let whole = format!("s3://{bucket}");
+        self.scopes
+            .iter()
+            .flat_map(|s| s.prefixes.iter())
+            .filter_map(|p| if p == &whole { Some("") } else { p.strip_prefix(root.as_str()) })
+            .map(str::to_string)
+            .collect()
     }
 }
 
@@ -178,9 +193,13 @@ impl ObjectStoreRegistry for ObjectStores {
                     .into(),
             }))
         })?;
-        let store = settings
+        let client = settings
             .client(bucket)
             .map_err(|e| DataFusionError::ObjectStore(Box::new(e)).context(format!("s3://{bucket}")))?;
+        // Only keys under the prefixes the catalogs allow in this bucket, whatever a
+        // plan says.
+        let rule = super::local_files::UnderPrefixes { bucket: bucket.to_string(), prefixes: self.prefixes_in(bucket) };
+        let store: Arc<dyn ObjectStore> = Arc::new(super::local_files::Guarded::new(client, rule));
         let base = Url::parse(&format!("s3://{bucket}")).map_err(|e| DataFusionError::External(Box::new(e)))?;
         self.known.register_store(&base, store.clone());
         Ok(store)

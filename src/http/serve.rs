@@ -65,11 +65,21 @@ where
 /// Serves `app` on every connection `listener` accepts until `shutdown`, then lets
 /// open connections finish their requests for up to `DRAIN_TIMEOUT`.
 pub async fn serve_on<L: Accept>(
-    mut listener: L,
+    listener: L,
     app: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let slots = Arc::new(tokio::sync::Semaphore::new(max_connections()));
+    serve_at_most(listener, app, shutdown, max_connections()).await
+}
+
+/// The same with at most `limit` connections open at once.
+async fn serve_at_most<L: Accept>(
+    mut listener: L,
+    app: axum::Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    limit: usize,
+) -> std::io::Result<()> {
+    let slots = Arc::new(tokio::sync::Semaphore::new(limit));
     let app = app.layer(axum::middleware::from_fn(limit_body_pauses));
     let (stop, stopping) = tokio::sync::watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
@@ -82,7 +92,7 @@ pub async fn serve_on<L: Accept>(
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::debug!("refusing a connection from {peer}: {} are open", max_connections());
+            tracing::debug!("refusing a connection from {peer}: {limit} are open");
             drop(io);
             continue;
         };
@@ -159,5 +169,51 @@ impl HttpBody for PausingBody {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    /// What a `GET /` on a new connection gets back: the response's text, or "" when
+    /// the server closed the connection without one.
+    async fn get(addr: SocketAddr) -> String {
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        // A refused connection may be reset before the request is written.
+        let _ = c.write_all(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await;
+        let mut out = Vec::new();
+        let _ =
+            tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut out)).await.expect("an answer or a close");
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// Past the limit a new connection is closed at once, unanswered, rather than
+    /// queued behind idle ones; once one of those goes, the next one is served.
+    #[tokio::test]
+    async fn connections_past_the_limit_are_closed_until_one_ends() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = axum::Router::new().route("/", axum::routing::get(|| async { "hello" }));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve_at_most(listener, app, async move { drop(stopped.await) }, 2));
+        assert!(get(addr).await.ends_with("hello"), "served under the limit");
+        // Two idle connections take both places.
+        let idle = [TcpStream::connect(addr).await.unwrap(), TcpStream::connect(addr).await.unwrap()];
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(get(addr).await, "", "a third connection is closed unanswered");
+        drop(idle);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            if get(addr).await.ends_with("hello") {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the places were never freed");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let _ = stop.send(());
+        server.await.unwrap().unwrap();
     }
 }
