@@ -457,6 +457,10 @@ impl Visitor for DepthVisitor {
 }
 
 #[cfg(test)]
+#[path = "cut_tests.rs"]
+mod cut_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::SessionProperties;

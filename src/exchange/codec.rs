@@ -16,7 +16,13 @@ use datafusion::arrow::ipc::writer::StreamWriter;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
+use datafusion::physical_plan::Partitioning;
+use datafusion_proto::physical_plan::from_proto::parse_protobuf_partitioning;
+use datafusion_proto::physical_plan::to_proto::serialize_partitioning;
+use datafusion_proto::physical_plan::{
+    PhysicalExtensionCodec, PhysicalPlanDecodeContext, PhysicalProtoConverterExtension,
+};
+use prost::Message;
 use serde::{Deserialize, Serialize};
 
 use super::remote_source::{ExchangeMode, RemoteSourceExec, SourceResolver};
@@ -57,6 +63,10 @@ struct RemoteSourceProto {
     partitions: usize,
     /// Arrow IPC stream holding only the schema, base64.
     schema: String,
+    /// The partitioning it declares (`RemoteSourceExec::with_partitioning`) as
+    /// datafusion-proto's `Partitioning` message, base64; absent for an unknown one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    partitioning: Option<String>,
 }
 
 /// The plan with its file scans' statistics dropped: the table's and each file's
@@ -129,6 +139,24 @@ impl FlotillaCodec {
     pub fn decode_plan(&self, bytes: &[u8], ctx: &TaskContext) -> Result<Arc<dyn ExecutionPlan>> {
         on_deep_stack(|| datafusion_proto::bytes::physical_plan_from_bytes_with_extension_codec(bytes, ctx, self))
     }
+
+    /// A remote source's partitioning from its coded form, its expressions over the
+    /// source's schema.
+    fn decode_partitioning(
+        &self,
+        encoded: &str,
+        schema: &Schema,
+        ctx: &TaskContext,
+        proto_converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<Partitioning> {
+        let bad = |e: String| DataFusionError::Internal(format!("bad RemoteSourceExec partitioning: {e}"));
+        let bytes = base64::engine::general_purpose::STANDARD.decode(encoded).map_err(|e| bad(e.to_string()))?;
+        let proto =
+            datafusion_proto::protobuf::Partitioning::decode(bytes.as_slice()).map_err(|e| bad(e.to_string()))?;
+        let decode_ctx = PhysicalPlanDecodeContext::new(ctx, self);
+        parse_protobuf_partitioning(Some(&proto), &decode_ctx, schema, proto_converter)?
+            .ok_or_else(|| bad("empty".into()))
+    }
 }
 
 /// Stack for coding one plan. Protobuf coding and DataFusion's conversions recurse
@@ -182,8 +210,8 @@ impl PhysicalExtensionCodec for FlotillaCodec {
         &self,
         buf: &[u8],
         inputs: &[Arc<dyn ExecutionPlan>],
-        _ctx: &TaskContext,
-        _proto_converter: &dyn PhysicalProtoConverterExtension,
+        ctx: &TaskContext,
+        proto_converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let (tag, body) = buf.split_first().ok_or_else(|| DataFusionError::Internal("empty extension node".into()))?;
         if *tag == TAG_TABLE_WRITER {
@@ -221,7 +249,11 @@ impl PhysicalExtensionCodec for FlotillaCodec {
                 let schema_bytes = base64::engine::general_purpose::STANDARD
                     .decode(p.schema)
                     .map_err(|e| DataFusionError::Internal(format!("bad RemoteSourceExec schema: {e}")))?;
-                let mut node = RemoteSourceExec::new(p.stage, p.mode, p.partitions, schema_from_bytes(&schema_bytes)?);
+                let schema = schema_from_bytes(&schema_bytes)?;
+                let mut node = RemoteSourceExec::new(p.stage, p.mode, p.partitions, schema.clone());
+                if let Some(encoded) = p.partitioning {
+                    node = node.with_partitioning(self.decode_partitioning(&encoded, &schema, ctx, proto_converter)?);
+                }
                 if let Some(r) = &self.resolver {
                     node = node.with_resolver(r.clone());
                 }
@@ -235,7 +267,7 @@ impl PhysicalExtensionCodec for FlotillaCodec {
         &self,
         node: Arc<dyn ExecutionPlan>,
         buf: &mut Vec<u8>,
-        _proto_converter: &dyn PhysicalProtoConverterExtension,
+        proto_converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<()> {
         let any = node.as_ref() as &dyn std::any::Any;
         if let Some((catalog, bytes)) = self.connectors.encode_scan(node.as_ref()) {
@@ -247,11 +279,19 @@ impl PhysicalExtensionCodec for FlotillaCodec {
             buf.extend_from_slice(&bytes);
             Ok(())
         } else if let Some(rs) = any.downcast_ref::<RemoteSourceExec>() {
+            let partitioning = match rs.partitioning() {
+                Partitioning::UnknownPartitioning(_) => None,
+                known => {
+                    let proto = serialize_partitioning(known, self, proto_converter)?;
+                    Some(base64::engine::general_purpose::STANDARD.encode(proto.encode_to_vec()))
+                }
+            };
             let proto = RemoteSourceProto {
                 stage: rs.stage(),
                 mode: rs.mode(),
                 partitions: rs.partitions(),
                 schema: base64::engine::general_purpose::STANDARD.encode(schema_to_bytes(&rs.schema())?),
+                partitioning,
             };
             buf.push(TAG_REMOTE_SOURCE);
             buf.extend_from_slice(&serde_json::to_vec(&proto).map_err(|e| DataFusionError::External(Box::new(e)))?);

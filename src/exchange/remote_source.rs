@@ -158,6 +158,27 @@ impl RemoteSourceExec {
         RemoteSourceExec { stage, mode, partitions, schema, properties, resolver: None }
     }
 
+    /// The same source declaring `partitioning` for the rows it reads: the hash
+    /// partitioning of the repartition it stands in for, or its producer's own when
+    /// partitions pass through unchanged. Parents that check their children's
+    /// partitioning when they are rebuilt (DataFusion's `InterleaveExec` under a
+    /// `UNION ALL` of inputs hash-partitioned alike) see after the cut what they saw
+    /// before it. A partitioning of another partition count is not the rows' and is
+    /// ignored.
+    pub fn with_partitioning(mut self, partitioning: Partitioning) -> Self {
+        if partitioning.partition_count() == self.partitions {
+            let mut properties = (*self.properties).clone();
+            properties.partitioning = partitioning;
+            self.properties = Arc::new(properties);
+        }
+        self
+    }
+
+    /// The partitioning it declares (`with_partitioning`).
+    pub fn partitioning(&self) -> &Partitioning {
+        &self.properties.partitioning
+    }
+
     pub fn with_resolver(mut self, resolver: Arc<dyn SourceResolver>) -> Self {
         self.resolver = Some(resolver);
         self

@@ -318,8 +318,10 @@ fn fragment_with(plan: Arc<dyn ExecutionPlan>, connectors: &Connectors, cut: boo
         // Nothing was cut above the scans: run the whole plan on one worker task.
         let partitions = root.output_partitioning().partition_count();
         let id = f.add(root.clone(), FragmentOutput::Passthrough, partitions);
-        let rs: Arc<dyn ExecutionPlan> =
-            Arc::new(RemoteSourceExec::new(id, ExchangeMode::Passthrough, partitions, root.schema()));
+        let rs: Arc<dyn ExecutionPlan> = Arc::new(
+            RemoteSourceExec::new(id, ExchangeMode::Passthrough, partitions, root.schema())
+                .with_partitioning(root.output_partitioning().clone()),
+        );
         root = if partitions > 1 { Arc::new(CoalescePartitionsExec::new(rs)) } else { rs };
     }
     if root.output_partitioning().partition_count() != 1 {
@@ -422,7 +424,9 @@ impl Fragmenter<'_> {
             let schema = plan.schema();
             let producer = replace_children(&plan, vec![input])?;
             let id = self.add(producer, FragmentOutput::Repartition { partitions }, input_partitions);
-            return Ok(Arc::new(RemoteSourceExec::new(id, ExchangeMode::Repartition, partitions, schema)));
+            let rs = RemoteSourceExec::new(id, ExchangeMode::Repartition, partitions, schema)
+                .with_partitioning(rep.partitioning().clone());
+            return Ok(Arc::new(rs));
         }
         if let Some(c) = as_::<CoalescePartitionsExec>(&plan) {
             let input = self.visit(c.input().clone())?;
@@ -438,10 +442,12 @@ impl Fragmenter<'_> {
             if partitions <= 1 && !reads_tables(&input, self.connectors) {
                 return replace_children(&plan, vec![input]);
             }
-            let schema = input.schema();
+            let (schema, partitioning) = (input.schema(), input.output_partitioning().clone());
             let id = self.add(input, FragmentOutput::Passthrough, partitions);
-            let rs: Arc<dyn ExecutionPlan> =
-                Arc::new(RemoteSourceExec::new(id, ExchangeMode::Passthrough, partitions, schema));
+            let rs: Arc<dyn ExecutionPlan> = Arc::new(
+                RemoteSourceExec::new(id, ExchangeMode::Passthrough, partitions, schema)
+                    .with_partitioning(partitioning),
+            );
             return replace_children(&plan, vec![rs]);
         }
         let collect_left =
