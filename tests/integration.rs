@@ -23,6 +23,7 @@ mod integration {
     pub mod robustness;
     pub mod scheduling;
     pub mod security;
+    pub mod shapes;
     pub mod tpch;
     pub mod web_ui;
     pub mod writes;

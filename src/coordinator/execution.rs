@@ -304,9 +304,11 @@ async fn execute(
         tokio::spawn(async move { scheduler.remove_all_tasks(false).await });
         return Ok(());
     }
-    let analysis = analyze.then(|| explain_analyze(&fragmented, &scheduler.stages(), q.elapsed()));
     let aborting = outcome.is_err();
     let reported = scheduler.remove_all_tasks(aborting).await;
+    // After the removal: each task's last status came with its delete, its
+    // statistics final.
+    let analysis = analyze.then(|| explain_analyze(&fragmented, &scheduler.stages(), q.elapsed()));
     match outcome {
         Ok(rows) => match analysis {
             Some(text) => emit_text(q, "Query Plan", format!("Output: {rows} rows\n\n{text}")).await,
@@ -364,9 +366,15 @@ enum RunFailure {
     Root(QueryError),
 }
 
-/// Runs the worker stages and the root stage together until the root has all rows;
-/// returns the number of rows. With `analyze` the rows are counted, not kept, and
-/// the stages are given a moment to finish so their statistics are final.
+impl From<SchedulerError> for RunFailure {
+    fn from(e: SchedulerError) -> Self {
+        RunFailure::Scheduler(e)
+    }
+}
+
+/// Runs the worker stages and the root stage together until the root has all rows
+/// (`PipelinedQueryScheduler::run_with_root`); returns the number of rows. With
+/// `analyze` the rows are counted, not kept.
 async fn run_stages(
     q: &Arc<QueryExecution>,
     scheduler: &mut PipelinedQueryScheduler,
@@ -393,30 +401,7 @@ async fn run_stages(
         }
         Ok::<u64, RunFailure>(rows)
     };
-    let scheduling = scheduler.run();
-    tokio::pin!(pump, scheduling);
-    let mut scheduled = false;
-    let rows = loop {
-        tokio::select! {
-            r = &mut scheduling, if !scheduled => match r {
-                Ok(()) => scheduled = true,
-                Err(e) => return Err(RunFailure::Scheduler(e)),
-            },
-            r = &mut pump => break r?,
-        }
-    };
-    // The root has every row. When every stage is done producing, they finish as
-    // their last pages are acknowledged, in milliseconds: waiting for that lets query
-    // info show them FINISHED rather than cancelled mid-flush. A stage still producing
-    // (the root stopped early, at a LIMIT) would run on, so it is not waited for,
-    // except by EXPLAIN ANALYZE, which waits a little for final statistics.
-    let all_flushing = q.stages().iter().all(|s| s.refresh().is_done_producing());
-    if !scheduled && (all_flushing || analyze) {
-        if let Ok(Err(e)) = tokio::time::timeout(Duration::from_secs(5), &mut scheduling).await {
-            return Err(RunFailure::Scheduler(e));
-        }
-    }
-    Ok(rows)
+    scheduler.run_with_root(pump).await
 }
 
 /// EXPLAIN ANALYZE's report: each stage with its tasks' rows, bytes and times.

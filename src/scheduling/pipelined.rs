@@ -185,6 +185,33 @@ impl PipelinedQueryScheduler {
         }
     }
 
+    /// Runs the stages beside `root`, the coordinator's root stage reading their
+    /// output, until the root has every row. Then the answer is complete and nothing
+    /// more is waited for: stages done producing may hold pages nobody will ever read
+    /// (a partitioned join that skipped its probe side after an empty build, a root
+    /// that stopped at a LIMIT), and `remove_all_tasks` finishes them. Waiting for
+    /// their buffers to drain waited for an event that never comes, until a 5 s timer
+    /// ran out (TPC-DS q27, q32, q36, q75, q76, q77: whenever the unread stage was
+    /// done producing before the root ended). A scheduler failure before the root
+    /// ends fails the query; stages all finished before it do not end it.
+    pub async fn run_with_root<T, E: From<SchedulerError>>(
+        &mut self,
+        root: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        let scheduling = self.run();
+        tokio::pin!(root, scheduling);
+        let mut scheduled = false;
+        loop {
+            tokio::select! {
+                r = &mut scheduling, if !scheduled => match r {
+                    Ok(()) => scheduled = true,
+                    Err(e) => return Err(e.into()),
+                },
+                r = &mut root => return r,
+            }
+        }
+    }
+
     /// A task on a worker that stopped sending heartbeats is failed here: its status
     /// link may still look alive to nobody, and waiting for request errors is slower.
     fn fail_tasks_on_lost_workers(&self) {

@@ -30,9 +30,8 @@ struct Harness {
     run: JoinHandle<(PipelinedQueryScheduler, Result<(), SchedulerError>)>,
 }
 
-fn start(worker_count: usize, nodes: Option<Arc<NodeManager>>) -> Harness {
-    let cluster = Arc::new(FakeCluster::default());
-    let settings = SchedulerSettings {
+fn settings(cluster: &Arc<FakeCluster>, worker_count: usize, nodes: Option<Arc<NodeManager>>) -> SchedulerSettings {
+    SchedulerSettings {
         query_id: "q1".into(),
         attempt: 0,
         remote_tasks: cluster.clone(),
@@ -41,7 +40,12 @@ fn start(worker_count: usize, nodes: Option<Arc<NodeManager>>) -> Harness {
         node_scheduler: Arc::new(NodeScheduler::new()),
         session: BTreeMap::new(),
         nodes,
-    };
+    }
+}
+
+fn start(worker_count: usize, nodes: Option<Arc<NodeManager>>) -> Harness {
+    let cluster = Arc::new(FakeCluster::default());
+    let settings = settings(&cluster, worker_count, nodes);
     let plan = two_stage_plan(2);
     let schedule = Box::new(AllAtOnceExecutionSchedule::new(&plan.worker_stages()));
     let root = Arc::new(RootSink::default());
@@ -194,4 +198,69 @@ async fn no_workers_is_a_clear_error() {
     let h = start(0, None);
     let (_, result) = h.outcome().await;
     assert!(matches!(result, Err(SchedulerError::NoWorkers(_))), "{result:?}");
+}
+
+/// The event order behind TPC-DS's 5 s stalls: the root has every row while a stage
+/// done producing keeps pages nobody will read (its consumer, a partitioned join
+/// with an empty build side, never asked for them). The query ends then, on that
+/// event, before any timer could run out (the scheduler's 500 ms tick, or the 5 s
+/// grace period that used to wait for the unread stage). Clean-up then finishes it.
+#[tokio::test]
+async fn the_query_ends_when_the_root_has_every_row_though_pages_stay_unread() {
+    let cluster = Arc::new(FakeCluster::default());
+    let plan = two_stage_plan(2);
+    let schedule = Box::new(AllAtOnceExecutionSchedule::new(&plan.worker_stages()));
+    let mut scheduler =
+        PipelinedQueryScheduler::new(settings(&cluster, 2, None), plan, schedule, Arc::new(RootSink::default()));
+    let stages = scheduler.stages();
+    let root = async {
+        while cluster.tasks().len() < 4 || !cluster.tasks().iter().all(|t| t.created()) {
+            tokio::task::yield_now().await;
+        }
+        // Stage 1 produced everything into buffers stage 2 will never read.
+        for t in cluster.stage_tasks(1) {
+            t.set_state(TaskState::Flushing);
+        }
+        // Stage 2 produced its rows and the root read them all.
+        for t in cluster.stage_tasks(2) {
+            t.set_state(TaskState::Flushing);
+            t.finish();
+        }
+        Ok::<u64, SchedulerError>(42)
+    };
+    let ended = tokio::time::timeout(Duration::from_millis(400), scheduler.run_with_root(root)).await;
+    let rows = ended.expect("the query ends before any timer runs out").expect("the query succeeds");
+    assert_eq!(rows, 42);
+    assert_eq!(stages[0].refresh(), StageState::Flushing, "stage 1's pages are still unread");
+    assert!(scheduler.remove_all_tasks(false).await.is_empty());
+    for s in &stages {
+        assert_eq!(s.state(), StageState::Finished, "stage {}", s.id());
+    }
+    for t in cluster.tasks() {
+        assert_eq!(t.status().state, TaskState::Finished, "task {}", t.task_id());
+    }
+}
+
+/// A stage's failure before the root ends is the query's failure, though the root is
+/// still waiting for rows.
+#[tokio::test]
+async fn a_stage_failure_ends_the_query_before_its_root() {
+    let cluster = Arc::new(FakeCluster::default());
+    let plan = two_stage_plan(2);
+    let schedule = Box::new(AllAtOnceExecutionSchedule::new(&plan.worker_stages()));
+    let mut scheduler =
+        PipelinedQueryScheduler::new(settings(&cluster, 2, None), plan, schedule, Arc::new(RootSink::default()));
+    let failing = cluster.clone();
+    tokio::spawn(async move {
+        while failing.stage_tasks(1).len() < 2 {
+            tokio::task::yield_now().await;
+        }
+        failing.stage_tasks(1)[1].fail(ErrorCode::ExecutionError, None);
+    });
+    let root = futures::future::pending::<Result<u64, SchedulerError>>();
+    let ended = tokio::time::timeout(Duration::from_secs(10), scheduler.run_with_root(root)).await;
+    let Err(SchedulerError::TaskFailed(report)) = ended.expect("the failure ends the query") else {
+        panic!("the query fails with its task's failure")
+    };
+    assert_eq!((report.stage, report.failure.code.as_str()), (1, "EXECUTION_ERROR"));
 }
