@@ -224,6 +224,13 @@ pub fn pace_joins(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>
     Ok(paced.data)
 }
 
+thread_local! {
+    /// When a pacer last yielded on this thread. A poll runs on one thread, so the
+    /// pacers of nested joins (a 100-way join has 100) see each other's yields: one
+    /// yield a period per poll, not one per join in turn.
+    static LAST_YIELD: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
 /// What the pacer does at each ask of the join, decided from the clock: a plain
 /// struct, so that the adaptation is tested without a runtime.
 #[derive(Debug)]
@@ -233,16 +240,28 @@ struct Pace {
     /// When the last slice was handed over (the join has worked since).
     handed: Option<Instant>,
     last_yield: Instant,
+    /// Whether a slice went out since this pacer's last yield. It yields again only
+    /// after one has: with a yield per pacer per period, the re-poll after each
+    /// yield went one join deeper before the next pacer's period was over too, and a
+    /// 100-way join never handed a row on (it ran for minutes, and hung CI).
+    progressed: bool,
 }
 
 impl Pace {
     fn new(now: Instant) -> Self {
-        Pace { slice: 1, handed: None, last_yield: now }
+        Pace { slice: 1, handed: None, last_yield: now, progressed: true }
     }
 
     /// Called when the join asks for more at `now`, having been polled last at
-    /// `polled` (when known): whether to yield first.
-    fn asked(&mut self, now: Instant, batch_rows: usize, polled: Option<Instant>) -> bool {
+    /// `polled` (when known), a pacer of this thread having yielded last at
+    /// `thread_yield`: whether to yield first.
+    fn asked(
+        &mut self,
+        now: Instant,
+        batch_rows: usize,
+        polled: Option<Instant>,
+        thread_yield: Option<Instant>,
+    ) -> bool {
         if let Some(handed) = self.handed.take() {
             let began = polled.map_or(handed, |p| p.max(handed));
             let worked = now.saturating_duration_since(began);
@@ -252,8 +271,10 @@ impl Pace {
                 self.slice = self.slice.saturating_mul(2).min(batch_rows.max(1));
             }
         }
-        if now.saturating_duration_since(self.last_yield) >= YIELD_EVERY {
+        let since = thread_yield.map_or(self.last_yield, |t| t.max(self.last_yield));
+        if self.progressed && now.saturating_duration_since(since) >= YIELD_EVERY {
             self.last_yield = now;
+            self.progressed = false;
             return true;
         }
         false
@@ -261,6 +282,7 @@ impl Pace {
 
     fn handed(&mut self, now: Instant) {
         self.handed = Some(now);
+        self.progressed = true;
     }
 }
 
@@ -298,7 +320,9 @@ impl Stream for PacedStream {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
         let polled = this.clock.as_ref().and_then(|(clock, partition)| clock.polled_at(*partition));
-        if this.pace.asked(Instant::now(), this.batch_rows, polled) {
+        let now = Instant::now();
+        if this.pace.asked(now, this.batch_rows, polled, LAST_YIELD.get()) {
+            LAST_YIELD.set(Some(now));
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
@@ -336,19 +360,19 @@ mod tests {
         let start = Instant::now();
         let mut pace = Pace::new(start);
         let mut t = start;
-        assert!(!pace.asked(t, 8192, None));
+        assert!(!pace.asked(t, 8192, None, None));
         // Quick joins: the slice doubles up to the batch.
         for _ in 0..20 {
             pace.handed(t);
             t += Duration::from_micros(100);
-            pace.asked(t, 8192, None);
+            pace.asked(t, 8192, None, None);
         }
         assert_eq!(pace.slice, 8192);
         // A slow one: halved at each slow slice, never below a row.
         for _ in 0..20 {
             pace.handed(t);
             t += Duration::from_millis(40);
-            pace.asked(t, 8192, None);
+            pace.asked(t, 8192, None, None);
         }
         assert_eq!(pace.slice, 1);
         // Slow only because the operators above took their time between two polls
@@ -357,7 +381,7 @@ mod tests {
             pace.handed(t);
             let polled = t + Duration::from_millis(40);
             t = polled + Duration::from_micros(100);
-            pace.asked(t, 8192, Some(polled));
+            pace.asked(t, 8192, Some(polled), None);
         }
         assert_eq!(pace.slice, 8192);
     }
@@ -366,9 +390,57 @@ mod tests {
     fn the_runtime_gets_a_yield_at_least_every_period() {
         let start = Instant::now();
         let mut pace = Pace::new(start);
-        assert!(!pace.asked(start + YIELD_EVERY / 2, 10, None));
-        assert!(pace.asked(start + YIELD_EVERY, 10, None), "yields once the period is over");
-        assert!(!pace.asked(start + YIELD_EVERY + Duration::from_millis(1), 10, None), "and the period starts again");
+        assert!(!pace.asked(start + YIELD_EVERY / 2, 10, None, None));
+        assert!(pace.asked(start + YIELD_EVERY, 10, None, None), "yields once the period is over");
+        pace.handed(start + YIELD_EVERY);
+        let t = start + YIELD_EVERY + Duration::from_millis(1);
+        assert!(!pace.asked(t, 10, None, None), "and the period starts again");
+    }
+
+    /// After a yield a pacer hands a slice on before it yields again, however long
+    /// the re-poll took to reach it: nested joins cannot keep each other from
+    /// making progress.
+    #[test]
+    fn a_pacer_yields_again_only_after_a_slice_went_out() {
+        let start = Instant::now();
+        let mut pace = Pace::new(start);
+        assert!(pace.asked(start + YIELD_EVERY, 10, None, None));
+        let late = start + 10 * YIELD_EVERY;
+        assert!(!pace.asked(late, 10, None, None), "no slice went out since the yield");
+        pace.handed(late);
+        assert!(pace.asked(late + YIELD_EVERY, 10, None, None));
+    }
+
+    /// A yield of another pacer on this thread (a join above or below in the same
+    /// poll) starts the period again for this one too.
+    #[test]
+    fn a_yield_on_the_thread_counts_for_every_pacer() {
+        let start = Instant::now();
+        let mut pace = Pace::new(start);
+        let elsewhere = start + YIELD_EVERY;
+        assert!(!pace.asked(elsewhere + Duration::from_millis(1), 10, None, Some(elsewhere)));
+        assert!(pace.asked(elsewhere + YIELD_EVERY, 10, None, Some(elsewhere)));
+    }
+
+    /// A hundred pacers stacked on each other, as under a 100-way join, pass every
+    /// row on.
+    #[tokio::test]
+    async fn stacked_pacers_pass_every_row_on() {
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)]));
+        let batches: Vec<Result<RecordBatch>> = (0..20)
+            .map(|b| {
+                let keys = Int64Array::from_iter_values(b * 100..(b + 1) * 100);
+                Ok(RecordBatch::try_new(schema.clone(), vec![Arc::new(keys)]).unwrap())
+            })
+            .collect();
+        let mut stream: SendableRecordBatchStream =
+            Box::pin(RecordBatchStreamAdapter::new(schema.clone(), futures::stream::iter(batches)));
+        for _ in 0..100 {
+            let paced = PacedStream::new(stream, None);
+            stream = Box::pin(RecordBatchStreamAdapter::new(schema.clone(), paced));
+        }
+        let rows: usize = stream.map(|b| b.unwrap().num_rows()).fold(0, |a, n| async move { a + n }).await;
+        assert_eq!(rows, 2000);
     }
 
     #[tokio::test]

@@ -3,6 +3,7 @@
 //! Started by `flotilla worker` and, several times in one process, by `flotilla local`.
 
 pub mod api;
+pub mod budgeted;
 pub mod failure_injector;
 pub mod memory;
 pub mod task;

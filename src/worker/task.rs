@@ -170,7 +170,10 @@ impl SqlTask {
                 "an output of {buffer_count} buffers is out of range (1 to {MAX_OUTPUT_BUFFERS})"
             )));
         }
-        let exec_plan = cooperative(crate::plan::probe_pacer::pace_joins(exec_plan)?)?;
+        // Every operator spends the task's budget for each batch it returns, so that one
+        // looping over its input (a cross join feeding an aggregate) yields to the
+        // runtime every so often, which is when an abort takes effect.
+        let exec_plan = super::budgeted::budgeted(crate::plan::probe_pacer::pace_joins(exec_plan)?)?;
         let status_changed = Arc::new(Notify::new());
         let output = match start.spool {
             Some(spool) => TaskOutput::spool(spool),
@@ -573,22 +576,6 @@ fn split_partitioner(
         }
         _ => Ok((plan.clone(), None)),
     }
-}
-
-/// Wraps every operator so that each batch it returns spends tokio's cooperative
-/// budget. An operator looping over its input (a cross join feeding an aggregate) then
-/// yields to the runtime every so often, which is when an abort takes effect: without
-/// this a cancelled task could keep a core busy until its input ran out.
-fn cooperative(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>, DataFusionError> {
-    use datafusion::common::tree_node::{Transformed, TreeNode};
-    use datafusion::physical_plan::coop::CooperativeExec;
-    let wrapped = plan.transform_up(|node| {
-        if (node.as_ref() as &dyn std::any::Any).is::<CooperativeExec>() {
-            return Ok(Transformed::no(node));
-        }
-        Ok(Transformed::yes(Arc::new(CooperativeExec::new(node)) as Arc<dyn ExecutionPlan>))
-    })?;
-    Ok(wrapped.data)
 }
 
 /// Bytes the operators of `plan` wrote to spill files so far.
