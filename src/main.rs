@@ -155,8 +155,11 @@ enum Command {
         #[command(flatten)]
         query: QueryArgs,
     },
-    /// Write the 8 TPC-H tables to files (one folder per table).
+    /// Write the 8 TPC-H tables (or the 24 TPC-DS tables) to files, one folder per
+    /// table.
     TpchGen {
+        #[arg(long, value_enum, default_value = "tpch")]
+        benchmark: flotilla::generate::Benchmark,
         #[arg(long, default_value = "1")]
         scale: f64,
         #[arg(long)]
@@ -539,11 +542,11 @@ async fn run(cli: Cli) -> Result<(), String> {
             }
             run_queries(client, &query).await
         }
-        Command::TpchGen { scale, output, format } => {
+        Command::TpchGen { benchmark, scale, output, format } => {
             if scale.is_nan() || scale <= 0.0 {
                 return Err(format!("scale factor must be positive, got {scale}"));
             }
-            let folders = flotilla::generate::generate(scale, std::path::Path::new(&output), format).await?;
+            let folders = flotilla::generate::generate(benchmark, scale, std::path::Path::new(&output), format).await?;
             for f in folders {
                 println!("{}", f.display());
             }

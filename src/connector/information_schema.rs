@@ -196,7 +196,7 @@ mod tests {
     use crate::connector::tpch::{TpchCatalog, LISTED_SCHEMAS};
 
     fn tpch() -> TrinoInformationSchema {
-        TrinoInformationSchema { catalog: "tpch".into(), inner: Arc::new(TpchCatalog) }
+        TrinoInformationSchema { catalog: "tpch".into(), inner: Arc::new(TpchCatalog::default()) }
     }
 
     #[tokio::test]

@@ -7,17 +7,20 @@
 //!
 //! Every catalog gets Trino's `information_schema` listing its own tables, built
 //! from the catalog itself, so a new connector needs nothing more to be listed.
-//! Built in: `tpch` (generated data) and `files` (external Parquet/CSV tables).
+//! Built in: `tpch` and `tpcds` (generated data) and `files` (external Parquet/CSV
+//! tables).
 
 #[cfg(feature = "delta-lake")]
 pub mod delta_lake;
 pub mod files;
+pub mod generated;
 pub mod information_schema;
 pub mod local_files;
 pub mod metastore;
 pub mod object_storage;
 pub mod postgresql;
 pub mod time_travel;
+pub mod tpcds;
 pub mod tpch;
 
 use std::fmt;
@@ -138,7 +141,8 @@ impl Connectors {
         self.runtime.clone()
     }
 
-    /// The built-in catalogs: `tpch`, and a `files` catalog that allows no location.
+    /// The built-in catalogs: `tpch`, `tpcds`, and a `files` catalog that allows no
+    /// location.
     pub fn builtin() -> Self {
         Self::builtin_with_files(&[])
     }
@@ -152,6 +156,7 @@ impl Connectors {
     pub fn builtin_with(settings: files::FilesSettings) -> Self {
         Connectors::new(vec![
             Arc::new(tpch::TpchConnector::new(tpch::TPCH_CATALOG_NAME)),
+            Arc::new(tpcds::TpcdsConnector::new(tpcds::TPCDS_CATALOG_NAME)),
             Arc::new(files::FilesConnector::with_settings(files::FILES_CATALOG, settings)),
         ])
     }
@@ -167,6 +172,10 @@ impl Connectors {
                 "tpch" => {
                     c.properties.check_keys(&["connector.name"], &|_| false)?;
                     Arc::new(tpch::TpchConnector::new(&c.name))
+                }
+                "tpcds" => {
+                    c.properties.check_keys(&["connector.name"], &|_| false)?;
+                    Arc::new(tpcds::TpcdsConnector::new(&c.name))
                 }
                 "files" | "hive" | "delta_lake" => {
                     if c.connector == "delta_lake" && cfg!(not(feature = "delta-lake")) {
@@ -203,7 +212,7 @@ impl Connectors {
                     return Err(EtcError::Invalid {
                         path: c.properties.path.display().to_string(),
                         message: format!(
-                            "unknown connector.name '{other}' (known: tpch, files, hive, delta_lake, postgresql)"
+                            "unknown connector.name '{other}' (known: tpch, tpcds, files, hive, delta_lake, postgresql)"
                         ),
                     })
                 }

@@ -173,13 +173,27 @@ pub fn single_node_context_with(
     partitions: usize,
     runtime: Arc<datafusion::execution::runtime_env::RuntimeEnv>,
 ) -> SessionContext {
-    let spec = SessionSpec { schema: schema.to_string(), ..Default::default() };
+    single_node_context_in("tpch", schema, partitions, runtime)
+}
+
+/// The same with `catalog` (`tpch` or `tpcds`) as the default catalog.
+pub fn single_node_context_in(
+    catalog: &str,
+    schema: &str,
+    partitions: usize,
+    runtime: Arc<datafusion::execution::runtime_env::RuntimeEnv>,
+) -> SessionContext {
+    let spec = SessionSpec { catalog: catalog.to_string(), schema: schema.to_string(), ..Default::default() };
     let config = SessionConfig::new()
         .with_target_partitions(partitions.max(1))
         .with_information_schema(true)
         .with_default_catalog_and_schema(&spec.catalog, &spec.schema);
     let ctx = SessionContext::new_with_config_rt(config, runtime);
-    ctx.register_catalog(TPCH_CATALOG_NAME, Arc::new(TpchCatalog));
+    ctx.register_catalog(TPCH_CATALOG_NAME, Arc::new(TpchCatalog::default()));
+    ctx.register_catalog(
+        crate::connector::tpcds::TPCDS_CATALOG_NAME,
+        Arc::new(crate::connector::tpcds::TpcdsCatalog::default()),
+    );
     ctx
 }
 

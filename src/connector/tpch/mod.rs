@@ -7,22 +7,24 @@
 //! benchmark needs no data loading and every process can produce any slice of
 //! any table by itself.
 //!
-//! [`TpchScanExec`] (in `scan`) is the leaf plan node. `TpchConnector` is the catalog's `Connector`: session setup registers its catalog,
-//! and the plan codec ships its scans with `scan::TpchScanExec::to_bytes`.
+//! The catalog, its tables and the scan ([`TpchScanExec`]) are `generated`'s, over
+//! [`TpchTableKind`] (its generator in `scan`). `TpchConnector` is the catalog's
+//! `Connector`: session setup registers its catalog, and the plan codec ships its
+//! scans with `TpchScanExec::to_bytes`.
 
 mod scan;
 
+pub use super::generated::parse_schema_name;
 pub use scan::TpchScanExec;
 
+use super::generated::GeneratedCatalog;
 use super::Connector;
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::catalog::{CatalogProvider, SchemaProvider, Session, TableProvider};
+use datafusion::catalog::CatalogProvider;
 use datafusion::error::Result;
-use datafusion::logical_expr::{Expr, TableType};
 use datafusion::physical_plan::ExecutionPlan;
 use tpchgen::generators::{CustomerGenerator, OrderGenerator, PartGenerator, PartSuppGenerator, SupplierGenerator};
 use tpchgen_arrow::{
@@ -109,7 +111,7 @@ impl TpchTableKind {
     }
 
     /// Row count of generator part `part` (1-based) of `parts`.
-    fn part_row_count(self, sf: f64, part: i32, parts: i32) -> u64 {
+    pub(super) fn part_row_count(self, sf: f64, part: i32, parts: i32) -> u64 {
         let rows = match self {
             Self::Nation => 25,
             Self::Region => 5,
@@ -124,31 +126,6 @@ impl TpchTableKind {
         };
         u64::try_from(rows).unwrap_or(0)
     }
-}
-
-/// Scale factor named by a schema: `tiny` = 0.01, otherwise `sf` followed by
-/// a positive decimal number that uses `_` as the decimal point (SQL
-/// identifiers cannot contain `.`), e.g. `sf1`, `sf0_1`, `sf0_01`, `sf100`.
-pub fn parse_schema_name(name: &str) -> Option<f64> {
-    if name == "tiny" {
-        return Some(0.01);
-    }
-    let number = name.strip_prefix("sf")?;
-    let (whole, fraction) = match number.split_once('_') {
-        Some((whole, fraction)) => (whole, Some(fraction)),
-        None => (number, None),
-    };
-    // Digits only: f64::from_str would also take "inf", "1e3", "-1", ...
-    let is_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    if !is_digits(whole) || !fraction.is_none_or(is_digits) {
-        return None;
-    }
-    let text = match fraction {
-        Some(fraction) => format!("{whole}.{fraction}"),
-        None => whole.to_string(),
-    };
-    let scale_factor: f64 = text.parse().ok()?;
-    (scale_factor.is_finite() && scale_factor > 0.0).then_some(scale_factor)
 }
 
 /// A `tpch` catalog as a connector (named `tpch` unless configured otherwise); its
@@ -170,7 +147,7 @@ impl Connector for TpchConnector {
     }
 
     fn catalog(&self) -> Arc<dyn CatalogProvider> {
-        Arc::new(TpchCatalog)
+        Arc::new(TpchCatalog::default())
     }
 
     fn is_scan(&self, plan: &dyn ExecutionPlan) -> bool {
@@ -203,76 +180,8 @@ pub fn warm_up_text_pool() {
     });
 }
 
-/// The `tpch` catalog. Stateless: schemas are created on lookup.
-#[derive(Debug, Clone, Copy)]
-pub struct TpchCatalog;
-
-impl CatalogProvider for TpchCatalog {
-    fn schema_names(&self) -> Vec<String> {
-        LISTED_SCHEMAS.iter().map(|s| s.to_string()).collect()
-    }
-
-    fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
-        let scale_factor = parse_schema_name(name)?;
-        Some(Arc::new(TpchSchema { scale_factor }) as Arc<dyn SchemaProvider>)
-    }
-}
-
-/// One scale factor of the `tpch` catalog.
-#[derive(Debug, Clone, Copy)]
-pub struct TpchSchema {
-    pub scale_factor: f64,
-}
-
-#[async_trait]
-impl SchemaProvider for TpchSchema {
-    fn table_names(&self) -> Vec<String> {
-        TpchTableKind::ALL.iter().map(|k| k.name().to_string()).collect()
-    }
-
-    async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
-        let scale_factor = self.scale_factor;
-        let table = TpchTableKind::from_name(name).map(|kind| TpchTable { kind, scale_factor });
-        Ok(table.map(|table| Arc::new(table) as Arc<dyn TableProvider>))
-    }
-
-    fn table_exist(&self, name: &str) -> bool {
-        TpchTableKind::from_name(name).is_some()
-    }
-}
-
-/// One TPC-H table at one scale factor.
-#[derive(Debug, Clone, Copy)]
-pub struct TpchTable {
-    pub kind: TpchTableKind,
-    pub scale_factor: f64,
-}
-
-#[async_trait]
-impl TableProvider for TpchTable {
-    fn schema(&self) -> SchemaRef {
-        self.kind.schema()
-    }
-
-    fn table_type(&self) -> TableType {
-        TableType::Base
-    }
-
-    async fn scan(
-        &self,
-        state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        // No filters arrive: the default `supports_filters_pushdown` says
-        // Unsupported, as the generator must produce every row anyway. The
-        // limit is ignored because DataFusion keeps its own above the scan.
-        _filters: &[Expr],
-        _limit: Option<usize>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let partitions = state.config().target_partitions();
-        let exec = TpchScanExec::try_new(self.kind, self.scale_factor, partitions, projection.cloned())?;
-        Ok(Arc::new(exec))
-    }
-}
+/// The `tpch` catalog: a schema per scale factor, each with the eight tables.
+pub type TpchCatalog = GeneratedCatalog<TpchTableKind>;
 
 #[cfg(test)]
 mod tests;

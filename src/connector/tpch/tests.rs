@@ -128,7 +128,7 @@ fn bytes_round_trip() {
 #[tokio::test]
 async fn catalog_resolves_through_sql() {
     let ctx = SessionContext::new();
-    ctx.register_catalog(TPCH_CATALOG_NAME, Arc::new(TpchCatalog));
+    ctx.register_catalog(TPCH_CATALOG_NAME, Arc::new(TpchCatalog::default()));
     let catalog = ctx.catalog(TPCH_CATALOG_NAME).unwrap();
     assert_eq!(catalog.schema_names(), ["tiny", "sf0_1", "sf1", "sf10"]);
     let unlisted = catalog.schema("sf0_01").unwrap();
