@@ -17,7 +17,7 @@ mod scan;
 pub use super::generated::parse_schema_name;
 pub use scan::TpchScanExec;
 
-use super::generated::GeneratedCatalog;
+use super::generated::{GeneratedCatalog, GeneratedTable};
 use super::Connector;
 
 use std::sync::Arc;
@@ -34,9 +34,9 @@ use tpchgen_arrow::{
 /// The built-in catalog's name.
 pub const TPCH_CATALOG_NAME: &str = "tpch";
 
-/// Schemas the catalog lists. Any other valid `sfN` name still resolves;
-/// listing them all is impossible.
-pub const LISTED_SCHEMAS: [&str; 4] = ["tiny", "sf0_1", "sf1", "sf10"];
+/// Schemas the catalog lists (any other valid `sfN` still resolves): the ones every
+/// generated catalog lists.
+pub const LISTED_SCHEMAS: [&str; 4] = <TpchTableKind as GeneratedTable>::LISTED_SCHEMAS;
 
 /// The eight TPC-H tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -76,11 +76,6 @@ impl TpchTableKind {
             Self::Orders => "orders",
             Self::LineItem => "lineitem",
         }
-    }
-
-    /// Inverse of [`TpchTableKind::name`].
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|kind| kind.name() == name)
     }
 
     /// Full (unprojected) Arrow schema, exactly as the generator emits it.
