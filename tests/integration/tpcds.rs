@@ -2,7 +2,7 @@
 //! over the `tpcds` catalog's generated rows: under the phased and all-at-once
 //! policies, with `retry_policy` none and task, and as one task and as stages. The
 //! first pass is also a stall detector: no query takes more than twice DataFusion's
-//! time in the same run plus a second.
+//! time in the same run plus a second, on each of three tries.
 //!
 //! The texts are DuckDB's, with its parameters: `.ci/run` installs DuckDB's TPC-DS
 //! extension from PyPI into its throwaway virtualenv and writes the 99 queries to
@@ -35,6 +35,11 @@ async fn oracle(sql: &str) -> Vec<Vec<Value>> {
     batches.iter().flat_map(|b| batch_to_json_rows(b).expect("encode")).collect()
 }
 
+/// The longest a query may take to DataFusion's `alone` before it counts as idle.
+fn bound(alone: Duration) -> Duration {
+    alone * 2 + Duration::from_secs(1)
+}
+
 /// The session each pass runs with.
 const PASSES: [&[(&str, &str)]; 4] = [
     &[],
@@ -52,19 +57,32 @@ async fn tpcds_on_two_workers_matches_datafusion() {
     let mut wants = Vec::new();
     let (mut ours, mut theirs) = (Duration::ZERO, Duration::ZERO);
     for (n, sql) in &queries {
-        let asked = Instant::now();
-        wants.push(oracle(sql).await);
-        let alone = asked.elapsed();
-        let asked = Instant::now();
         let client = cluster.client("tiny").with_catalog("tpcds");
-        let got = client.execute(sql).await.unwrap_or_else(|e| panic!("q{n} failed: {e}"));
-        let took = asked.elapsed();
-        assert_same_rows(&format!("q{n}"), sql, &got.rows, &wants[*n - 1]);
+        let mut tries = Vec::new();
         // Twice DataFusion's time and a second: a CPU-bound query shares the two
-        // cores with another test here (q14 took 3.3 s to DataFusion's 1.7), while a
-        // query that sits idle waits seconds beyond it (5 s, before).
-        let bound = alone * 2 + Duration::from_secs(1);
-        assert!(took <= bound, "q{n} took {took:?}, DataFusion {alone:?}: it sat idle");
+        // cores with other tests here (q14 took 3.3 s to DataFusion's 1.7), while a
+        // query that sits idle waits seconds beyond it (5 s, before) on every run.
+        // A load spike from a neighbouring test passes on a second or third try; a
+        // stall does not.
+        for _ in 0..3 {
+            let asked = Instant::now();
+            let want = oracle(sql).await;
+            let alone = asked.elapsed();
+            let asked = Instant::now();
+            let got = client.execute(sql).await.unwrap_or_else(|e| panic!("q{n} failed: {e}"));
+            let took = asked.elapsed();
+            assert_same_rows(&format!("q{n}"), sql, &got.rows, &want);
+            tries.push((took, alone));
+            if wants.len() < *n {
+                wants.push(want);
+            }
+            if took <= bound(alone) {
+                break;
+            }
+        }
+        let stalled = tries.iter().all(|&(took, alone)| took > bound(alone));
+        assert!(!stalled, "q{n} sat idle on every try: (flotilla, DataFusion) {tries:?}");
+        let (took, alone) = tries[0];
         (ours, theirs) = (ours + took, theirs + alone);
     }
     println!("TPC-DS tiny, 99 queries: flotilla {ours:?}, DataFusion {theirs:?}");
