@@ -7,8 +7,8 @@
 //!
 //! Every catalog gets Trino's `information_schema` listing its own tables, built
 //! from the catalog itself, so a new connector needs nothing more to be listed.
-//! Built in: `tpch` and `tpcds` (generated data) and `files` (external Parquet/CSV
-//! tables).
+//! Built in: `tpch` and `tpcds` (generated data), `memory` (tables in the workers'
+//! memory) and `files` (external Parquet/CSV tables).
 
 #[cfg(feature = "delta-lake")]
 pub mod delta_lake;
@@ -16,6 +16,7 @@ pub mod files;
 pub mod generated;
 pub mod information_schema;
 pub mod local_files;
+pub mod memory;
 pub mod metastore;
 pub mod object_storage;
 pub mod postgresql;
@@ -73,6 +74,11 @@ pub trait Connector: Send + Sync + fmt::Debug {
     /// The catalog as a catalog of files (tables that can be written and are kept
     /// in a metastore), if it is one.
     fn files(&self) -> Option<&files::FilesConnector> {
+        None
+    }
+
+    /// The catalog as a `memory` catalog (tables in the workers' memory), if it is one.
+    fn memory(&self) -> Option<&memory::MemoryConnector> {
         None
     }
 
@@ -141,8 +147,8 @@ impl Connectors {
         self.runtime.clone()
     }
 
-    /// The built-in catalogs: `tpch`, `tpcds`, and a `files` catalog that allows no
-    /// location.
+    /// The built-in catalogs: `tpch`, `tpcds`, `memory`, and a `files` catalog that
+    /// allows no location.
     pub fn builtin() -> Self {
         Self::builtin_with_files(&[])
     }
@@ -157,6 +163,7 @@ impl Connectors {
         Connectors::new(vec![
             Arc::new(tpch::TpchConnector::new(tpch::TPCH_CATALOG_NAME)),
             Arc::new(tpcds::TpcdsConnector::new(tpcds::TPCDS_CATALOG_NAME)),
+            Arc::new(memory::MemoryConnector::new(memory::MEMORY_CATALOG)),
             Arc::new(files::FilesConnector::with_settings(files::FILES_CATALOG, settings)),
         ])
     }
@@ -207,12 +214,16 @@ impl Connectors {
                     };
                     Arc::new(files::FilesConnector::with_settings(&c.name, settings))
                 }
+                "memory" => {
+                    c.properties.check_keys(&["connector.name"], &|_| false)?;
+                    Arc::new(memory::MemoryConnector::new(&c.name))
+                }
                 "postgresql" => Arc::new(postgresql::PostgresConnector::from_catalog(c)?),
                 other => {
                     return Err(EtcError::Invalid {
                         path: c.properties.path.display().to_string(),
                         message: format!(
-                            "unknown connector.name '{other}' (known: tpch, tpcds, files, hive, delta_lake, postgresql)"
+                            "unknown connector.name '{other}' (known: tpch, tpcds, memory, files, hive, delta_lake, postgresql)"
                         ),
                     })
                 }
@@ -225,6 +236,11 @@ impl Connectors {
     /// The catalogs of files among them.
     pub fn files_catalogs(&self) -> impl Iterator<Item = &files::FilesConnector> {
         self.list.iter().filter_map(|c| c.files())
+    }
+
+    /// Gives the memory catalogs the coordinator's way to its workers.
+    pub fn attach_cluster(&self, make: &dyn Fn() -> memory::ClusterHandle) {
+        self.list.iter().filter_map(|c| c.memory()).for_each(|m| m.attach(make()));
     }
 
     pub fn get(&self, catalog: &str) -> Option<&Arc<dyn Connector>> {

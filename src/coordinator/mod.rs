@@ -9,6 +9,7 @@ pub mod cluster_memory;
 pub mod ddl;
 pub mod execute_immediate;
 pub mod execution;
+pub mod memory_write;
 pub mod metadata;
 pub mod planner;
 pub mod planning;
@@ -521,6 +522,16 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
         results_budget: query::ResultsBudget::for_machine(),
         bound: addr,
         config,
+    });
+    // The memory catalogs settle writes and drop tables on the workers.
+    let nodes = Arc::downgrade(&state.nodes);
+    state.connectors.attach_cluster(&|| {
+        let nodes = nodes.clone();
+        crate::connector::memory::ClusterHandle {
+            http: state.http.clone(),
+            runtime: tokio::runtime::Handle::current(),
+            workers: Box::new(move || nodes.upgrade().map(|n| n.live_workers()).unwrap_or_default()),
+        }
     });
     let app = api::router(state.clone());
     let (stop, mut stopped) = watch::channel(false);

@@ -205,7 +205,13 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
     }
     let planned_write = match ctas {
         Some(props) => write::plan_ctas(ctx, connectors, &logical, props, &request.query_id, catalog, schema).await?,
-        None => write::plan_insert(ctx, connectors, &logical, &request.query_id, catalog, schema).await?,
+        None => {
+            let (id, c, s) = (&request.query_id, catalog, schema);
+            match super::memory_write::plan_memory_write(ctx, connectors, &logical, id, c, s).await? {
+                Some(w) => Some(w),
+                None => write::plan_insert(ctx, connectors, &logical, id, c, s).await?,
+            }
+        }
     };
     if let Some(w) = planned_write {
         // Only the query is made ready for distribution: its writers and the commit

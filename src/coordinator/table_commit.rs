@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use datafusion::arrow::array::{Array, Int64Array, RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::SchemaProvider;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::TableReference;
 use datafusion::datasource::listing::ListingTableUrl;
@@ -32,6 +33,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectStore, ObjectStoreExt};
 
 use super::planner::{planning_error, QueryError};
+use crate::connector::memory::{FragmentRef, MemoryTable};
 use crate::connector::metastore::TableEntry;
 use crate::connector::Connector;
 use crate::error_code::ErrorCode;
@@ -52,6 +54,16 @@ enum CommitState {
     Finished,
 }
 
+/// The end of a write into a `memory` table: its fragments join the table, and the
+/// workers are told which of the write's fragments stay.
+pub(super) struct MemoryPublish {
+    pub table: Arc<MemoryTable>,
+    /// For `CREATE TABLE`: the schema the new table goes into, under this name.
+    pub create_in: Option<(Arc<dyn SchemaProvider>, String)>,
+    /// The fragments the commit published (the ones the workers keep).
+    pub kept: parking_lot::Mutex<Vec<String>>,
+}
+
 /// The end of one write: publishing the writers' files, and removing what is left.
 pub struct TableCommit {
     ctx: SessionContext,
@@ -67,6 +79,8 @@ pub struct TableCommit {
     publishing: tokio::sync::Mutex<()>,
     /// Rows the committed write added (Trino's update count).
     rows: std::sync::OnceLock<u64>,
+    /// A write into a `memory` table instead of files.
+    memory: Option<MemoryPublish>,
 }
 
 impl fmt::Debug for TableCommit {
@@ -94,7 +108,22 @@ impl TableCommit {
             state: parking_lot::Mutex::new(CommitState::Pending),
             publishing: tokio::sync::Mutex::new(()),
             rows: std::sync::OnceLock::new(),
+            memory: None,
         }
+    }
+
+    /// The commit of a write into a `memory` table, whose writers report fragments of
+    /// `staging`.
+    pub(super) fn for_memory(
+        ctx: &SessionContext,
+        connector: Arc<dyn Connector>,
+        table: TableReference,
+        publish: MemoryPublish,
+        staging: String,
+    ) -> Self {
+        let mut commit = TableCommit::new(ctx, connector, table, String::new(), None).with_staging(staging);
+        commit.memory = Some(publish);
+        commit
     }
 
     pub(super) fn with_staging(mut self, staging: String) -> Self {
@@ -104,7 +133,7 @@ impl TableCommit {
 
     /// Trino's `updateType` of the statement.
     pub fn update_type(&self) -> &'static str {
-        if self.create.is_some() {
+        if self.create.is_some() || self.memory.as_ref().is_some_and(|m| m.create_in.is_some()) {
             "CREATE TABLE"
         } else {
             "INSERT"
@@ -131,7 +160,7 @@ impl TableCommit {
     /// cancelled or failing meanwhile does not stop it half-way. A second call (the
     /// root stage run again after a recovery) waits for the first and answers as it
     /// did.
-    async fn publish(self: &Arc<Self>, fragments: Vec<String>, rows: u64) -> Result<(), QueryError> {
+    async fn publish(self: &Arc<Self>, fragments: Vec<(String, u64)>) -> Result<(), QueryError> {
         let this = self.clone();
         let run = tokio::spawn(async move {
             let _publishing = this.publishing.lock().await;
@@ -141,7 +170,7 @@ impl TableCommit {
                 CommitState::Pending => *this.state.lock() = CommitState::Publishing,
                 _ => return Err(QueryError::new(ErrorCode::GenericInternalError, "the write was already ended")),
             }
-            let outcome = this.publish_now(&fragments, rows).await;
+            let outcome = this.publish_now(&fragments).await;
             *this.state.lock() = if outcome.is_ok() { CommitState::Committed } else { CommitState::Failed };
             outcome
         });
@@ -150,10 +179,17 @@ impl TableCommit {
 
     /// Moves every file of the reported writer directories into the table, then makes
     /// the table of a CTAS; on a failure, the files already moved are taken back out.
-    async fn publish_now(&self, fragments: &[String], rows: u64) -> Result<(), QueryError> {
+    async fn publish_now(&self, reported: &[(String, u64)]) -> Result<(), QueryError> {
+        let rows = reported.iter().map(|(_, rows)| rows).sum();
+        if let Some(memory) = &self.memory {
+            self.publish_to_memory(memory, reported)?;
+            let _ = self.rows.set(rows);
+            return Ok(());
+        }
+        let fragments: Vec<String> = reported.iter().map(|(f, _)| f.clone()).collect();
         let (store, table_url) = self.store(&self.location).map_err(|e| planning_error(&e))?;
         let mut moved = Vec::new();
-        let outcome = self.move_files(&store, &table_url, fragments, &mut moved).await;
+        let outcome = self.move_files(&store, &table_url, &fragments, &mut moved).await;
         let outcome = match (outcome, &self.create) {
             (Ok(()), Some(create)) => self.make_table(create).await,
             (other, _) => other,
@@ -168,6 +204,33 @@ impl TableCommit {
             let _ = self.rows.set(rows);
         }
         outcome
+    }
+
+    /// Adds the reported fragments to the table (all at once: nothing to take back
+    /// half-way), then puts a new table into its schema.
+    fn publish_to_memory(&self, memory: &MemoryPublish, reported: &[(String, u64)]) -> Result<(), QueryError> {
+        let mut refs = Vec::with_capacity(reported.len());
+        for (address, rows) in reported {
+            let parsed = address.strip_prefix(&self.staging).and_then(|rest| rest.split_once('@'));
+            let Some((id, worker)) = parsed else {
+                return Err(QueryError::new(ErrorCode::GenericInternalError, format!("a writer reported '{address}'")));
+            };
+            refs.push(FragmentRef { worker: worker.to_string(), id: id.to_string(), rows: *rows });
+        }
+        if let Some((schema, name)) = &memory.create_in {
+            if schema.table_exist(name) {
+                return Err(QueryError::new(
+                    ErrorCode::GenericUserError,
+                    format!("Table '{}' already exists", self.table),
+                ));
+            }
+        }
+        *memory.kept.lock() = refs.iter().map(|r| r.id.clone()).collect();
+        memory.table.append(refs);
+        if let Some((schema, name)) = &memory.create_in {
+            schema.register_table(name.clone(), memory.table.clone()).map_err(|e| planning_error(&e))?;
+        }
+        Ok(())
     }
 
     async fn move_files(
@@ -229,6 +292,12 @@ impl TableCommit {
         };
         if !committed {
             tracing::info!(table = %self.table, "write not committed; removing its staged files");
+        }
+        if let Some(memory) = &self.memory {
+            let keep = if committed { memory.kept.lock().clone() } else { Vec::new() };
+            let settle = crate::connector::memory::fragments::Settle { staging: self.staging.clone(), keep };
+            memory.table.shared().settle(settle).await;
+            return;
         }
         self.remove_staging().await;
         let again = self.clone();
@@ -341,7 +410,7 @@ impl ExecutionPlan for TableCommitExec {
         let mut input = self.input.execute(0, context)?;
         let commit = self.commit.clone();
         let stream = futures::stream::once(async move {
-            let (mut rows, mut fragments) = (0u64, Vec::new());
+            let mut fragments = Vec::new();
             while let Some(batch) = input.next().await {
                 let batch = batch?;
                 let (Some(r), Some(f)) = (
@@ -350,10 +419,10 @@ impl ExecutionPlan for TableCommitExec {
                 ) else {
                     return Err(DataFusionError::Internal("writers answered an unexpected schema".into()));
                 };
-                rows += r.values().iter().sum::<u64>();
-                fragments.extend((0..f.len()).map(|i| f.value(i).to_string()));
+                fragments.extend((0..f.len()).map(|i| (f.value(i).to_string(), r.value(i))));
             }
-            commit.publish(fragments, rows).await.map_err(|e| DataFusionError::External(Box::new(CommitError(e))))?;
+            let rows: u64 = fragments.iter().map(|(_, rows)| rows).sum();
+            commit.publish(fragments).await.map_err(|e| DataFusionError::External(Box::new(CommitError(e))))?;
             Ok(RecordBatch::try_new(rows_schema(), vec![Arc::new(Int64Array::from(vec![rows as i64]))])?)
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(rows_schema(), stream)))

@@ -104,7 +104,8 @@ fn files_target<'a>(
     Some((connector, catalog, schema, name.table().to_string()))
 }
 
-/// Whether a statement creates a table from a query in a catalog of files.
+/// Whether a statement creates a table in a catalog of files: from a query, or
+/// empty from its columns (`CREATE TABLE t (a integer, b varchar)`).
 /// `normalize`: the session's `enable_ident_normalization`, as DataFusion resolves
 /// the same name.
 pub fn is_ctas_into_files(
@@ -115,7 +116,7 @@ pub fn is_ctas_into_files(
     normalize: bool,
 ) -> bool {
     let Statement::CreateTable(ct) = statement else { return false };
-    if ct.query.is_none() {
+    if ct.query.is_none() && ct.columns.is_empty() {
         return false;
     }
     let Ok(name) = object_name_to_table_reference(ct.name.clone(), normalize) else { return false };
@@ -143,7 +144,8 @@ impl PlannedWrite {
 }
 
 /// Plans `CREATE TABLE ... AS` (already planned by DataFusion as an in-memory
-/// table, `WITH` taken off) into the catalog of files it names.
+/// table, `WITH` taken off) into the catalog of files it names; a `CREATE TABLE`
+/// with columns only is one over no rows, and makes an empty table.
 #[allow(clippy::too_many_arguments)]
 pub async fn plan_ctas(
     ctx: &SessionContext,
@@ -250,6 +252,7 @@ pub async fn plan_ctas(
         format,
         options: Default::default(),
         partition_columns: props.partitioned_by,
+        not_null: Vec::new(),
     };
     Ok(Some(writing(input, target, TableCommit::new(ctx, connector.clone(), full, location, Some(create)))))
 }
@@ -311,11 +314,12 @@ pub async fn plan_insert(
         format,
         options: definition.map(|d| d.options).unwrap_or_default(),
         partition_columns: listing.options().table_partition_cols.iter().map(|(n, _)| n.clone()).collect(),
+        not_null: Vec::new(),
     };
     Ok(Some(writing(input, target, TableCommit::new(ctx, connector.clone(), full, location, None))))
 }
 
-fn writing(input: Arc<dyn ExecutionPlan>, target: WriteTarget, commit: TableCommit) -> PlannedWrite {
+pub(super) fn writing(input: Arc<dyn ExecutionPlan>, target: WriteTarget, commit: TableCommit) -> PlannedWrite {
     let commit = Arc::new(commit.with_staging(target.staging.clone()));
     PlannedWrite { input, target, commit }
 }

@@ -190,9 +190,12 @@ impl FragmentedPlan {
 }
 
 /// True when the plan runs anything that must execute on workers: a connector's table
-/// scan (in-memory tables, like information_schema's, stay on the coordinator).
+/// scan (in-memory tables, like information_schema's, stay on the coordinator), or a
+/// writer into a `memory` table (its rows stay where it runs).
 pub fn reads_tables(plan: &Arc<dyn ExecutionPlan>, connectors: &Connectors) -> bool {
-    connectors.is_scan(plan.as_ref()) || plan.children().iter().any(|c| reads_tables(c, connectors))
+    connectors.is_scan(plan.as_ref())
+        || as_::<crate::plan::table_writer::TableWriterExec>(plan).is_some_and(|w| w.target().needs_worker())
+        || plan.children().iter().any(|c| reads_tables(c, connectors))
 }
 
 fn is<T: 'static>(plan: &Arc<dyn ExecutionPlan>) -> bool {

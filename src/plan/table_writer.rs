@@ -49,9 +49,22 @@ pub struct WriteTarget {
     pub options: HashMap<String, String>,
     /// Hive-style partition columns, the last columns of the input, in order.
     pub partition_columns: Vec<String>,
+    /// Columns declared `NOT NULL`: a null there fails the write (memory tables).
+    #[serde(default)]
+    pub not_null: Vec<String>,
 }
 
+/// The format of a write into a `memory` table: its writers keep their rows in
+/// their worker's memory (`connector::memory::fragments`) and report
+/// `STAGING` `ID@WORKER_URL`.
+pub const MEMORY_FORMAT: &str = "MEMORY";
+
 impl WriteTarget {
+    /// Whether its writers must run on workers (where the rows of memory tables live).
+    pub fn needs_worker(&self) -> bool {
+        self.format == MEMORY_FORMAT
+    }
+
     pub fn file_extension(&self) -> String {
         self.format.to_lowercase()
     }
@@ -127,6 +140,51 @@ impl TableWriterExec {
     }
 }
 
+impl TableWriterExec {
+    /// A memory table's writer: one fragment per partition, held by this worker.
+    fn execute_into_memory(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        use crate::connector::memory::fragments::MemoryFragments;
+        let held = context
+            .session_config()
+            .get_extension::<MemoryFragments>()
+            .ok_or_else(|| DataFusionError::Execution("memory tables are written on workers only".into()))?;
+        let id = format!("w{partition}-{}", crate::util::random_suffix(16).to_lowercase());
+        let staging = self.target.staging.clone();
+        let input = refusing_nulls(self.input.execute(partition, context)?, &self.target.not_null)?;
+        let stream = futures::stream::once(async move {
+            let rows = held.write(&staging, &id, input).await?;
+            let address = format!("{staging}{id}@{}", held.url());
+            Ok(RecordBatch::try_new(
+                fragment_schema(),
+                vec![Arc::new(UInt64Array::from(vec![rows])), Arc::new(StringArray::from(vec![address]))],
+            )?)
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(fragment_schema(), stream)))
+    }
+}
+
+/// `input`, failing at the first null in one of the `not_null` columns (Trino's
+/// message).
+fn refusing_nulls(input: SendableRecordBatchStream, not_null: &[String]) -> Result<SendableRecordBatchStream> {
+    use futures::StreamExt;
+    let schema = input.schema();
+    let checked: Vec<(usize, String)> =
+        not_null.iter().map(|c| Ok((schema.index_of(c)?, c.clone()))).collect::<Result<_>>()?;
+    if checked.is_empty() {
+        return Ok(input);
+    }
+    let stream = input.map(move |batch| {
+        let batch = batch?;
+        match checked.iter().find(|(i, _)| batch.column(*i).null_count() > 0) {
+            Some((_, name)) => {
+                Err(DataFusionError::Execution(format!("NULL value not allowed for NOT NULL column: {name}")))
+            }
+            None => Ok(batch),
+        }
+    });
+    Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+}
+
 impl DisplayAs for TableWriterExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         write!(f, "TableWriterExec: format={}, staging={}", self.target.format, self.target.staging)?;
@@ -181,6 +239,9 @@ impl ExecutionPlan for TableWriterExec {
     }
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        if self.target.needs_worker() {
+            return self.execute_into_memory(partition, context);
+        }
         // A directory per execution: a retried attempt writes beside, never over, the
         // files of the one before, and only the reported directory is published.
         let dir = format!("{}w{partition}-{}/", self.target.staging, crate::util::random_suffix(10).to_lowercase());

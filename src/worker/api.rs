@@ -36,6 +36,9 @@ pub fn router(manager: Arc<SqlTaskManager>) -> Router {
         .route("/v1/task/{task_id}/results/{buffer_id}/{token}/acknowledge", get(acknowledge))
         .route("/v1/task/{task_id}/results/{buffer_id}", delete(destroy_buffer))
         .route("/v1/task/{task_id}/dynamic-filter/{filter_id}", get(dynamic_filter))
+        .route("/v1/memory/fragments/{id}", get(memory_fragment))
+        .route("/v1/memory/settle", axum::routing::post(settle_memory_write))
+        .route("/v1/memory/drop", axum::routing::post(drop_memory_fragments))
         .route("/v1/info", get(info))
         .route("/v1/info/state", get(node_state).put(set_node_state))
         .route("/v1/status", get(info))
@@ -175,6 +178,32 @@ pub(crate) fn results_limits(headers: &HeaderMap) -> (u64, Duration) {
     let max_bytes = header_u64(headers, protocol::HEADER_MAX_SIZE).unwrap_or(8 << 20);
     let max_wait = Duration::from_millis(header_u64(headers, protocol::HEADER_MAX_WAIT).unwrap_or(1000).min(10_000));
     (max_bytes, max_wait)
+}
+
+/// A `memory` table fragment held here, as an Arrow IPC stream.
+async fn memory_fragment(State(m): Mgr, Path(id): Path<String>) -> Result<Response, WorkerError> {
+    let batches = m.memory_fragments().local(&id).ok_or(WorkerError::NoMemoryFragment(id))?;
+    let body = crate::connector::memory::fragments::to_ipc(&batches).map_err(|e| WorkerError::Encode(e.to_string()))?;
+    let mut resp = body.into_response();
+    resp.headers_mut()
+        .insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/vnd.apache.arrow.stream"));
+    Ok(resp)
+}
+
+/// The end of a write into a `memory` table: what its commit kept stays.
+async fn settle_memory_write(State(m): Mgr, body: Bytes) -> Result<Response, WorkerError> {
+    let settle: crate::connector::memory::fragments::Settle =
+        serde_json::from_slice(&body).map_err(|e| WorkerError::BadRequest(format!("malformed settle: {e}")))?;
+    m.memory_fragments().settle(&settle);
+    Ok(axum::http::StatusCode::NO_CONTENT.into_response())
+}
+
+/// A dropped `memory` table's fragments, by id.
+async fn drop_memory_fragments(State(m): Mgr, body: Bytes) -> Result<Response, WorkerError> {
+    let ids: Vec<String> =
+        serde_json::from_slice(&body).map_err(|e| WorkerError::BadRequest(format!("malformed fragment ids: {e}")))?;
+    m.memory_fragments().drop_fragments(&ids);
+    Ok(axum::http::StatusCode::NO_CONTENT.into_response())
 }
 
 /// A build-side task's join key hashes for a dynamic filter, little-endian u64s.

@@ -141,6 +141,11 @@ impl WorkerMemory {
         let _ = std::fs::remove_dir_all(&self.spill_dir);
     }
 
+    /// The worker's pool (what `memory` tables hold is reserved there too).
+    pub fn pool(&self) -> Arc<dyn MemoryPool> {
+        self.pool.clone()
+    }
+
     /// Bytes reserved in the pool now, by every task.
     pub fn reserved(&self) -> usize {
         self.pool.reserved()

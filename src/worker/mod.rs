@@ -51,12 +51,17 @@ pub enum WorkerError {
     /// longer (it had too many keys).
     #[error("task {task} has no dynamic filter {filter}")]
     NoDynamicFilter { task: TaskId, filter: usize },
+    /// A `memory` table fragment this worker does not hold (it restarted since).
+    #[error("no memory table fragment {0} here")]
+    NoMemoryFragment(String),
 }
 
 impl ApiError for WorkerError {
     fn status(&self) -> StatusCode {
         match self {
-            WorkerError::TaskNotFound(_) | WorkerError::NoDynamicFilter { .. } => StatusCode::NOT_FOUND,
+            WorkerError::TaskNotFound(_) | WorkerError::NoDynamicFilter { .. } | WorkerError::NoMemoryFragment(_) => {
+                StatusCode::NOT_FOUND
+            }
             WorkerError::BadRequest(_) | WorkerError::BadPlan(_) | WorkerError::Buffer(_) => StatusCode::BAD_REQUEST,
             WorkerError::TaskFailed { .. }
             | WorkerError::Injected(_)
@@ -79,6 +84,7 @@ impl ApiError for WorkerError {
             WorkerError::Busy(_) => "TASK_BEING_CREATED",
             WorkerError::ShuttingDown(_) => "SERVER_SHUTTING_DOWN",
             WorkerError::NoDynamicFilter { .. } => "NO_DYNAMIC_FILTER",
+            WorkerError::NoMemoryFragment(_) => "NO_MEMORY_FRAGMENT",
         }
     }
 }

@@ -47,6 +47,9 @@ pub struct SqlTaskManager {
     tombstones: parking_lot::Mutex<Tombstones>,
     /// This worker's spool directory; a spooled task writes below it.
     spool_root: std::path::PathBuf,
+    /// The rows of `memory` tables this worker holds; tasks reach it through their
+    /// session config.
+    memory_fragments: Arc<crate::connector::memory::fragments::MemoryFragments>,
 }
 
 impl SqlTaskManager {
@@ -64,7 +67,10 @@ impl SqlTaskManager {
         // Plans name Trino's checked arithmetic and sum (`plan::checked_arithmetic`).
         crate::plan::checked_arithmetic::register(&base);
         let base = base.task_ctx();
+        let memory_fragments =
+            Arc::new(crate::connector::memory::fragments::MemoryFragments::new(&url, memory.pool(), http.clone()));
         SqlTaskManager {
+            memory_fragments,
             node_id,
             url,
             tasks: RwLock::new(HashMap::new()),
@@ -242,7 +248,13 @@ impl SqlTaskManager {
         // A task runs only some partitions of a file scan; with work stealing they
         // would also read the file groups of partitions other tasks own.
         config.options_mut().execution.enable_file_stream_work_stealing = false;
+        let config = config.with_extension(self.memory_fragments.clone());
         super::task::derived_context(&self.base, config, runtime)
+    }
+
+    /// The rows of `memory` tables held here.
+    pub fn memory_fragments(&self) -> &crate::connector::memory::fragments::MemoryFragments {
+        &self.memory_fragments
     }
 
     /// The worker's memory: its pool, spill directory and limits.

@@ -204,3 +204,94 @@ async fn tables_written_by_workers_are_right_survive_a_restart_and_failed_writes
     drop(c);
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// Bytes reserved in every worker's memory pool, from their metrics.
+async fn pools_reserved(cluster: &super::common::Cluster) -> u64 {
+    let mut sum = 0;
+    for w in &cluster.workers {
+        let text = reqwest::get(format!("{}/metrics", w.url)).await.unwrap().text().await.unwrap();
+        let line = text.lines().find(|l| l.starts_with("flotilla_memory_reserved_bytes ")).expect("pool gauge");
+        sum += line.rsplit(' ').next().unwrap().parse::<f64>().unwrap() as u64;
+    }
+    sum
+}
+
+/// `CREATE TABLE t (columns)` makes an empty table that `INSERT ... VALUES` and
+/// `INSERT ... SELECT` fill, in a catalog of files and in a memory catalog; a
+/// memory table's rows sit in the workers' pools until it is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_made_from_columns_fill_by_insert_in_files_and_memory() {
+    let root = std::env::temp_dir().join(format!("flotilla-columns-{}", flotilla::util::random_suffix(8)));
+    let warehouse = root.join("warehouse");
+    let lake_catalog = format!(
+        "connector.name=files\nfiles.allowed-locations={}\nfiles.warehouse={}\n",
+        root.join("external").display(),
+        warehouse.display()
+    );
+    let c = EtcCluster::start(&root, &[("lake", &lake_catalog), ("mem", "connector.name=memory\n")], 2).await;
+    let before = pools_reserved(&c.cluster).await;
+    let lake = c.client("lake", "w");
+    lake.execute("CREATE SCHEMA lake.w").await.expect("create schema");
+    let want_rows = oracle(
+        "tiny",
+        "SELECT * FROM (VALUES (1, 'x', DATE '2020-01-02'), (2, NULL, NULL)) \
+         UNION ALL SELECT n_nationkey, n_name, NULL FROM nation WHERE n_nationkey < 3 ORDER BY 1, 2",
+    )
+    .await;
+    for table in ["lake.w.t", "mem.default.t"] {
+        let made = lake.execute(&format!("CREATE TABLE {table} (a integer, b varchar, d date)")).await;
+        made.unwrap_or_else(|e| panic!("create {table}: {e}"));
+        let empty = lake.execute(&format!("SELECT count(*) FROM {table}")).await.unwrap().rows;
+        assert_eq!(empty, vec![vec![json!(0)]], "{table} starts empty");
+        let values = format!("INSERT INTO {table} VALUES (1, 'x', DATE '2020-01-02'), (2, NULL, NULL)");
+        assert_eq!(lake.execute(&values).await.unwrap().update_count, Some(2), "{table}");
+        let select =
+            format!("INSERT INTO {table} SELECT n_nationkey, n_name, NULL FROM tpch.tiny.nation WHERE n_nationkey < 3");
+        assert_eq!(lake.execute(&select).await.unwrap().update_count, Some(3), "{table}");
+        let q = format!("SELECT a, b, d FROM {table} ORDER BY 1, 2");
+        assert_same_rows(table, &q, &lake.execute(&q).await.unwrap().rows, &want_rows);
+    }
+    assert!(!parquet_files(&warehouse.join("w/t")).is_empty(), "the files table holds files");
+
+    // A larger memory table, split over both workers' pools, answers as DataFusion.
+    let mem = c.client("mem", "default");
+    mem.execute("CREATE TABLE items AS SELECT * FROM tpch.tiny.lineitem").await.expect("memory ctas");
+    let q = "SELECT l_returnflag, count(*), sum(l_quantity), sum(l_extendedprice) FROM items GROUP BY 1";
+    let want = oracle("tiny", &q.replace("items", "lineitem")).await;
+    assert_same_rows("memory aggregate", q, &mem.execute(q).await.unwrap().rows, &want);
+    let q = "SELECT o_orderpriority, count(*) FROM items JOIN tpch.tiny.orders ON l_orderkey = o_orderkey GROUP BY 1";
+    let want = oracle("tiny", &q.replace("items", "lineitem").replace("tpch.tiny.", "")).await;
+    assert_same_rows("memory join", q, &mem.execute(q).await.unwrap().rows, &want);
+    let tables = mem.execute("SHOW TABLES").await.unwrap().rows;
+    assert_eq!(tables, vec![vec![json!("items")], vec![json!("t")]]);
+    let held = pools_reserved(&c.cluster).await;
+    assert!(held > before, "the rows are in the workers' pools: {before} then {held}");
+
+    // NOT NULL holds; a failed write adds nothing.
+    mem.execute("CREATE TABLE strict (a integer NOT NULL)").await.expect("create strict");
+    let e = mem
+        .execute(
+            "INSERT INTO strict SELECT CASE WHEN n_nationkey = 3 THEN NULL ELSE n_nationkey END FROM tpch.tiny.nation",
+        )
+        .await;
+    assert!(e.is_err(), "a null into a NOT NULL column must fail");
+    assert_eq!(mem.execute("SELECT count(*) FROM strict").await.unwrap().rows, vec![vec![json!(0)]]);
+
+    // Dropping them gives the pools their bytes back.
+    for t in ["items", "t", "strict"] {
+        mem.execute(&format!("DROP TABLE {t}")).await.expect("drop");
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pools_reserved(&c.cluster).await != before {
+        assert!(
+            Instant::now() < deadline,
+            "pools still hold {} bytes, {before} before",
+            pools_reserved(&c.cluster).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let e = mem.execute("SELECT count(*) FROM items").await.expect_err("dropped");
+    assert!(e.to_string().contains("TABLE_NOT_FOUND") || e.to_string().contains("not found"), "{e}");
+    c.cluster.assert_no_tasks_left().await;
+    let _ = std::fs::remove_dir_all(&root);
+}
