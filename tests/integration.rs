@@ -24,6 +24,7 @@ mod integration {
     pub mod scheduling;
     pub mod security;
     pub mod shapes;
+    pub mod sqllogictest;
     pub mod tpcds;
     pub mod tpch;
     pub mod web_ui;

@@ -54,14 +54,11 @@ pub async fn plan_memory_write(
                     format!("Schema '{}.{schema_name}' does not exist", connector.catalog_name()),
                 ));
             };
-            if schema_provider.table_exist(full.table()) {
+            if schema_provider.table_exist(full.table()) && !c.or_replace {
                 if c.if_not_exists {
                     return Ok(None);
                 }
                 return Err(QueryError::new(ErrorCode::GenericUserError, format!("Table '{full}' already exists")));
-            }
-            if c.or_replace {
-                return Err(QueryError::new(ErrorCode::NotSupported, "CREATE OR REPLACE TABLE in a memory catalog"));
             }
             if !c.column_defaults.is_empty() {
                 return Err(QueryError::new(ErrorCode::NotSupported, "column DEFAULT values in a memory catalog"));
@@ -70,7 +67,8 @@ pub async fn plan_memory_write(
             let memory = connector.memory().expect("a memory catalog");
             let table = memory.new_table(&full.to_string(), table_schema);
             let create_in = Some((schema_provider, full.table().to_string()));
-            (connector, full, MemoryPublish { table, create_in, kept: Default::default() }, c.input.clone())
+            let publish = MemoryPublish { table, create_in, replace: c.or_replace, kept: Default::default() };
+            (connector, full, publish, c.input.clone())
         }
         LogicalPlan::Dml(DmlStatement { table_name, target, op: WriteOp::Insert(op), input, .. }) => {
             let Some((connector, full)) = memory_target(connectors, table_name, catalog, schema) else {
@@ -87,7 +85,12 @@ pub async fn plan_memory_write(
                 return Err(QueryError::new(ErrorCode::NotSupported, format!("'{full}' cannot be written")));
             };
             let table = Arc::new(MemoryTable::same(table));
-            (connector, full, MemoryPublish { table, create_in: None, kept: Default::default() }, input.clone())
+            (
+                connector,
+                full,
+                MemoryPublish { table, create_in: None, replace: false, kept: Default::default() },
+                input.clone(),
+            )
         }
         _ => return Ok(None),
     };

@@ -60,6 +60,8 @@ pub(super) struct MemoryPublish {
     pub table: Arc<MemoryTable>,
     /// For `CREATE TABLE`: the schema the new table goes into, under this name.
     pub create_in: Option<(Arc<dyn SchemaProvider>, String)>,
+    /// `CREATE OR REPLACE`: a table of that name is dropped as the new one comes.
+    pub replace: bool,
     /// The fragments the commit published (the ones the workers keep).
     pub kept: parking_lot::Mutex<Vec<String>>,
 }
@@ -218,7 +220,7 @@ impl TableCommit {
             refs.push(FragmentRef { worker: worker.to_string(), id: id.to_string(), rows: *rows });
         }
         if let Some((schema, name)) = &memory.create_in {
-            if schema.table_exist(name) {
+            if schema.table_exist(name) && !memory.replace {
                 return Err(QueryError::new(
                     ErrorCode::GenericUserError,
                     format!("Table '{}' already exists", self.table),
@@ -228,6 +230,9 @@ impl TableCommit {
         *memory.kept.lock() = refs.iter().map(|r| r.id.clone()).collect();
         memory.table.append(refs);
         if let Some((schema, name)) = &memory.create_in {
+            if memory.replace {
+                schema.deregister_table(name).map_err(|e| planning_error(&e))?;
+            }
             schema.register_table(name.clone(), memory.table.clone()).map_err(|e| planning_error(&e))?;
         }
         Ok(())
