@@ -178,6 +178,8 @@ enum Command {
 enum BenchSuite {
     /// The 22 TPC-H queries on a local cluster and on single-node DataFusion.
     Tpch(flotilla::bench::TpchBench),
+    /// The 99 TPC-DS queries (texts from --queries-dir) the same way.
+    Tpcds(flotilla::bench::TpchBench),
     /// One exchange link: a worker's output buffer read by another over HTTP.
     Exchange {
         /// Bytes of Arrow data to move.
@@ -553,6 +555,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Bench { suite: BenchSuite::Tpch(options) } => flotilla::bench::run_tpch(&options).await,
+        Command::Bench { suite: BenchSuite::Tpcds(options) } => flotilla::bench::run_tpcds(&options).await,
         Command::Bench { suite: BenchSuite::Scheduling { stages, tasks, workers, iterations } } => {
             flotilla::bench::run_scheduling(stages.max(1), tasks.max(1), workers, iterations.max(1)).await
         }

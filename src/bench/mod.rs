@@ -1,14 +1,16 @@
 //! `flotilla bench`: what speed and memory are measured with, never asserted in
-//! tests. `tpch` runs the 22 TPC-H queries on a cluster and on single-node
-//! DataFusion over the same data; `scheduling` times task creation for a synthetic
+//! tests. `tpch` runs the 22 TPC-H queries (`tpcds` the 99 TPC-DS queries) on a
+//! cluster and on single-node DataFusion over the same data, DuckDB beside them on
+//! request; `scheduling` times task creation for a synthetic
 //! plan; `latency` times `SELECT 1`; `exchange` times one link of the exchange.
 
+mod duckdb;
 mod exchange;
 mod processes;
 mod tpch;
 
 pub use exchange::run_exchange;
-pub use tpch::{run_tpch, ResultRows, TpchBench};
+pub use tpch::{run_tpcds, run_tpch, ResultRows, Suite, TpchBench};
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,8 @@
-//! `flotilla bench tpch`: the 22 TPC-H queries on a cluster (through the statement
-//! protocol, as a client sees it) and on single-node DataFusion over the same data in
-//! this process: generated on the fly (`--scale`), or the Parquet files `flotilla
-//! tpch-gen` wrote (`--data`). The cluster is in-process (`LocalCluster`), or with
+//! `flotilla bench tpch` and `bench tpcds`: the 22 TPC-H queries (or the 99 TPC-DS
+//! queries of `--queries-dir`) on a cluster (through the statement protocol, as a
+//! client sees it) and on single-node DataFusion over the same data in this process:
+//! generated on the fly (`--scale`), or the Parquet files `flotilla tpch-gen` wrote
+//! (`--data`), which `--duckdb` also has DuckDB read (`bench::duckdb`). The cluster is in-process (`LocalCluster`), or with
 //! `--processes` a coordinator and workers of their own, whose peak resident memory
 //! is then measured per query. `--worker-memory` bounds each worker's pool and gives
 //! DataFusion one pool of the workers' total. Prints per-query medians, the ratio
@@ -17,7 +18,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use super::processes::{peak_rss, reset_peak_rss, ProcessCluster};
 use super::{median, schema_for_scale};
 use crate::client::StatementClient;
-use crate::coordinator::planner::single_node_context_with;
+use crate::coordinator::planner::single_node_context_in;
 use crate::local::{LocalCluster, LocalOptions, TPCH_QUERIES};
 
 /// What `flotilla bench tpch` runs: its command-line arguments.
@@ -55,6 +56,61 @@ pub struct TpchBench {
     /// side hands back) or as Trino's JSON values.
     #[arg(long, value_enum, default_value = "arrow")]
     pub rows_as: ResultRows,
+    /// TPC-DS: the directory of the 99 query texts, `q1.sql` to `q99.sql` (for
+    /// instance as `tests/python/tpcds_queries.py` writes DuckDB's).
+    #[arg(long)]
+    pub queries_dir: Option<std::path::PathBuf>,
+    /// The DuckDB command-line binary (PyPI `duckdb-cli`): a DuckDB column over the
+    /// same Parquet files (`--data`).
+    #[arg(long)]
+    pub duckdb: Option<std::path::PathBuf>,
+}
+
+/// Which benchmark a run takes its tables and queries from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Suite {
+    Tpch,
+    Tpcds,
+}
+
+impl Suite {
+    fn name(self) -> &'static str {
+        match self {
+            Suite::Tpch => "TPC-H",
+            Suite::Tpcds => "TPC-DS",
+        }
+    }
+
+    fn catalog(self) -> &'static str {
+        match self {
+            Suite::Tpch => "tpch",
+            Suite::Tpcds => "tpcds",
+        }
+    }
+
+    fn tables(self) -> Vec<&'static str> {
+        match self {
+            Suite::Tpch => TABLES.to_vec(),
+            Suite::Tpcds => crate::connector::tpcds::TpcdsTableKind::ALL.iter().map(|t| t.name()).collect(),
+        }
+    }
+
+    /// `(number, text)` of every query of the benchmark.
+    fn queries(self, b: &TpchBench) -> Result<Vec<(usize, String)>, String> {
+        match self {
+            Suite::Tpch => Ok(TPCH_QUERIES.iter().enumerate().map(|(i, q)| (i + 1, q.to_string())).collect()),
+            Suite::Tpcds => {
+                let dir = b.queries_dir.as_ref().ok_or("bench tpcds needs --queries-dir DIR (q1.sql to q99.sql)")?;
+                (1..=99)
+                    .map(|n| {
+                        let path = dir.join(format!("q{n}.sql"));
+                        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                        Ok((n, text.trim().trim_end_matches(';').to_string()))
+                    })
+                    .collect()
+            }
+        }
+    }
 }
 
 /// How the benchmark's client takes flotilla's rows.
@@ -141,6 +197,7 @@ fn single_node_runtime(pool: Option<usize>, workers: usize) -> Result<Arc<Runtim
 /// single-node context).
 async fn contexts(
     b: &TpchBench,
+    suite: Suite,
     url: &str,
     data: Option<&std::path::Path>,
     runtime: Arc<RuntimeEnv>,
@@ -148,12 +205,13 @@ async fn contexts(
 ) -> Result<(StatementClient, SessionContext, String), String> {
     let Some(dir) = data else {
         let schema = schema_for_scale(&b.scale)?;
-        let client = StatementClient::new(url).with_catalog("tpch").with_schema(&schema);
-        return Ok((client, single_node_context_with(&schema, cores, runtime), format!("tpch.{schema}")));
+        let (catalog, single) = (suite.catalog(), single_node_context_in(suite.catalog(), &schema, cores, runtime));
+        let client = StatementClient::new(url).with_catalog(catalog).with_schema(&schema);
+        return Ok((client, single, format!("{catalog}.{schema}")));
     };
     let setup = StatementClient::new(url);
     let single = SessionContext::new_with_config_rt(SessionConfig::new().with_target_partitions(cores), runtime);
-    for t in TABLES {
+    for t in suite.tables() {
         let location = dir.join(t);
         if !location.is_dir() {
             return Err(format!("--data: {} is missing (write it with `flotilla tpch-gen`)", location.display()));
@@ -179,12 +237,23 @@ struct Measured {
     workers_rss: Vec<Option<u64>>,
     /// Peak resident bytes of this process while DataFusion ran it.
     single_rss: Option<u64>,
+    /// DuckDB's median (`--duckdb`).
+    duckdb: Option<Duration>,
 }
 
 pub async fn run_tpch(b: &TpchBench) -> Result<(), String> {
-    let selected: Vec<usize> = if b.queries.is_empty() { (1..=22).collect() } else { b.queries.clone() };
-    if let Some(bad) = selected.iter().find(|q| !(1..=22).contains(*q)) {
-        return Err(format!("there is no TPC-H query {bad}"));
+    run_suite(b, Suite::Tpch).await
+}
+
+pub async fn run_tpcds(b: &TpchBench) -> Result<(), String> {
+    run_suite(b, Suite::Tpcds).await
+}
+
+async fn run_suite(b: &TpchBench, suite: Suite) -> Result<(), String> {
+    let texts = suite.queries(b)?;
+    let selected: Vec<usize> = if b.queries.is_empty() { (1..=texts.len()).collect() } else { b.queries.clone() };
+    if let Some(bad) = selected.iter().find(|q| !(1..=texts.len()).contains(*q)) {
+        return Err(format!("there is no {} query {bad}", suite.name()));
     }
     let (workers, iterations) = (b.workers.max(1), b.iterations.max(1));
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
@@ -192,14 +261,17 @@ pub async fn run_tpch(b: &TpchBench) -> Result<(), String> {
         Some(d) => Some(d.canonicalize().map_err(|e| format!("--data {}: {e}", d.display()))?),
         None => None,
     };
-    if data.is_none() {
+    if b.duckdb.is_some() && data.is_none() {
+        return Err("--duckdb needs --data: DuckDB reads the Parquet files".into());
+    }
+    if data.is_none() && suite == Suite::Tpch {
         // Built once per process, on first use, by whichever side runs first.
         tpchgen::text::TextPool::get_or_init_default();
     }
     let pool = worker_pool(b)?;
     let cluster = Cluster::start(b, pool, data.as_deref()).await?;
     let runtime = single_node_runtime(pool, workers)?;
-    let (mut client, single, source) = contexts(b, cluster.url(), data.as_deref(), runtime, cores).await?;
+    let (mut client, single, source) = contexts(b, suite, cluster.url(), data.as_deref(), runtime, cores).await?;
     for (k, v) in &b.session {
         client = client.with_session(k, v);
     }
@@ -218,11 +290,14 @@ pub async fn run_tpch(b: &TpchBench) -> Result<(), String> {
         notes.push("rows as JSON values".into());
     }
     let notes = if notes.is_empty() { String::new() } else { format!(" [{}]", notes.join("; ")) };
-    println!("TPC-H on {source}{notes}: {workers} workers vs single-node DataFusion ({cores} partitions), median of {iterations}");
+    println!("{} on {source}{notes}: {workers} workers vs single-node DataFusion ({cores} partitions), median of {iterations}", suite.name());
     let pids = cluster.worker_pids();
     let per_query_rss = !pids.is_empty() && reset_peak_rss("self") && pids.iter().all(|p| reset_peak_rss(p));
     let mut header =
         format!("{:>5} {:>12} {:>12} {:>7} {:>9}", "query", "flotilla ms", "datafusion ms", "ratio", "rows");
+    if b.duckdb.is_some() {
+        header += &format!(" {:>10} {:>7}", "duckdb ms", "vs duck");
+    }
     if per_query_rss {
         for i in 0..pids.len() {
             header += &format!(" {:>9}", format!("w{i} MiB"));
@@ -233,7 +308,7 @@ pub async fn run_tpch(b: &TpchBench) -> Result<(), String> {
     let mut failures = Vec::new();
     let mut measured = Vec::new();
     for q in selected {
-        let sql = TPCH_QUERIES[q - 1];
+        let sql = texts[q - 1].1.as_str();
         let (mut dist, mut local) = (Vec::new(), Vec::new());
         let mut rows = 0;
         let mut failed = None;
@@ -268,7 +343,18 @@ pub async fn run_tpch(b: &TpchBench) -> Result<(), String> {
         }
         let workers_rss: Vec<Option<u64>> =
             if per_query_rss { pids.iter().map(|p| peak_rss(p)).collect() } else { Vec::new() };
-        let m = Measured { query: q, distributed: median(dist), single: median(local), workers_rss, single_rss };
+        let duckdb = match (&b.duckdb, &data) {
+            (Some(path), Some(dir)) => match super::duckdb::time_query(path, dir, &suite.tables(), sql, iterations) {
+                Ok(times) => Some(median(times)),
+                Err(e) => {
+                    failed = failed.or(Some(e));
+                    None
+                }
+            },
+            _ => None,
+        };
+        let (distributed, single) = (median(dist), median(local));
+        let m = Measured { query: q, distributed, single, workers_rss, single_rss, duckdb };
         println!("{}", row(&m, rows));
         measured.push(m);
         if let Some(f) = failed {
@@ -278,13 +364,21 @@ pub async fn run_tpch(b: &TpchBench) -> Result<(), String> {
     let total_d: Duration = measured.iter().map(|m| m.distributed).sum();
     let total_s: Duration = measured.iter().map(|m| m.single).sum();
     let ratio = total_d.as_secs_f64() / total_s.as_secs_f64().max(1e-9);
-    println!(
+    let mut total = format!(
         "{:>5} {:>12.1} {:>12.1} {:>7.2}",
         "total",
         total_d.as_secs_f64() * 1e3,
         total_s.as_secs_f64() * 1e3,
         ratio
     );
+    if b.duckdb.is_some() {
+        let total_k: Duration = measured.iter().filter_map(|m| m.duckdb).sum();
+        let vs = total_d.as_secs_f64() / total_k.as_secs_f64().max(1e-9);
+        total += &format!(" {:>9} {:>10.1} {:>7.2}", "", total_k.as_secs_f64() * 1e3, vs);
+    }
+    println!("{total}");
+    let over = measured.iter().filter(|m| m.distributed.as_secs_f64() > 1.5 * m.single.as_secs_f64()).count();
+    println!("queries over 1.5x DataFusion: {over} of {}", measured.len());
     if per_query_rss {
         let most = |f: &dyn Fn(&Measured) -> Option<u64>| measured.iter().filter_map(f).max().unwrap_or(0) as f64 / MIB;
         let workers: Vec<String> =
@@ -301,7 +395,7 @@ pub async fn run_tpch(b: &TpchBench) -> Result<(), String> {
     if let Some(path) = &b.svg {
         let bars: Vec<(usize, Duration, Duration)> =
             measured.iter().map(|m| (m.query, m.distributed, m.single)).collect();
-        std::fs::write(path, svg_chart(&format!("TPC-H on {source}"), &bars))
+        std::fs::write(path, svg_chart(&format!("{} on {source}", suite.name()), &bars))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         println!("chart: {}", path.display());
     }
@@ -328,6 +422,10 @@ fn row(m: &Measured, rows: usize) -> String {
         ratio,
         rows
     );
+    if let Some(duck) = m.duckdb {
+        let vs = m.distributed.as_secs_f64() / duck.as_secs_f64().max(1e-9);
+        line += &format!(" {:>10.1} {:>7.2}", duck.as_secs_f64() * 1e3, vs);
+    }
     let mib = |b: Option<u64>| b.map(|b| format!("{:.0}", b as f64 / MIB)).unwrap_or_else(|| "?".into());
     if m.single_rss.is_some() || !m.workers_rss.is_empty() {
         for w in &m.workers_rss {

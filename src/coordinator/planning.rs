@@ -229,9 +229,16 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
     let logical_done = started.elapsed();
     let df = ctx.execute_logical_plan(logical.clone()).await.map_err(|e| planning_error(&e))?;
     super::ddl::after(ctx, &logical, pending, connectors, catalog, schema).await?;
-    let physical = df.create_physical_plan().await.map_err(|e| planning_error(&e))?;
+    let (physical, in_one_task) = match df.create_physical_plan().await {
+        Ok(physical) => (physical, false),
+        Err(e) if needs_scalar_subquery_exec(&e) => (with_scalar_subqueries(ctx, &logical).await?, true),
+        Err(e) => return Err(planning_error(&e)),
+    };
     let physical_done = started.elapsed();
     let fragments = match reads_tables(&physical, connectors) {
+        true if in_one_task => {
+            Some(Arc::new(single_task_plan(physical.clone(), connectors).map_err(|e| planning_error(&e))?))
+        }
         true => Some(Arc::new(cut(physical.clone(), ctx, connectors, single_task_max_rows)?)),
         false => None,
     };
@@ -397,6 +404,25 @@ pub fn accesses(logical: &LogicalPlan, connectors: &Connectors, catalog: &str, s
 /// whole single-node plan with its repartitions inside that task's process: for a query
 /// of tens of milliseconds, the stages, tasks and exchanges of a distributed plan cost
 /// more than they save.
+/// Whether DataFusion could not plan an uncorrelated scalar subquery as a join (in
+/// ORDER BY, an aggregate's argument, a join's ON: `session_context` turns its
+/// physical subqueries off).
+fn needs_scalar_subquery_exec(e: &datafusion::error::DataFusionError) -> bool {
+    matches!(e.find_root(), datafusion::error::DataFusionError::NotImplemented(m) if m.contains("ScalarSubquery"))
+}
+
+/// The plan with DataFusion's physical scalar subqueries (`ScalarSubqueryExec`):
+/// their results reach the expressions that read them through the memory of one
+/// process, so the plan runs whole, as one task.
+async fn with_scalar_subqueries(
+    ctx: &SessionContext,
+    logical: &LogicalPlan,
+) -> Result<Arc<dyn ExecutionPlan>, QueryError> {
+    let mut state = ctx.state();
+    state.config_mut().options_mut().optimizer.enable_physical_uncorrelated_scalar_subquery = true;
+    state.create_physical_plan(logical).await.map_err(|e| planning_error(&e))
+}
+
 fn cut(
     physical: Arc<dyn ExecutionPlan>,
     ctx: &SessionContext,
