@@ -253,7 +253,7 @@ fn track_setting(sql: &str, external: &mut HashSet<String>) {
     let value = value.trim().trim_start_matches('=').trim().trim_start_matches("to ").trim().trim_matches('\'');
     // `SET TIME ZONE` sets `datafusion.execution.time_zone`; UTC is where the cluster is.
     let time_zone = name.contains("time") && name.contains("zone");
-    let setting = rest.split(|c: char| c == ' ' || c == '=').next().unwrap_or(name);
+    let setting = rest.split([' ', '=']).next().unwrap_or(name);
     let mark = format!("{SEMANTIC_SETTING}{}", if time_zone { "time_zone" } else { setting });
     let utc = time_zone && ["+00", "+00:00", "utc", "z"].contains(&value);
     match reset || utc || default.is_some_and(|d| d == value) {
