@@ -245,7 +245,7 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
     PropertyDef {
         name: "enable_dynamic_filtering",
         default: "true",
-        description: "a partitioned join's probe-side stage starts once its build-side stage is done and keeps only the rows whose join keys the build side has, before they cross the exchange (phased execution policy only)",
+        description: "a partitioned join's probe-side stage starts once its build-side stage is done and keeps only the rows whose join keys the build side has, before they cross the exchange (phased execution policy only); and, under any policy, a hash join's build side prunes the Parquet scans of its probe side in the same stage",
         set: |p, v| {
             p.enable_dynamic_filtering = choice("enable_dynamic_filtering", v, &[("true", true), ("false", false)])?;
             Ok(())

@@ -116,10 +116,14 @@ pub fn session_context(
         config = config.with_batch_size(bs);
     }
     let opts = config.options_mut();
-    // Dynamic filters are state shared between operators in one process; across a cut
-    // they would travel as a stale snapshot, so plans that are cut do without them.
+    // Dynamic filters are state shared between operators in one process. A hash
+    // join's reaches the scans of its probe side: within a fragment they share it on
+    // the worker too (the codec keeps one filter one object, and each task runs the
+    // join over its own partitions, see `plan::partition_subset`); a scan cut off into
+    // another fragment keeps a filter nobody fills, which passes every row. The other
+    // kinds would cross cuts the same way for less, and stay off.
     opts.optimizer.enable_dynamic_filter_pushdown = false;
-    opts.optimizer.enable_join_dynamic_filter_pushdown = false;
+    opts.optimizer.enable_join_dynamic_filter_pushdown = props.enable_dynamic_filtering;
     opts.optimizer.enable_topk_dynamic_filter_pushdown = false;
     opts.optimizer.enable_aggregate_dynamic_filter_pushdown = false;
     opts.execution.parquet.pushdown_filters = false;

@@ -20,7 +20,7 @@ use datafusion::physical_plan::Partitioning;
 use datafusion_proto::physical_plan::from_proto::parse_protobuf_partitioning;
 use datafusion_proto::physical_plan::to_proto::serialize_partitioning;
 use datafusion_proto::physical_plan::{
-    PhysicalExtensionCodec, PhysicalPlanDecodeContext, PhysicalProtoConverterExtension,
+    DeduplicatingProtoConverter, PhysicalExtensionCodec, PhysicalPlanDecodeContext, PhysicalProtoConverterExtension,
 };
 use prost::Message;
 use serde::{Deserialize, Serialize};
@@ -132,12 +132,27 @@ impl FlotillaCodec {
     pub fn encode_plan(&self, plan: Arc<dyn ExecutionPlan>) -> Result<Vec<u8>> {
         on_deep_stack(|| {
             let plan = without_file_statistics(plan)?;
-            Ok(datafusion_proto::bytes::physical_plan_to_bytes_with_extension_codec(plan, self)?.to_vec())
+            let bytes = datafusion_proto::bytes::physical_plan_to_bytes_with_proto_converter(
+                plan,
+                self,
+                &DeduplicatingProtoConverter {},
+            )?;
+            Ok(bytes.to_vec())
         })
     }
 
+    /// Decodes a fragment. An expression the plan holds in several places (a hash
+    /// join's dynamic filter and the scans it was pushed into) comes back as one
+    /// shared object, as it was coded, so what the join writes the scans read.
     pub fn decode_plan(&self, bytes: &[u8], ctx: &TaskContext) -> Result<Arc<dyn ExecutionPlan>> {
-        on_deep_stack(|| datafusion_proto::bytes::physical_plan_from_bytes_with_extension_codec(bytes, ctx, self))
+        on_deep_stack(|| {
+            datafusion_proto::bytes::physical_plan_from_bytes_with_proto_converter(
+                bytes,
+                ctx,
+                self,
+                &DeduplicatingProtoConverter {},
+            )
+        })
     }
 
     /// A remote source's partitioning from its coded form, its expressions over the

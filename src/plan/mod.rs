@@ -15,6 +15,7 @@ pub mod dynamic_filter;
 pub mod dynamic_filter_exec;
 pub mod fragmenter;
 pub mod join_order;
+pub mod partition_subset;
 pub mod probe_pacer;
 pub mod semi_join;
 pub mod semi_join_reduction;

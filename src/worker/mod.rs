@@ -9,6 +9,7 @@ pub mod memory;
 pub mod task;
 pub mod task_manager;
 pub mod task_output;
+mod task_plan;
 
 use std::sync::Arc;
 use std::time::Duration;

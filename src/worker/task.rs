@@ -22,6 +22,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::task_output::{Finished, TaskOutput};
+use super::task_plan::{task_context, task_plan, PartitionRun, TaskPlan};
 use super::WorkerError;
 use crate::exchange::client::{ExchangeClient, ExchangeStats};
 use crate::exchange::codec::FlotillaCodec;
@@ -63,6 +64,11 @@ pub struct SqlTask {
     id: TaskId,
     node_id: String,
     partitions: Vec<usize>,
+    /// The fragment's partition count.
+    input_partitions: usize,
+    /// For each partition the task runs: the plan's partition to execute (the plan
+    /// may be narrowed to the task's partitions) and the fragment's it stands for.
+    runs: Vec<(usize, usize)>,
     spec: OutputBufferSpec,
     inner: Mutex<Inner>,
     /// Woken on every status change, for long polls.
@@ -131,13 +137,6 @@ pub(crate) fn derived_context(
     ))
 }
 
-/// The same context with file scans' work stealing on.
-fn with_work_stealing(ctx: &Arc<TaskContext>) -> Arc<TaskContext> {
-    let mut config = ctx.session_config().clone();
-    config.options_mut().execution.enable_file_stream_work_stealing = true;
-    derived_context(ctx, config, ctx.runtime_env())
-}
-
 impl SqlTask {
     /// Decodes the fragment and starts running it. A fragment that does not decode is
     /// an error here, before any state exists, so a bad request changes nothing.
@@ -152,14 +151,9 @@ impl SqlTask {
                 "partition {bad} out of range: fragment has {input_partitions}"
             )));
         }
-        // A task that runs every partition of its fragment runs every partition of
-        // the scans in it: their streams may take each other's files, as in one
-        // DataFusion process (the worker's context forbids it for tasks that share a
-        // scan with other tasks).
-        let task_ctx = match (0..input_partitions).all(|p| start.partitions.contains(&p)) {
-            true => with_work_stealing(&start.task_ctx),
-            false => start.task_ctx.clone(),
-        };
+        let TaskPlan { plan: exec_plan, runs, every_partition, join_filters } =
+            task_plan(exec_plan, &start.partitions, input_partitions)?;
+        let task_ctx = task_context(&start.task_ctx, every_partition, join_filters);
         let buffer_count = match start.spec {
             OutputBufferSpec::Partitioned { partitions } => partitions,
             OutputBufferSpec::Broadcast { buffers } => buffers,
@@ -197,6 +191,8 @@ impl SqlTask {
             id: start.id.clone(),
             node_id: start.node_id,
             partitions: start.partitions.clone(),
+            input_partitions,
+            runs,
             spec: start.spec,
             inner: Mutex::new(Inner {
                 machine: StateMachine::new(format!("task {}", start.id), TaskState::Planned),
@@ -435,15 +431,15 @@ impl SqlTask {
         ctx: Arc<TaskContext>,
         batch_size: usize,
     ) {
-        let input_partitions = plan.output_partitioning().partition_count();
+        // The fragment's partition count: a narrowed plan has only the task's.
+        let input_partitions = self.input_partitions;
         // A JoinSet aborts every partition runner when the driver itself is aborted.
         let mut runs = tokio::task::JoinSet::new();
-        for &p in &self.partitions {
+        for &(local, p) in &self.runs {
             let task = self.clone();
             let (plan, ctx, partitioner) = (plan.clone(), ctx.clone(), partitioner.clone());
-            runs.spawn(
-                async move { task.run_partition(plan, p, input_partitions, partitioner, ctx, batch_size).await },
-            );
+            let run = PartitionRun { local, partition: p, input_partitions };
+            runs.spawn(async move { task.run_partition(plan, run, partitioner, ctx, batch_size).await });
         }
         let mut first_error = None;
         while let Some(r) = runs.join_next().await {
@@ -495,13 +491,13 @@ impl SqlTask {
     async fn run_partition(
         &self,
         plan: Arc<dyn ExecutionPlan>,
-        partition: usize,
-        input_partitions: usize,
+        run: PartitionRun,
         partitioning: Option<datafusion::physical_plan::Partitioning>,
         ctx: Arc<TaskContext>,
         batch_size: usize,
     ) -> Result<(), DataFusionError> {
-        let mut stream = plan.execute(partition, ctx)?;
+        let PartitionRun { local, partition, input_partitions } = run;
+        let mut stream = plan.execute(local, ctx)?;
         let schema = plan.schema();
         let mut partitioner = match &partitioning {
             Some(p) => Some(BatchPartitioner::try_new(p.clone(), metrics::Time::new(), partition, input_partitions)?),
