@@ -6,6 +6,7 @@ pub mod bench;
 pub mod cli;
 pub mod client;
 pub mod cluster;
+pub mod codec;
 pub mod config;
 pub mod connector;
 pub mod coordinator;

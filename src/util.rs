@@ -250,6 +250,21 @@ fn process_alive(pid: u32) -> bool {
     !proc_root.is_dir() || proc_root.join(pid.to_string()).exists()
 }
 
+/// A schema as the bytes of an Arrow IPC stream that holds no batch: how our plan
+/// nodes carry a schema through the plan codec.
+pub fn schema_to_bytes(schema: &datafusion::arrow::datatypes::Schema) -> datafusion::error::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut w = datafusion::arrow::ipc::writer::StreamWriter::try_new(&mut out, schema)?;
+    w.finish()?;
+    drop(w);
+    Ok(out)
+}
+
+/// The schema [`schema_to_bytes`] wrote.
+pub fn schema_from_bytes(bytes: &[u8]) -> datafusion::error::Result<datafusion::arrow::datatypes::SchemaRef> {
+    Ok(datafusion::arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)?.schema())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

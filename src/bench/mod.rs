@@ -79,7 +79,7 @@ pub async fn run_scheduling(stages: usize, tasks: usize, workers: usize, iterati
                 max_error_duration: Duration::from_secs(10),
                 nodes: None,
             }),
-            codec: crate::exchange::codec::FlotillaCodec::new(crate::connector::Connectors::builtin()),
+            codec: crate::codec::FlotillaCodec::new(crate::connector::Connectors::builtin()),
             workers: slots.clone(),
             node_scheduler: Arc::new(NodeScheduler::new()),
             session: Default::default(),

@@ -11,10 +11,10 @@ use datafusion::physical_plan::union::InterleaveExec;
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, Partitioning};
 
 use super::{plan, PlanRequest, Planned};
+use crate::codec::FlotillaCodec;
 use crate::config::SessionProperties;
 use crate::connector::Connectors;
 use crate::coordinator::planner::{session_context, SessionSpec};
-use crate::exchange::codec::FlotillaCodec;
 use crate::exchange::remote_source::RemoteSourceExec;
 use crate::plan::fragmenter::FragmentedPlan;
 

@@ -13,11 +13,11 @@ use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::SessionContext;
 
 use super::*;
+use crate::codec::FlotillaCodec;
 use crate::config::SessionProperties;
 use crate::connector::Connectors;
 use crate::coordinator::planner::{session_context, SessionSpec};
 use crate::coordinator::planning::{plan, PlanRequest, Planned};
-use crate::exchange::codec::FlotillaCodec;
 use crate::plan::dynamic_filter_exec::{DynamicFilterExec, DynamicFilterSourceExec, MAX_KEY_HASHES};
 
 /// `sql` over tpch.tiny cut into stages, every join partitioned.

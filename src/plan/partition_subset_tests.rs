@@ -170,8 +170,8 @@ fn displayed(plan: &Arc<dyn ExecutionPlan>) -> String {
 /// scan still share one filter, so the scan prunes by what the join built.
 #[tokio::test]
 async fn a_decoded_fragment_keeps_the_join_and_its_scan_on_one_filter() {
+    use crate::codec::FlotillaCodec;
     use crate::connector::Connectors;
-    use crate::exchange::codec::FlotillaCodec;
     let tables = Tables::new().await;
     let (plan, ctx) = tables.plan(JOIN, true).await;
     let codec = FlotillaCodec::new(Connectors::builtin());

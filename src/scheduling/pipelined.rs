@@ -23,8 +23,8 @@ use super::remote_task::{delete_in_background, RemoteTask, RemoteTaskError, Remo
 pub use super::stage_execution::{StageExecution, StageInfo, TaskFailureReport};
 use super::state_machine::{StageState, StateKind};
 use crate::cluster::node_manager::{NodeManager, WorkerNode};
+use crate::codec::FlotillaCodec;
 use crate::error_code::ErrorCode;
-use crate::exchange::codec::FlotillaCodec;
 use crate::plan::dynamic_filter::{union_of, with_collector, with_filter, DynamicFilter};
 use crate::plan::fragmenter::{Fragment, FragmentOutput, FragmentedPlan};
 use crate::protocol::{

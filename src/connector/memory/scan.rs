@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use super::fragments::MemoryFragments;
 use super::FragmentRef;
-use crate::exchange::codec::{schema_from_bytes, schema_to_bytes};
+use crate::util::{schema_from_bytes, schema_to_bytes};
 
 #[derive(Debug)]
 pub struct MemoryScanExec {

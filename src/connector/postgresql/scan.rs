@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use tokio_postgres::Row;
 
 use super::{ColumnKind, Database};
-use crate::exchange::codec::{schema_from_bytes, schema_to_bytes};
+use crate::util::{schema_from_bytes, schema_to_bytes};
 
 #[derive(Debug)]
 pub struct PostgresScanExec {

@@ -49,7 +49,7 @@ fn start() -> Harness {
         query_id: "q1".into(),
         attempt: 0,
         remote_tasks: cluster.clone(),
-        codec: crate::exchange::codec::FlotillaCodec::new(crate::connector::Connectors::builtin()),
+        codec: crate::codec::FlotillaCodec::new(crate::connector::Connectors::builtin()),
         workers: workers(2),
         node_scheduler: Arc::new(NodeScheduler::new()),
         session: BTreeMap::new(),

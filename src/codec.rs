@@ -1,4 +1,5 @@
-//! `FlotillaCodec`: the datafusion-proto extension codec for the plan nodes that are
+//! `FlotillaCodec`: the plan codec, the one module that may know every plan node of
+//! every layer. It is datafusion-proto's extension codec for the nodes that are
 //! ours (connectors' scans, `RemoteSourceExec`, the table writer, the two nodes of a
 //! dynamic filter), so fragments travel as proto bytes.
 //! A connector's scan travels as its catalog's name and the bytes the connector made
@@ -6,13 +7,10 @@
 //! that carries the task's `SourceResolver`, which it plants into every remote source
 //! it decodes.
 
-use std::io::Cursor;
 use std::sync::Arc;
 
 use base64::Engine;
-use datafusion::arrow::datatypes::{Schema, SchemaRef};
-use datafusion::arrow::ipc::reader::StreamReader;
-use datafusion::arrow::ipc::writer::StreamWriter;
+use datafusion::arrow::datatypes::Schema;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
@@ -25,12 +23,13 @@ use datafusion_proto::physical_plan::{
 use prost::Message;
 use serde::{Deserialize, Serialize};
 
-use super::remote_source::{ExchangeMode, RemoteSourceExec, SourceResolver};
 use crate::connector::Connectors;
+use crate::exchange::remote_source::{ExchangeMode, RemoteSourceExec, SourceResolver};
 use crate::plan::dynamic_filter_exec::{
     hashes_from_bytes, hashes_to_bytes, DynamicFilterExec, DynamicFilterSourceExec,
 };
 use crate::plan::table_writer::{TableWriterExec, WriteTarget};
+use crate::util::{schema_from_bytes, schema_to_bytes};
 
 /// `[1][catalog name length][catalog name][the connector's bytes]`
 const TAG_CONNECTOR_SCAN: u8 = 1;
@@ -206,18 +205,6 @@ fn decode_dynamic_filter(tag: u8, body: &[u8], input: Arc<dyn ExecutionPlan>) ->
     }
     let hashes = hashes_from_bytes(hashes).ok_or_else(|| bad("truncated"))?;
     Ok(Arc::new(DynamicFilterExec::new(input, p.keys, hashes.into())))
-}
-
-pub fn schema_to_bytes(schema: &Schema) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut w = StreamWriter::try_new(&mut out, schema)?;
-    w.finish()?;
-    drop(w);
-    Ok(out)
-}
-
-pub fn schema_from_bytes(bytes: &[u8]) -> Result<SchemaRef> {
-    Ok(StreamReader::try_new(Cursor::new(bytes), None)?.schema())
 }
 
 impl PhysicalExtensionCodec for FlotillaCodec {
