@@ -13,6 +13,7 @@ pub mod coordinator;
 pub mod error_code;
 pub mod etc;
 pub mod exchange;
+pub mod failure;
 pub mod format;
 pub mod generate;
 pub mod http;
@@ -27,3 +28,7 @@ pub mod security;
 pub mod tls;
 pub mod util;
 pub mod worker;
+
+#[cfg(test)]
+#[path = "module_graph_tests.rs"]
+mod module_graph_tests;

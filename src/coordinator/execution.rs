@@ -452,7 +452,7 @@ pub(crate) fn root_error(e: &datafusion::error::DataFusionError) -> QueryError {
     if let Some(commit) = find_commit_error(e) {
         return commit.0.clone();
     }
-    let failure = crate::exchange::failure_from_error(e);
+    let failure = crate::failure::failure_from_error(e);
     if failure.upstream.is_some() {
         let code = match ErrorCode::parse(&failure.code) {
             Some(ErrorCode::RemoteTaskUnreachable) => ErrorCode::PageTransportError,

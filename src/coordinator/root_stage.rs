@@ -89,7 +89,7 @@ impl RootStage for SpooledRootStage {
                 let batch = match batch {
                     Ok(b) => b,
                     Err(e) => {
-                        let failure = crate::exchange::failure_from_error(&e);
+                        let failure = crate::failure::failure_from_error(&e);
                         return Err(match (failure.upstream, failure.upstream_url, streaming) {
                             (Some(upstream), Some(url), false) => {
                                 RootFailure::Fetch { upstream, url, message: failure.message }

@@ -463,7 +463,7 @@ impl SqlTask {
             }
         };
         match finished {
-            Err(e) => self.fail(crate::exchange::failure_from_error(&e)),
+            Err(e) => self.fail(crate::failure::failure_from_error(&e)),
             // A spooled task is done once its files are complete: nobody has to read
             // them for it to finish.
             Ok(Finished::Spooled(bytes)) => {
