@@ -2,8 +2,8 @@
 //! parsed and checked once (one default and one allowed range each, in
 //! `SESSION_PROPERTIES`). The coordinator parses a query's `X-Trino-Session` into it
 //! before planning; workers parse the same map from each task update, so a request that
-//! skipped the coordinator is held to the same ranges. The README's table is tested
-//! against `SESSION_PROPERTIES`.
+//! skipped the coordinator is held to the same ranges. The session property table of
+//! `docs/operations/configuration.md` is tested against `SESSION_PROPERTIES`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -408,27 +408,50 @@ mod tests {
         assert!(parse(&[("nope", "1")]).unwrap_err().contains("unknown session property 'nope'"));
     }
 
-    /// The README's session property table lists every property with its default.
+    /// The header row of the session property table in docs/operations/configuration.md.
+    const SESSION_TABLE_HEADER: &str = "| property | default | meaning |";
+
+    /// The rows of the session property table: the lines after its header row up to
+    /// the first line that is not a table row, the separator row left out.
+    fn session_property_rows(doc: &str) -> Vec<&str> {
+        let mut lines = doc.lines().skip_while(|l| l.trim_end() != SESSION_TABLE_HEADER);
+        assert!(lines.next().is_some(), "configuration.md has no session property table ({SESSION_TABLE_HEADER})");
+        lines.take_while(|l| l.starts_with('|')).filter(|l| !l.starts_with("|---")).collect()
+    }
+
+    /// The session property table of docs/operations/configuration.md lists every
+    /// property with its default and meaning, and nothing else.
     #[test]
-    fn the_readme_table_matches_the_properties() {
-        let readme = include_str!("../README.md");
-        let table: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `")).collect();
+    fn the_documented_table_matches_the_properties() {
+        let doc = include_str!("../docs/operations/configuration.md");
+        let table = session_property_rows(doc);
         for def in SESSION_PROPERTIES {
             let row = table
                 .iter()
                 .find(|l| l.starts_with(&format!("| `{}` |", def.name)))
-                .unwrap_or_else(|| panic!("README has no row for {}", def.name));
+                .unwrap_or_else(|| panic!("configuration.md has no row for {}", def.name));
             assert!(
                 row.contains(def.description),
-                "README row for {} lacks its meaning '{}': {row}",
+                "configuration.md row for {} lacks its meaning '{}': {row}",
                 def.name,
                 def.description
             );
             assert!(
                 row.contains(&format!("| {} |", def.default)),
-                "README row for {} lacks its default {}: {row}",
+                "configuration.md row for {} lacks its default {}: {row}",
                 def.name,
                 def.default
+            );
+        }
+        for row in &table {
+            let name = row
+                .strip_prefix("| `")
+                .and_then(|rest| rest.split_once("` |"))
+                .map(|(name, _)| name)
+                .unwrap_or_else(|| panic!("configuration.md has a session property row without a `name`: {row}"));
+            assert!(
+                SESSION_PROPERTIES.iter().any(|def| def.name == name),
+                "configuration.md has a row for '{name}', which is not a session property: {row}"
             );
         }
     }

@@ -436,7 +436,7 @@ impl CoordinatorState {
 
 /// Who asks about queries: a login, or without logins whoever `X-Trino-User` names
 /// (the default user when it names nobody). The latter is a claim anyone can make;
-/// it keeps users' queries apart, it does not protect them (see the README).
+/// it keeps users' queries apart, it does not protect them (see docs/operations/security.md).
 #[derive(Debug, Clone)]
 pub enum Viewer {
     Login(String),

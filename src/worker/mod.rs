@@ -1,4 +1,4 @@
-//! The worker: an axum server exposing the task API of DESIGN.md over a
+//! The worker: an axum server exposing the task API of docs/architecture.md over a
 //! `SqlTaskManager`, plus the heartbeat that announces the worker to its coordinator.
 //! Started by `flotilla worker` and, several times in one process, by `flotilla local`.
 

@@ -129,7 +129,7 @@ async fn retry_policy_task_survives_every_injected_failure() {
                 .unwrap_or_else(|_| panic!("{cell}: stuck"))
                 .unwrap_or_else(|e| panic!("{cell}: {e}"));
             assert_same_rows(&cell, QUERY, &got.rows, &clean.rows);
-            // Reported, not asserted: the README's failure table quotes these.
+            // Reported, not asserted: the failure table of docs/operations/retries.md quotes these.
             eprintln!("retry_policy=task, {cell}: right rows in {:.1?}", started.elapsed());
             // The stage really did run a second attempt.
             let retried = attempts(&query_info(&cluster, &got.id).await);

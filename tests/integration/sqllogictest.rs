@@ -16,8 +16,8 @@
 //! - records hashing their results (`N values hashing to ...`).
 //!
 //! The suite prints the counts of passed, failed and skipped records, and fails
-//! below 95% of the executed query records (`PASS_FLOOR`); the README lists the
-//! failures by cause.
+//! below 95% of the executed query records (`PASS_FLOOR`); docs/testing.md lists
+//! the failures by cause.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
