@@ -17,6 +17,7 @@ use futures::StreamExt;
 
 use super::planner::{planning_error, session_context, QueryError};
 use super::planning::Planned;
+use super::query_errors::{root_error, task_failure_error};
 use super::remote_task::HttpRemoteTaskFactory;
 use super::root_stage::SpooledRootStage;
 use super::CoordinatorState;
@@ -448,59 +449,6 @@ fn explain_analyze(plan: &FragmentedPlan, stages: &[Arc<StageExecution>], elapse
     out
 }
 
-pub(crate) fn root_error(e: &datafusion::error::DataFusionError) -> QueryError {
-    if let Some(commit) = find_commit_error(e) {
-        return commit.0.clone();
-    }
-    let failure = crate::failure::failure_from_error(e);
-    if failure.upstream.is_some() {
-        let code = match ErrorCode::parse(&failure.code) {
-            Some(ErrorCode::RemoteTaskUnreachable) => ErrorCode::PageTransportError,
-            _ => ErrorCode::RemoteTaskError,
-        };
-        return QueryError::new(
-            code,
-            format!(
-                "stage 0 (coordinator) could not read from task {} on worker {}: {}",
-                failure.upstream.map(|t| t.to_string()).unwrap_or_default(),
-                failure.upstream_url.unwrap_or_default(),
-                failure.message
-            ),
-        );
-    }
-    // The code the failure names (an overflow, a refused path, memory), else
-    // EXECUTION_ERROR.
-    QueryError::new(ErrorCode::parse(&failure.code).unwrap_or(ErrorCode::ExecutionError), failure.message)
-}
-
-fn find_commit_error(e: &datafusion::error::DataFusionError) -> Option<&super::table_commit::CommitError> {
-    use datafusion::error::DataFusionError as E;
-    match e {
-        E::External(inner) => inner.downcast_ref(),
-        E::Context(_, inner) => find_commit_error(inner),
-        E::Shared(inner) => find_commit_error(inner),
-        _ => None,
-    }
-}
-
-/// The query's error for a failed task: the task's own code where it says what went
-/// wrong to a user, Trino's transport and host codes for the cluster's failures, and
-/// a code this coordinator does not know kept as the worker sent it.
-fn task_failure_error(r: &crate::scheduling::pipelined::TaskFailureReport) -> QueryError {
-    let message = format!("stage {} task {} on worker {} failed: {}", r.stage, r.task, r.worker, r.failure.message);
-    let code = match ErrorCode::parse(&r.failure.code) {
-        None => return QueryError::from_name(&r.failure.code, message),
-        Some(ErrorCode::RemoteHostGone | ErrorCode::TaskLost) => ErrorCode::RemoteHostGone,
-        Some(ErrorCode::RemoteTaskUnreachable) => ErrorCode::PageTransportError,
-        Some(c @ (ErrorCode::TooManyRequestsFailed | ErrorCode::BadPlan | ErrorCode::JdbcError)) => c,
-        Some(c) if c.error_type() == crate::error_code::ErrorType::UserError => c,
-        // Memory limits say what the query needed: the user's to act on.
-        Some(c) if c.error_type() == crate::error_code::ErrorType::InsufficientResources => c,
-        Some(_) => ErrorCode::RemoteTaskError,
-    };
-    QueryError::new(code, message)
-}
-
 async fn emit_text(q: &QueryExecution, column: &str, text: String) -> Result<(), QueryError> {
     use datafusion::arrow::array::StringArray;
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
@@ -513,39 +461,4 @@ async fn emit_text(q: &QueryExecution, column: &str, text: String) -> Result<(),
     q.mark_output_complete();
     q.emit(batch).await;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::protocol::{TaskFailure, TaskId};
-    use crate::scheduling::pipelined::TaskFailureReport;
-
-    fn report(code: &str) -> TaskFailureReport {
-        TaskFailureReport {
-            stage: 1,
-            task: TaskId::new("q", 1, 0, 0),
-            worker: "http://w".into(),
-            failure: TaskFailure { code: code.into(), message: "boom".into(), upstream: None, upstream_url: None },
-        }
-    }
-
-    #[test]
-    fn task_failures_become_trino_codes_and_unknown_names_are_kept() {
-        let e = task_failure_error(&report("EXECUTION_ERROR"));
-        assert_eq!((e.error_name.as_str(), e.error_type.as_str()), ("EXECUTION_ERROR", "USER_ERROR"));
-        assert!(!e.is_retryable());
-        assert_eq!(task_failure_error(&report("TASK_LOST")).error_name, "REMOTE_HOST_GONE");
-        assert_eq!(task_failure_error(&report("REMOTE_TASK_UNREACHABLE")).error_name, "PAGE_TRANSPORT_ERROR");
-        assert_eq!(task_failure_error(&report("SPOOL_ERROR")).error_name, "REMOTE_TASK_ERROR");
-        let memory = task_failure_error(&report("EXCEEDED_LOCAL_MEMORY_LIMIT"));
-        assert_eq!((memory.error_name.as_str(), memory.error_code), ("EXCEEDED_LOCAL_MEMORY_LIMIT", 131079));
-        assert_eq!(memory.error_type, "INSUFFICIENT_RESOURCES");
-        let unknown = task_failure_error(&report("DISK_ON_FIRE"));
-        assert_eq!((unknown.error_name.as_str(), unknown.error_code), ("DISK_ON_FIRE", 65536));
-        // Unknown names are a newer peer's internal failures, retried; our own catch-all
-        // GENERIC_INTERNAL_ERROR is a bug and is not.
-        assert!(unknown.is_retryable());
-        assert!(unknown.message.contains("stage 1") && unknown.message.contains("boom"));
-    }
 }

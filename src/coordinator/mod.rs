@@ -14,6 +14,7 @@ pub mod metadata;
 pub mod planner;
 pub mod planning;
 pub mod query;
+mod query_errors;
 pub mod remote_task;
 pub mod root_stage;
 pub mod session_bounds;

@@ -184,7 +184,7 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
                     true => crate::plan::dynamic_filter::dynamic_filters(&fragmented),
                     false => Vec::new(),
                 };
-                fragmented.explain(&|f| task_count(f, workers), &filters)
+                crate::plan::explain::explain(&fragmented, &|f| task_count(f, workers), &filters)
             }
         } else {
             format!(

@@ -17,8 +17,8 @@ use futures::future::{BoxFuture, FutureExt};
 use futures::StreamExt;
 use parking_lot::Mutex;
 
-use super::execution::root_error;
 use super::query::QueryExecution;
+use super::query_errors::root_error;
 use crate::exchange::client::{ExchangeClient, ExchangeConfig};
 use crate::exchange::remote_source::{attach_resolver, SourceLocations, SourceResolver};
 use crate::protocol::SourceUpdate;

@@ -57,7 +57,7 @@ async fn a_partitioned_semi_join_filters_its_probe_stage() {
     assert!(!dependencies(&f, &filters).is_empty());
     assert!(dependencies(&f, &filters).contains(&(d.build, d.probe, DependencyKind::PartitionedJoinBuild)));
     // EXPLAIN says so, on the probe fragment.
-    let text = f.explain(&|_| 2, &filters);
+    let text = crate::plan::explain::explain(&f, &|_| 2, &filters);
     let probe = &text[text.find(&format!("Fragment {} ", d.probe)).unwrap()..];
     let probe = &probe[..probe.find("\n\n").unwrap()];
     assert!(probe.contains(&format!("Starts after: fragment {} (the build of the join it feeds)", d.build)), "{probe}");
@@ -65,7 +65,7 @@ async fn a_partitioned_semi_join_filters_its_probe_stage() {
         probe.contains(&format!("Dynamic filter: keeps rows whose [l_orderkey] fragment {} has", d.build)),
         "{probe}"
     );
-    assert!(!f.explain(&|_| 2, &[]).contains("Dynamic filter"));
+    assert!(!crate::plan::explain::explain(&f, &|_| 2, &[]).contains("Dynamic filter"));
     // The two nodes go under the stages' repartitions.
     let collecting = with_collector(&f.fragments[d.build].plan, d).unwrap();
     assert!((collecting.children()[0].as_ref() as &dyn std::any::Any).is::<DynamicFilterSourceExec>());

@@ -24,10 +24,9 @@ use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::windows::{BoundedWindowAggExec, WindowAggExec};
-use datafusion::physical_plan::{displayable, ExecutionPlan, ExecutionPlanProperties};
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 use petgraph::graph::DiGraph;
 
-use super::dynamic_filter::DynamicFilter;
 use super::DependencyKind;
 use crate::connector::Connectors;
 use crate::exchange::remote_source::{ExchangeMode, RemoteSourceExec};
@@ -62,7 +61,7 @@ pub struct Fragment {
 }
 
 impl Fragment {
-    fn exchange_mode(&self) -> ExchangeMode {
+    pub(crate) fn exchange_mode(&self) -> ExchangeMode {
         match self.output {
             FragmentOutput::Repartition { .. } => ExchangeMode::Repartition,
             FragmentOutput::Passthrough => ExchangeMode::Passthrough,
@@ -104,74 +103,6 @@ impl FragmentedPlan {
             *kind != DependencyKind::PartitionedJoinBuild || !streams_only(&self.fragments[*probe].plan)
         });
         deps
-    }
-
-    /// `EXPLAIN`: each fragment with its partitioning, tasks and the exchanges feeding it.
-    /// `filters`: the dynamic filters it runs with (`plan::dynamic_filter`).
-    pub fn explain(&self, task_counts: &dyn Fn(&Fragment) -> usize, filters: &[DynamicFilter]) -> String {
-        let mut out = String::new();
-        let dependencies = super::dynamic_filter::dependencies(self, filters);
-        for f in &self.fragments {
-            let output = match f.output {
-                FragmentOutput::Root => "SINGLE (to client)".to_string(),
-                FragmentOutput::Repartition { partitions } => {
-                    let kind = match f.plan.output_partitioning() {
-                        datafusion::physical_plan::Partitioning::Hash(exprs, _) => {
-                            let e: Vec<String> = exprs.iter().map(|e| e.to_string()).collect();
-                            format!("HASH [{}]", e.join(", "))
-                        }
-                        _ => "ROUND_ROBIN".to_string(),
-                    };
-                    format!("{kind} into {partitions} partitions")
-                }
-                FragmentOutput::Broadcast => "BROADCAST".to_string(),
-                FragmentOutput::Passthrough => "PASSTHROUGH (partitions kept apart)".to_string(),
-            };
-            let location = if f.id == 0 { "coordinator".to_string() } else { format!("{} tasks", task_counts(f)) };
-            let _ = writeln!(out, "Fragment {} [{}]", f.id, if f.has_scan { "SOURCE" } else { "INTERMEDIATE" });
-            let _ = writeln!(out, "    Partitions: {}, {location}", f.partitions);
-            let _ = writeln!(
-                out,
-                "    Output: {output}{}",
-                f.consumer.map(|c| format!(" -> fragment {c}")).unwrap_or_default()
-            );
-            if !f.inputs.is_empty() {
-                let inputs: Vec<String> = f
-                    .inputs
-                    .iter()
-                    .map(|i| format!("fragment {} ({})", i, self.fragments[*i].exchange_mode()))
-                    .collect();
-                let _ = writeln!(out, "    Inputs: {}", inputs.join(", "));
-            }
-            let waits: Vec<String> = dependencies
-                .iter()
-                .filter(|(_, stage, _)| *stage == f.id)
-                .map(|(build, _, kind)| match kind {
-                    DependencyKind::BroadcastJoinBuild => format!("fragment {build} (its broadcast join's build)"),
-                    DependencyKind::PartitionedJoinBuild => {
-                        format!("fragment {build} (the build of the join it feeds)")
-                    }
-                })
-                .collect();
-            if !waits.is_empty() {
-                let _ = writeln!(out, "    Starts after: {}", waits.join(", "));
-            }
-            for d in filters.iter().filter(|d| d.probe == f.id) {
-                let schema = f.plan.schema();
-                let keys: Vec<&str> = d.probe_keys.iter().map(|k| schema.field(*k).name().as_str()).collect();
-                let _ = writeln!(
-                    out,
-                    "    Dynamic filter: keeps rows whose [{}] fragment {} has",
-                    keys.join(", "),
-                    d.build
-                );
-            }
-            for line in displayable(f.plan.as_ref()).indent(false).to_string().lines() {
-                let _ = writeln!(out, "    {line}");
-            }
-            out.push('\n');
-        }
-        out
     }
 
     /// The DAG in Graphviz DOT, fragments as nodes and exchanges as edges.

@@ -13,6 +13,7 @@ pub mod checked_sum;
 pub mod distribute;
 pub mod dynamic_filter;
 pub mod dynamic_filter_exec;
+pub mod explain;
 pub mod fragmenter;
 pub mod join_order;
 pub mod partition_subset;
