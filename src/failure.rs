@@ -50,7 +50,7 @@ pub fn failure_from_error(e: &DataFusionError) -> TaskFailure {
 }
 
 /// The error of type `T` a DataFusion error wraps, however deeply.
-fn find_external<T: std::error::Error + 'static>(e: &DataFusionError) -> Option<&T> {
+pub(crate) fn find_external<T: std::error::Error + 'static>(e: &DataFusionError) -> Option<&T> {
     match e {
         DataFusionError::External(inner) => inner.downcast_ref::<T>(),
         DataFusionError::Context(_, inner) => find_external(inner),

@@ -7,7 +7,7 @@ use super::planner::QueryError;
 use crate::error_code::ErrorCode;
 
 pub(crate) fn root_error(e: &datafusion::error::DataFusionError) -> QueryError {
-    if let Some(commit) = find_commit_error(e) {
+    if let Some(commit) = crate::failure::find_external::<super::table_commit::CommitError>(e) {
         return commit.0.clone();
     }
     let failure = crate::failure::failure_from_error(e);
@@ -29,16 +29,6 @@ pub(crate) fn root_error(e: &datafusion::error::DataFusionError) -> QueryError {
     // The code the failure names (an overflow, a refused path, memory), else
     // EXECUTION_ERROR.
     QueryError::new(ErrorCode::parse(&failure.code).unwrap_or(ErrorCode::ExecutionError), failure.message)
-}
-
-fn find_commit_error(e: &datafusion::error::DataFusionError) -> Option<&super::table_commit::CommitError> {
-    use datafusion::error::DataFusionError as E;
-    match e {
-        E::External(inner) => inner.downcast_ref(),
-        E::Context(_, inner) => find_commit_error(inner),
-        E::Shared(inner) => find_commit_error(inner),
-        _ => None,
-    }
 }
 
 /// The query's error for a failed task: the task's own code where it says what went

@@ -248,6 +248,9 @@ impl SqlTaskManager {
         // A task runs only some partitions of a file scan; with work stealing they
         // would also read the file groups of partitions other tasks own.
         config.options_mut().execution.enable_file_stream_work_stealing = false;
+        // Nor may its hash joins wait for partitions other tasks run; `task_plan`
+        // turns their dynamic filters on where the task's plan allows.
+        config.options_mut().optimizer.enable_join_dynamic_filter_pushdown = false;
         let config = config.with_extension(self.memory_fragments.clone());
         super::task::derived_context(&self.base, config, runtime)
     }

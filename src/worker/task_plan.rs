@@ -63,6 +63,12 @@ pub fn task_plan(plan: Arc<dyn ExecutionPlan>, partitions: &[usize], input_parti
 /// as in one DataFusion process; otherwise they would read files other tasks own),
 /// and hash joins' dynamic filters on only where `TaskPlan::join_filters` says.
 pub fn task_context(base: &Arc<TaskContext>, every_partition: bool, join_filters: bool) -> Arc<TaskContext> {
+    let current = base.session_config().options();
+    if current.execution.enable_file_stream_work_stealing == every_partition
+        && current.optimizer.enable_join_dynamic_filter_pushdown == join_filters
+    {
+        return base.clone();
+    }
     let mut config = base.session_config().clone();
     let options = config.options_mut();
     options.execution.enable_file_stream_work_stealing = every_partition;
@@ -119,5 +125,7 @@ mod tests {
         let options = ctx.session_config().options();
         assert!(options.execution.enable_file_stream_work_stealing);
         assert!(!options.optimizer.enable_join_dynamic_filter_pushdown);
+        // A context that already says so is used as it is.
+        assert!(Arc::ptr_eq(&task_context(&ctx, true, false), &ctx));
     }
 }
