@@ -57,7 +57,7 @@ pub async fn repl(client: StatementClient, format: OutputFormat) -> Result<(), S
             };
             match outcome {
                 Some(Ok(())) => {}
-                Some(Err(ClientError::Query { error_name, message, .. })) => {
+                Some(Err(ClientError::Query(crate::client::QueryError { error_name, message, .. }))) => {
                     eprintln!("Query failed ({error_name}): {message}")
                 }
                 Some(Err(e)) => eprintln!("Error: {e}"),

@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use datafusion::arrow::record_batch::RecordBatch;
 
+pub use crate::error_code::QueryError;
 use crate::exchange::page::{unframe_pages, Page};
 use crate::format::{self, Column, Delimited};
 use crate::protocol::{RowsAs, ARROW_RESULTS_CONTENT_TYPE, HEADER_ROWS_AS, TEXT_RESULTS_CONTENT_TYPE};
@@ -44,8 +45,8 @@ const MAX_IDLE_PAUSE: Duration = Duration::from_millis(100);
 pub enum ClientError {
     #[error("cannot reach {server}: {source}")]
     Connect { server: String, source: reqwest::Error },
-    #[error("{message}")]
-    Query { error_name: String, error_code: i64, message: String },
+    #[error("{}", .0.message)]
+    Query(QueryError),
     #[error("server error {status}: {message}")]
     Http { status: u16, code: String, message: String },
     #[error("bad response: {0}")]
@@ -110,22 +111,6 @@ pub struct ColumnInfo {
 impl From<ColumnInfo> for Column {
     fn from(c: ColumnInfo) -> Self {
         Column { name: c.name, type_name: c.type_name }
-    }
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct QueryError {
-    pub message: String,
-    pub error_code: i64,
-    pub error_name: String,
-    pub error_type: String,
-    pub failure_info: Option<Value>,
-}
-
-impl From<QueryError> for ClientError {
-    fn from(e: QueryError) -> Self {
-        ClientError::Query { error_name: e.error_name, error_code: e.error_code, message: e.message }
     }
 }
 
@@ -379,7 +364,7 @@ impl StatementClient {
             let mut page = received.finish(self.rows_as)?;
             on_page(&mut page)?;
             if let Some(error) = page.error.take() {
-                return Err(error.into());
+                return Err(ClientError::Query(error));
             }
             if outcome.id.is_empty() {
                 outcome.id = std::mem::take(&mut page.id);
@@ -657,7 +642,7 @@ fn http_error(status: StatusCode, body: &str) -> ClientError {
         return ClientError::Http { status: status.as_u16(), code: parsed.error.code, message: parsed.error.message };
     }
     if let Ok(QueryResultsPage { error: Some(error), .. }) = serde_json::from_str::<QueryResultsPage>(body) {
-        return error.into();
+        return ClientError::Query(error);
     }
     let message = match body.trim() {
         "" => status.canonical_reason().unwrap_or("no message").to_string(),
@@ -814,7 +799,7 @@ mod tests {
         }
         let body = r#"{"id":"q","error":{"message":"line 1:1: boom","errorCode":1,"errorName":"SYNTAX_ERROR"}}"#;
         let err = http_error(StatusCode::BAD_REQUEST, body);
-        assert!(matches!(err, ClientError::Query { error_code: 1, .. }));
+        assert!(matches!(err, ClientError::Query(crate::client::QueryError { error_code: 1, .. })));
         assert_eq!(err.to_string(), "line 1:1: boom");
         let err = http_error(StatusCode::BAD_GATEWAY, "");
         assert_eq!(err.to_string(), "server error 502: Bad Gateway");

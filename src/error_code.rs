@@ -4,17 +4,19 @@
 //! and both retry policies ask `is_retryable`. Codes Trino lacks (flotilla's own
 //! task-level detail) use the range Trino leaves to connectors (from 0x0100_0000).
 //!
-//! On the wire a code is its name. A name this process does not know (a newer worker)
-//! is kept as sent by the caller: `ErrorCode::parse` returns `None` for it, and
-//! `QueryError::from_name` keeps the name while reporting Trino's generic number.
+//! On the wire a code is its name. It is parsed once, where it arrives, into a
+//! [`Named`] code: one this build knows, or the name kept as sent (a newer peer's).
+//! `QueryError` is the one shape of a query's error, the coordinator's to send and the
+//! client's to read.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Trino's `ErrorType`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorType {
     UserError,
+    #[default]
     InternalError,
     InsufficientResources,
     External,
@@ -69,6 +71,15 @@ macro_rules! error_codes {
 
             pub fn parse(name: &str) -> Option<ErrorCode> {
                 match name { $($name => Some(ErrorCode::$variant),)* _ => None }
+            }
+        }
+
+        impl CodeName for ErrorCode {
+            fn name(self) -> &'static str {
+                ErrorCode::name(self)
+            }
+            fn parse(name: &str) -> Option<Self> {
+                ErrorCode::parse(name)
             }
         }
     };
@@ -160,50 +171,194 @@ impl std::fmt::Display for ErrorCode {
     }
 }
 
-/// Whether a failure named `name` on the wire is worth retrying. A name this process
-/// does not know is an internal failure of a newer peer: retryable, as Trino treats
-/// errors that are not the user's.
-pub fn name_is_retryable(name: &str) -> bool {
-    ErrorCode::parse(name).is_none_or(ErrorCode::is_retryable)
+macro_rules! api_codes {
+    ($( $(#[$doc:meta])* $variant:ident = ($name:literal, $status:ident), )*) => {
+        /// The stable codes of the HTTP API's JSON errors (`{"error":{"code":..}}`),
+        /// each with its one HTTP status. Query failures use `ErrorCode` instead.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ApiCode { $( $(#[$doc])* $variant, )* }
+
+        impl ApiCode {
+            pub const ALL: &'static [ApiCode] = &[$(ApiCode::$variant,)*];
+
+            pub fn status(self) -> axum::http::StatusCode {
+                match self { $(ApiCode::$variant => axum::http::StatusCode::$status,)* }
+            }
+        }
+
+        impl CodeName for ApiCode {
+            fn name(self) -> &'static str {
+                match self { $(ApiCode::$variant => $name,)* }
+            }
+            fn parse(name: &str) -> Option<Self> {
+                match name { $($name => Some(ApiCode::$variant),)* _ => None }
+            }
+        }
+    };
 }
 
-/// An error as the client protocol reports it.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct QueryError {
-    pub error_name: String,
-    pub error_code: i64,
-    /// USER_ERROR, INTERNAL_ERROR, INSUFFICIENT_RESOURCES or EXTERNAL.
-    pub error_type: String,
-    pub message: String,
+api_codes! {
+    BadRequest = ("BAD_REQUEST", BAD_REQUEST),
+    /// A worker cannot run the fragment it was sent.
+    BadPlan = ("BAD_PLAN", BAD_REQUEST),
+    BadBufferRequest = ("BAD_BUFFER_REQUEST", BAD_REQUEST),
+    /// No valid login, or an internal request without the cluster's shared secret.
+    Unauthenticated = ("UNAUTHENTICATED", UNAUTHORIZED),
+    PermissionDenied = ("PERMISSION_DENIED", FORBIDDEN),
+    NotFound = ("NOT_FOUND", NOT_FOUND),
+    QueryNotFound = ("QUERY_NOT_FOUND", NOT_FOUND),
+    TaskNotFound = ("TASK_NOT_FOUND", NOT_FOUND),
+    NoDynamicFilter = ("NO_DYNAMIC_FILTER", NOT_FOUND),
+    NoMemoryFragment = ("NO_MEMORY_FRAGMENT", NOT_FOUND),
+    MethodNotAllowed = ("METHOD_NOT_ALLOWED", METHOD_NOT_ALLOWED),
+    /// A worker of another `node.environment` announced itself.
+    WrongEnvironment = ("WRONG_ENVIRONMENT", CONFLICT),
+    /// A results token the query has moved past.
+    InvalidToken = ("INVALID_TOKEN", GONE),
+    RequestTooLarge = ("REQUEST_TOO_LARGE", PAYLOAD_TOO_LARGE),
+    UnsupportedMediaType = ("UNSUPPORTED_MEDIA_TYPE", UNSUPPORTED_MEDIA_TYPE),
+    TooManyFailedLogins = ("TOO_MANY_FAILED_LOGINS", TOO_MANY_REQUESTS),
+    InternalError = ("INTERNAL_ERROR", INTERNAL_SERVER_ERROR),
+    /// The task whose results were asked for failed; the message says how.
+    TaskFailed = ("TASK_FAILED", INTERNAL_SERVER_ERROR),
+    InjectedFailure = ("INJECTED_FAILURE", INTERNAL_SERVER_ERROR),
+    SpoolError = ("SPOOL_ERROR", INTERNAL_SERVER_ERROR),
+    PageEncodingError = ("PAGE_ENCODING_ERROR", INTERNAL_SERVER_ERROR),
+    /// Try again shortly: a create of the same task is under way.
+    TaskBeingCreated = ("TASK_BEING_CREATED", SERVICE_UNAVAILABLE),
+    ServerShuttingDown = ("SERVER_SHUTTING_DOWN", SERVICE_UNAVAILABLE),
 }
 
-impl QueryError {
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        QueryError {
-            error_name: code.name().to_string(),
-            error_code: code.number(),
-            error_type: code.error_type().name().to_string(),
-            message: message.into(),
+/// A code type whose values travel by name: `ErrorCode`, and the HTTP API's `ApiCode`.
+pub trait CodeName: Copy + Sized {
+    fn name(self) -> &'static str;
+    fn parse(name: &str) -> Option<Self>;
+}
+
+/// A code as a peer named it, parsed once where it arrives: one this build knows, or
+/// the name kept as sent (a newer peer's), so that it can be reported unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Named<T> {
+    Known(T),
+    Unknown(String),
+}
+
+/// A task's or a query's failure code on the wire.
+pub type FailureCode = Named<ErrorCode>;
+
+impl<T: CodeName> Named<T> {
+    pub fn parse(name: &str) -> Self {
+        T::parse(name).map_or_else(|| Named::Unknown(name.to_string()), Named::Known)
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            Named::Known(c) => c.name(),
+            Named::Unknown(name) => name,
         }
     }
 
-    /// A failure named on the wire (a task failure's code). A name this process does
-    /// not know is kept as sent, with Trino's generic internal number and type.
-    pub fn from_name(name: &str, message: impl Into<String>) -> Self {
-        match ErrorCode::parse(name) {
-            Some(code) => QueryError::new(code, message),
-            None => QueryError {
-                error_name: name.to_string(),
-                error_code: ErrorCode::GenericInternalError.number(),
-                error_type: ErrorType::InternalError.name().to_string(),
-                message: message.into(),
-            },
+    pub fn known(&self) -> Option<T> {
+        match self {
+            Named::Known(c) => Some(*c),
+            Named::Unknown(_) => None,
+        }
+    }
+}
+
+impl<T: CodeName + PartialEq> Named<T> {
+    pub fn is(&self, code: T) -> bool {
+        self.known() == Some(code)
+    }
+}
+
+impl FailureCode {
+    /// Trino's number; a name this build does not know reports Trino's generic
+    /// internal error's.
+    pub fn number(&self) -> i64 {
+        self.known().unwrap_or(ErrorCode::GenericInternalError).number()
+    }
+
+    pub fn error_type(&self) -> ErrorType {
+        self.known().map_or(ErrorType::InternalError, ErrorCode::error_type)
+    }
+
+    /// Whether running the work again can succeed. A name this process does not know
+    /// is an internal failure of a newer peer: retryable, as Trino treats errors that
+    /// are not the user's.
+    pub fn is_retryable(&self) -> bool {
+        self.known().is_none_or(ErrorCode::is_retryable)
+    }
+}
+
+impl<T> From<T> for Named<T> {
+    fn from(code: T) -> Self {
+        Named::Known(code)
+    }
+}
+
+impl<T: CodeName> Default for Named<T> {
+    fn default() -> Self {
+        Named::Unknown(String::new())
+    }
+}
+
+impl<T: CodeName> std::fmt::Display for Named<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl<T: CodeName> PartialEq<str> for Named<T> {
+    fn eq(&self, other: &str) -> bool {
+        self.name() == other
+    }
+}
+
+impl<T: CodeName> PartialEq<&str> for Named<T> {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
+}
+
+impl<T: CodeName> Serialize for Named<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de, T: CodeName> Deserialize<'de> for Named<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Ok(Named::parse(&name))
+    }
+}
+
+/// A query's error as the client protocol carries it (Trino's `QueryError`): the
+/// coordinator sends it, the client reads it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct QueryError {
+    pub message: String,
+    pub error_code: i64,
+    pub error_name: FailureCode,
+    pub error_type: ErrorType,
+}
+
+impl QueryError {
+    pub fn new(code: impl Into<FailureCode>, message: impl Into<String>) -> Self {
+        let code = code.into();
+        QueryError {
+            message: message.into(),
+            error_code: code.number(),
+            error_type: code.error_type(),
+            error_name: code,
         }
     }
 
     /// Whether running the query again can succeed (`retry_policy=query`).
     pub fn is_retryable(&self) -> bool {
-        name_is_retryable(&self.error_name)
+        self.error_name.is_retryable()
     }
 }
 
@@ -230,6 +385,34 @@ mod tests {
     }
 
     #[test]
+    fn api_codes_are_unique_and_round_trip() {
+        let mut names = std::collections::HashSet::new();
+        for &c in ApiCode::ALL {
+            assert!(names.insert(c.name()), "{c:?} twice");
+            assert_eq!(<ApiCode as CodeName>::parse(c.name()), Some(c));
+            assert!(c.status().is_client_error() || c.status().is_server_error(), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn unknown_names_are_kept_through_the_wire() {
+        let code: FailureCode = serde_json::from_str("\"DISK_ON_FIRE\"").unwrap();
+        assert_eq!(code, Named::Unknown("DISK_ON_FIRE".into()));
+        assert_eq!(serde_json::to_string(&code).unwrap(), "\"DISK_ON_FIRE\"");
+        let e = QueryError::new(code, "boom");
+        assert_eq!((e.error_code, e.error_type), (65536, ErrorType::InternalError));
+        let known: FailureCode = serde_json::from_str("\"TABLE_NOT_FOUND\"").unwrap();
+        assert!(known.is(ErrorCode::TableNotFound));
+        // The client protocol's shape: camelCase, the name and type as strings.
+        let sent = serde_json::to_value(QueryError::new(ErrorCode::TableNotFound, "no t")).unwrap();
+        assert_eq!(
+            sent,
+            serde_json::json!({"message": "no t", "errorCode": 46, "errorName": "TABLE_NOT_FOUND", "errorType": "USER_ERROR"})
+        );
+        assert_eq!(serde_json::from_value::<QueryError>(sent).unwrap().error_name, "TABLE_NOT_FOUND");
+    }
+
+    #[test]
     fn numbers_and_types_are_trinos() {
         // From Trino's StandardErrorCode.
         assert_eq!((ErrorCode::SyntaxError.number(), ErrorCode::SyntaxError.error_type()), (1, ErrorType::UserError));
@@ -250,7 +433,7 @@ mod tests {
         assert!(ErrorCode::RemoteHostGone.is_retryable());
         assert!(!ErrorCode::GenericInternalError.is_retryable());
         assert!(!ErrorCode::RemoteTaskRejected.is_retryable());
-        assert!(name_is_retryable("FROM_A_NEWER_WORKER"));
-        assert!(!name_is_retryable("EXECUTION_ERROR"));
+        assert!(FailureCode::parse("FROM_A_NEWER_WORKER").is_retryable());
+        assert!(!FailureCode::parse("EXECUTION_ERROR").is_retryable());
     }
 }

@@ -19,12 +19,7 @@ pub fn failure_from_error(e: &DataFusionError) -> TaskFailure {
             ExchangeError::UpstreamFailed { message, .. } => message.clone(),
             other => other.to_string(),
         };
-        return TaskFailure {
-            code: x.code().name().to_string(),
-            message,
-            upstream: Some(task.clone()),
-            upstream_url: Some(url.to_string()),
-        };
+        return TaskFailure::fetch(x.code(), message, task.clone(), url);
     }
     let root = || e.find_root().to_string();
     let (code, message) = if find_external::<SpoolError>(e).is_some() {
@@ -46,7 +41,7 @@ pub fn failure_from_error(e: &DataFusionError) -> TaskFailure {
     } else {
         (ErrorCode::ExecutionError, e.to_string())
     };
-    TaskFailure { code: code.name().into(), message, upstream: None, upstream_url: None }
+    TaskFailure::new(code, message)
 }
 
 /// The error of type `T` a DataFusion error wraps, however deeply.

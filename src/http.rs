@@ -1,5 +1,5 @@
 //! The one place where errors become HTTP responses: each layer's error type says its
-//! status and stable code through `ApiError`, and this module renders the JSON body
+//! stable `ApiCode` (which fixes the status) through `ApiError`, and this module renders the JSON body
 //! `{"error": {"code", "message"}}`. Also the small helpers both servers share.
 
 use axum::http::StatusCode;
@@ -8,17 +8,21 @@ use axum::Json;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::error_code::ApiCode;
 use crate::protocol::{ErrorBody, ErrorDetail};
 
-/// An error with an HTTP status and a stable error code.
+/// An error with a stable HTTP API code.
 pub trait ApiError: std::fmt::Display {
-    fn status(&self) -> StatusCode;
-    fn code(&self) -> &'static str;
+    fn code(&self) -> ApiCode;
+
+    fn status(&self) -> StatusCode {
+        self.code().status()
+    }
 }
 
 /// Renders any `ApiError` as the JSON error body.
 pub fn error_response<E: ApiError>(e: &E) -> Response {
-    let body = ErrorBody { error: ErrorDetail { code: e.code().to_string(), message: e.to_string() } };
+    let body = ErrorBody { error: ErrorDetail { code: e.code().into(), message: e.to_string() } };
     (e.status(), Json(body)).into_response()
 }
 
@@ -91,11 +95,8 @@ pub struct InternalAuth(pub Option<Arc<str>>);
 pub struct Unauthorized;
 
 impl ApiError for Unauthorized {
-    fn status(&self) -> StatusCode {
-        StatusCode::UNAUTHORIZED
-    }
-    fn code(&self) -> &'static str {
-        "UNAUTHORIZED"
+    fn code(&self) -> ApiCode {
+        ApiCode::Unauthenticated
     }
 }
 
@@ -135,15 +136,15 @@ pub async fn json_errors(req: axum::extract::Request, next: axum::middleware::Ne
         Err(_) => String::new(),
     };
     let code = match status {
-        StatusCode::PAYLOAD_TOO_LARGE => "REQUEST_TOO_LARGE",
-        StatusCode::METHOD_NOT_ALLOWED => "METHOD_NOT_ALLOWED",
-        StatusCode::NOT_FOUND => "NOT_FOUND",
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => "UNSUPPORTED_MEDIA_TYPE",
-        s if s.is_client_error() => "BAD_REQUEST",
-        _ => "INTERNAL_ERROR",
+        StatusCode::PAYLOAD_TOO_LARGE => ApiCode::RequestTooLarge,
+        StatusCode::METHOD_NOT_ALLOWED => ApiCode::MethodNotAllowed,
+        StatusCode::NOT_FOUND => ApiCode::NotFound,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiCode::UnsupportedMediaType,
+        s if s.is_client_error() => ApiCode::BadRequest,
+        _ => ApiCode::InternalError,
     };
     let message = if text.is_empty() { status.canonical_reason().unwrap_or("error").to_string() } else { text };
-    let body = ErrorBody { error: ErrorDetail { code: code.to_string(), message } };
+    let body = ErrorBody { error: ErrorDetail { code: code.into(), message } };
     let mut out = (status, Json(body)).into_response();
     // Keep what the original said besides its body (`Allow`, `Retry-After`, ...).
     for (name, value) in parts.headers.iter() {

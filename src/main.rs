@@ -648,7 +648,9 @@ async fn run_one(client: &StatementClient, sql: &str, format: OutputFormat) -> R
 
 fn describe(e: &ClientError) -> String {
     match e {
-        ClientError::Query { error_name, message, .. } => format!("Query failed ({error_name}): {message}"),
+        ClientError::Query(flotilla::client::QueryError { error_name, message, .. }) => {
+            format!("Query failed ({error_name}): {message}")
+        }
         other => format!("Error: {other}"),
     }
 }

@@ -9,6 +9,8 @@ use std::str::FromStr;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
+use crate::error_code::{ApiCode, ErrorCode, FailureCode, Named};
+
 /// Header carrying the status version a long poll waits to see change.
 pub const HEADER_CURRENT_VERSION: &str = "x-flotilla-current-version";
 /// Header carrying how long a long poll may wait, in milliseconds.
@@ -225,17 +227,55 @@ impl TaskState {
     }
 }
 
-/// Why a task failed. `upstream` is set when the cause is a failed upstream task or a
-/// broken data link to it, so the coordinator can name the task that really broke.
+/// How a task failed: its code (and so whether it is worth a retry), what it said,
+/// and why, in the terms the schedulers act on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskFailure {
     /// Stable error code, e.g. `EXECUTION_ERROR`, `REMOTE_TASK_FAILED`, `REMOTE_TASK_UNREACHABLE`.
-    pub code: String,
+    pub code: FailureCode,
     pub message: String,
     #[serde(default)]
-    pub upstream: Option<TaskId>,
-    #[serde(default)]
-    pub upstream_url: Option<String>,
+    pub reason: FailureReason,
+}
+
+/// Why a task failed, after Ballista's `FailedTask.failed_reason`: its own work, or an
+/// upstream output it could not read. The fault-tolerant scheduler recomputes the
+/// upstream of a fetch failure rather than the task that reported it; the pipelined
+/// one reports the upstream as the cause.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FailureReason {
+    /// The task's own work failed, or its worker or coordinator ended it.
+    #[default]
+    Execution,
+    /// Reading an upstream task's output failed: the link broke, or the upstream itself
+    /// failed and this task echoes it (`REMOTE_TASK_FAILED`). `upstream` names its
+    /// stage and partition, `url` the worker that ran it.
+    Fetch { upstream: TaskId, url: String },
+}
+
+impl TaskFailure {
+    /// A failure of the task's own work.
+    pub fn new(code: impl Into<FailureCode>, message: impl Into<String>) -> Self {
+        TaskFailure { code: code.into(), message: message.into(), reason: FailureReason::Execution }
+    }
+
+    /// A failure to read `upstream`'s output from the worker at `url`.
+    pub fn fetch(code: ErrorCode, message: impl Into<String>, upstream: TaskId, url: impl Into<String>) -> Self {
+        TaskFailure {
+            code: code.into(),
+            message: message.into(),
+            reason: FailureReason::Fetch { upstream, url: url.into() },
+        }
+    }
+
+    /// The upstream task and its worker's URL, for a fetch failure.
+    pub fn upstream(&self) -> Option<(&TaskId, &str)> {
+        match &self.reason {
+            FailureReason::Fetch { upstream, url } => Some((upstream, url)),
+            FailureReason::Execution => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -369,7 +409,7 @@ pub struct ErrorBody {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ErrorDetail {
-    pub code: String,
+    pub code: Named<ApiCode>,
     pub message: String,
 }
 

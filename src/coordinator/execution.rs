@@ -324,9 +324,7 @@ async fn execute(
         }
         Err(RunFailure::Scheduler(e)) => Err(QueryError::new(ErrorCode::RemoteTaskError, e.to_string())),
         Err(RunFailure::Root(e)) => match pick_root_cause(reported) {
-            Some(best) if ErrorCode::parse(&best.failure.code) != Some(ErrorCode::RemoteTaskFailed) => {
-                Err(task_failure_error(&best))
-            }
+            Some(best) if !best.failure.code.is(ErrorCode::RemoteTaskFailed) => Err(task_failure_error(&best)),
             _ => Err(e),
         },
     }

@@ -24,13 +24,12 @@ pub mod table_commit;
 pub mod ui;
 pub mod write;
 
-use crate::error_code::ErrorCode;
+use crate::error_code::{ApiCode, ErrorCode};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use parking_lot::RwLock;
 use tokio::sync::watch;
@@ -71,29 +70,16 @@ pub enum CoordinatorError {
 }
 
 impl ApiError for CoordinatorError {
-    fn status(&self) -> StatusCode {
+    fn code(&self) -> ApiCode {
         match self {
-            CoordinatorError::QueryNotFound(_) => StatusCode::NOT_FOUND,
-            CoordinatorError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            CoordinatorError::Gone(_) => StatusCode::GONE,
-            CoordinatorError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            CoordinatorError::WrongEnvironment(_) => StatusCode::CONFLICT,
-            CoordinatorError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-            CoordinatorError::PermissionDenied(_) => StatusCode::FORBIDDEN,
-            CoordinatorError::TooManyFailedLogins(_) => StatusCode::TOO_MANY_REQUESTS,
-        }
-    }
-
-    fn code(&self) -> &'static str {
-        match self {
-            CoordinatorError::QueryNotFound(_) => "QUERY_NOT_FOUND",
-            CoordinatorError::BadRequest(_) => "BAD_REQUEST",
-            CoordinatorError::Gone(_) => "INVALID_TOKEN",
-            CoordinatorError::Internal(_) => "INTERNAL_ERROR",
-            CoordinatorError::WrongEnvironment(_) => "WRONG_ENVIRONMENT",
-            CoordinatorError::Unauthenticated(_) => "UNAUTHENTICATED",
-            CoordinatorError::PermissionDenied(_) => "PERMISSION_DENIED",
-            CoordinatorError::TooManyFailedLogins(_) => "TOO_MANY_FAILED_LOGINS",
+            CoordinatorError::QueryNotFound(_) => ApiCode::QueryNotFound,
+            CoordinatorError::BadRequest(_) => ApiCode::BadRequest,
+            CoordinatorError::Gone(_) => ApiCode::InvalidToken,
+            CoordinatorError::Internal(_) => ApiCode::InternalError,
+            CoordinatorError::WrongEnvironment(_) => ApiCode::WrongEnvironment,
+            CoordinatorError::Unauthenticated(_) => ApiCode::Unauthenticated,
+            CoordinatorError::PermissionDenied(_) => ApiCode::PermissionDenied,
+            CoordinatorError::TooManyFailedLogins(_) => ApiCode::TooManyFailedLogins,
         }
     }
 }

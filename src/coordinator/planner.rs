@@ -211,7 +211,7 @@ mod tests {
         let e = ctx.sql("SELEC 1").await.unwrap_err();
         let q = planning_error(&e);
         assert_eq!(q.error_name, "SYNTAX_ERROR");
-        assert_eq!(q.error_type, "USER_ERROR");
+        assert_eq!(q.error_type, crate::error_code::ErrorType::UserError);
     }
 
     #[tokio::test]

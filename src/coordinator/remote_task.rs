@@ -17,7 +17,7 @@ use tokio::sync::watch;
 
 use crate::cluster::node_manager::NodeManager;
 use crate::cluster::node_manager::WorkerNode;
-use crate::error_code::ErrorCode;
+use crate::error_code::{ApiCode, ErrorCode};
 use crate::http::{describe_request_error, is_connection_refused, ErrorBudget};
 use crate::protocol::{self, ErrorBody, TaskFailure, TaskId, TaskState, TaskStatus, TaskUpdateRequest};
 use crate::scheduling::remote_task::{planned_status, RemoteTask, RemoteTaskError, RemoteTaskFactory};
@@ -107,9 +107,7 @@ impl HttpRemoteTask {
                     let body = resp.bytes().await.unwrap_or_default();
                     let (code, message) = match serde_json::from_slice::<ErrorBody>(&body) {
                         Ok(e) => (e.error.code, e.error.message),
-                        Err(_) => {
-                            (ErrorCode::RemoteTaskError.name().into(), String::from_utf8_lossy(&body).into_owned())
-                        }
+                        Err(_) => (ApiCode::InternalError.into(), String::from_utf8_lossy(&body).into_owned()),
                     };
                     return Err(RemoteTaskError::Rejected {
                         task: self.task_id.clone(),
@@ -183,7 +181,7 @@ impl HttpRemoteTask {
     fn fail(&self, code: ErrorCode, message: String) {
         let mut s = self.status.lock().clone();
         s.state = TaskState::Failed;
-        s.failure = Some(TaskFailure { code: code.name().to_string(), message, upstream: None, upstream_url: None });
+        s.failure = Some(TaskFailure::new(code, message));
         self.set_status(s);
     }
 

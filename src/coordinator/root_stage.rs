@@ -21,7 +21,7 @@ use super::query::QueryExecution;
 use super::query_errors::root_error;
 use crate::exchange::client::{ExchangeClient, ExchangeConfig};
 use crate::exchange::remote_source::{attach_resolver, SourceLocations, SourceResolver};
-use crate::protocol::SourceUpdate;
+use crate::protocol::{FailureReason, SourceUpdate};
 use crate::scheduling::fault_tolerant::{RootFailure, RootProgress, RootStage};
 use crate::scheduling::state_machine::QueryState;
 
@@ -90,8 +90,8 @@ impl RootStage for SpooledRootStage {
                     Ok(b) => b,
                     Err(e) => {
                         let failure = crate::failure::failure_from_error(&e);
-                        return Err(match (failure.upstream, failure.upstream_url, streaming) {
-                            (Some(upstream), Some(url), false) => {
+                        return Err(match (failure.reason, streaming) {
+                            (FailureReason::Fetch { upstream, url }, false) => {
                                 RootFailure::Fetch { upstream, url, message: failure.message }
                             }
                             _ => fatal(&e),

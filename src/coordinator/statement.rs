@@ -479,13 +479,9 @@ fn results_document(q: &Arc<QueryExecution>, base: &str, token: u64, exhausted: 
     let failed = state == QueryState::Failed;
     if failed {
         if let Some(e) = q.error() {
-            doc["error"] = json!({
-                "message": e.message,
-                "errorCode": e.error_code,
-                "errorName": e.error_name,
-                "errorType": e.error_type,
-                "failureInfo": {"type": e.error_name, "message": e.message},
-            });
+            let mut error = json!(e);
+            error["failureInfo"] = json!({"type": e.error_name, "message": e.message});
+            doc["error"] = error;
         }
     }
     if let Some(write) = q.update.lock().clone() {

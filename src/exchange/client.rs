@@ -9,7 +9,7 @@
 //! task reports failure, the stream ends with an `ExchangeError` that names the
 //! upstream task and worker, so the consumer can tell the coordinator which task broke.
 
-use crate::error_code::ErrorCode;
+use crate::error_code::{ApiCode, Named};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -78,7 +78,7 @@ pub struct ExchangeSource {
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ExchangeError {
     #[error("upstream task {task} on {url} failed: {message}")]
-    UpstreamFailed { task: TaskId, url: String, code: String, message: String },
+    UpstreamFailed { task: TaskId, url: String, code: Named<ApiCode>, message: String },
     #[error("cannot fetch results of upstream task {task} on {url} for {elapsed:.1?}: {message}")]
     Unreachable { task: TaskId, url: String, elapsed: Duration, message: String },
     #[error("bad results from upstream task {task} on {url}: {message}")]
@@ -356,7 +356,7 @@ impl Puller {
             let body = response.bytes().await.unwrap_or_default();
             let (code, message) = match serde_json::from_slice::<ErrorBody>(&body) {
                 Ok(e) => (e.error.code, e.error.message),
-                Err(_) => (ErrorCode::RemoteTaskError.name().to_string(), String::from_utf8_lossy(&body).into_owned()),
+                Err(_) => (ApiCode::InternalError.into(), String::from_utf8_lossy(&body).into_owned()),
             };
             return Ok(Fetched::Failed(ExchangeError::UpstreamFailed {
                 task: self.source.task_id.clone(),

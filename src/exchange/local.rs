@@ -23,7 +23,7 @@ pub enum LocalFetch {
     Pages(BufferResult),
     /// What an HTTP client error or a failed task's answer would carry: final.
     Failed {
-        code: String,
+        code: crate::error_code::Named<crate::error_code::ApiCode>,
         message: String,
     },
     /// What a server error would be: retried within the exchange's error budget.

@@ -295,8 +295,8 @@ impl FaultTolerantQueryScheduler {
                         failure: failure.clone(),
                     };
                     let update = self.classify(stage, &failure);
-                    if let (TaskUpdateState::FetchFailed { executor_id, .. }, Some(upstream)) =
-                        (&update, &failure.upstream)
+                    if let (TaskUpdateState::FetchFailed { executor_id, .. }, Some((upstream, _))) =
+                        (&update, failure.upstream())
                     {
                         unreadable.push((upstream.clone(), executor_id.clone()));
                     }
@@ -335,9 +335,9 @@ impl FaultTolerantQueryScheduler {
     fn report_unreadable_outputs(&mut self, mut reports: Vec<(TaskId, String)>) {
         for (task, _) in &self.superseded {
             let Some(failure) = task.failure() else { continue };
-            let Some(upstream) = failure.upstream.clone() else { continue };
-            let executor = self.executor_of(&upstream, failure.upstream_url.as_deref());
-            reports.push((upstream, executor));
+            let Some((upstream, url)) = failure.upstream() else { continue };
+            let executor = self.executor_of(upstream, url);
+            reports.push((upstream.clone(), executor));
         }
         for (upstream, executor) in reports {
             if let Err(e) =
@@ -351,24 +351,24 @@ impl FaultTolerantQueryScheduler {
     /// A failure naming an upstream task is a fetch failure: that output is what has
     /// to be recomputed, not this task. Errors of the query itself are not retried.
     fn classify(&self, stage: usize, failure: &TaskFailure) -> TaskUpdateState {
-        if let Some(upstream) = &failure.upstream {
+        if let Some((upstream, url)) = failure.upstream() {
             let is_input = self.graph.stage(stage).is_some_and(|s| s.inputs.contains_key(&upstream.stage));
             if is_input {
                 return TaskUpdateState::FetchFailed {
                     map_stage_id: upstream.stage,
                     map_partition: upstream.task,
-                    executor_id: self.executor_of(upstream, failure.upstream_url.as_deref()),
+                    executor_id: self.executor_of(upstream, url),
                     reason: format!("{}: {}", failure.code, failure.message),
                 };
             }
         }
-        let retryable = crate::error_code::name_is_retryable(&failure.code);
+        let retryable = failure.code.is_retryable();
         TaskUpdateState::Failed { reason: format!("{}: {}", failure.code, failure.message), retryable }
     }
 
     /// The worker an upstream task id ran on (its node id, as the graph knows it).
-    fn executor_of(&self, upstream: &TaskId, url: Option<&str>) -> String {
-        let by_url = url.and_then(|u| self.workers.values().find(|w| w.url == u));
+    fn executor_of(&self, upstream: &TaskId, url: &str) -> String {
+        let by_url = self.workers.values().find(|w| w.url == url);
         match by_url {
             Some(w) => w.node_id.clone(),
             None => self
@@ -387,12 +387,7 @@ impl FaultTolerantQueryScheduler {
                     stage: 0,
                     task: TaskId::new(&self.settings.query_id, 0, 0, 0),
                     worker: COORDINATOR.into(),
-                    failure: TaskFailure {
-                        code: ErrorCode::RemoteTaskError.name().into(),
-                        message: String::new(),
-                        upstream: None,
-                        upstream_url: None,
-                    },
+                    failure: TaskFailure::new(ErrorCode::RemoteTaskError, String::new()),
                 });
                 report.failure.message = message;
                 return Err(SchedulerError::TaskFailed(Box::new(report)));
@@ -424,12 +419,7 @@ impl FaultTolerantQueryScheduler {
             }
             Err(RootFailure::Fatal(e)) => return Err(SchedulerError::Root(e)),
             Err(RootFailure::Fetch { upstream, url, message }) => {
-                let failure = TaskFailure {
-                    code: ErrorCode::RemoteTaskUnreachable.name().into(),
-                    message,
-                    upstream: Some(upstream),
-                    upstream_url: Some(url),
-                };
+                let failure = TaskFailure::fetch(ErrorCode::RemoteTaskUnreachable, message, upstream, url);
                 if self.last_failure.is_none() {
                     let task = TaskId::new(&self.settings.query_id, 0, 0, attempt);
                     self.last_failure = Some(TaskFailureReport {

@@ -28,7 +28,8 @@ use crate::error_code::ErrorCode;
 use crate::plan::dynamic_filter::{union_of, with_collector, with_filter, DynamicFilter};
 use crate::plan::fragmenter::{Fragment, FragmentOutput, FragmentedPlan};
 use crate::protocol::{
-    Base64Bytes, OutputBufferSpec, SourceUpdate, TaskFailure, TaskId, TaskState, TaskStatus, TaskUpdateRequest,
+    Base64Bytes, FailureReason, OutputBufferSpec, SourceUpdate, TaskFailure, TaskId, TaskState, TaskStatus,
+    TaskUpdateRequest,
 };
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -118,10 +119,10 @@ pub fn output_spec(fragment: &Fragment, stages: &BTreeMap<usize, Arc<StageExecut
 /// broken data link (which is itself the cause), and only then the echo of an
 /// upstream task's failure.
 pub fn pick_root_cause(failures: Vec<TaskFailureReport>) -> Option<TaskFailureReport> {
-    let rank = |f: &TaskFailureReport| match (&f.failure.upstream, ErrorCode::parse(&f.failure.code)) {
-        (None, _) => 0,
-        (Some(_), Some(ErrorCode::RemoteTaskFailed)) => 2,
-        (Some(_), _) => 1,
+    let rank = |f: &TaskFailureReport| match (&f.failure.reason, f.failure.code.known()) {
+        (FailureReason::Execution, _) => 0,
+        (FailureReason::Fetch { .. }, Some(ErrorCode::RemoteTaskFailed)) => 2,
+        (FailureReason::Fetch { .. }, _) => 1,
     };
     failures.into_iter().min_by_key(rank)
 }
@@ -349,12 +350,7 @@ impl PipelinedQueryScheduler {
                 stage: id,
                 task: TaskId::new(&self.settings.query_id, id, 0, 0),
                 worker: "coordinator".into(),
-                failure: TaskFailure {
-                    code: ErrorCode::PlanSerialization.name().into(),
-                    message: e.to_string(),
-                    upstream: None,
-                    upstream_url: None,
-                },
+                failure: TaskFailure::new(ErrorCode::PlanSerialization, e.to_string()),
             }))
         })?;
         let output = output_spec(fragment, &self.stages);

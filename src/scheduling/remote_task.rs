@@ -12,26 +12,24 @@ use futures::future::{BoxFuture, FutureExt};
 use tokio::sync::watch;
 
 use crate::cluster::node_manager::WorkerNode;
-use crate::error_code::ErrorCode;
+use crate::error_code::{ApiCode, ErrorCode, Named};
 use crate::protocol::{SourceUpdate, TaskFailure, TaskId, TaskState, TaskStats, TaskStatus, TaskUpdateRequest};
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum RemoteTaskError {
     #[error("worker {url} rejected task {task}: {code}: {message}")]
-    Rejected { task: TaskId, url: String, code: String, message: String },
+    Rejected { task: TaskId, url: String, code: Named<ApiCode>, message: String },
     #[error("task management requests for task {task} to worker {url} failed for {elapsed:.1?}: {message}")]
     RequestsFailed { task: TaskId, url: String, elapsed: Duration, message: String },
 }
 
 impl RemoteTaskError {
-    /// The query's error code for it: a refusal keeps the worker's code where it is
-    /// one of ours (`BAD_PLAN`, `INVALID_SESSION_PROPERTY`), not a transport failure.
+    /// The query's error code for it: a worker that cannot run the plan says so
+    /// (`BAD_PLAN`); any other refusal is the task's.
     pub fn error_code(&self) -> ErrorCode {
         match self {
-            RemoteTaskError::Rejected { code, .. } => match ErrorCode::parse(code) {
-                Some(c @ (ErrorCode::BadPlan | ErrorCode::InvalidSessionProperty)) => c,
-                _ => ErrorCode::RemoteTaskRejected,
-            },
+            RemoteTaskError::Rejected { code, .. } if code.is(ApiCode::BadPlan) => ErrorCode::BadPlan,
+            RemoteTaskError::Rejected { .. } => ErrorCode::RemoteTaskRejected,
             RemoteTaskError::RequestsFailed { .. } => ErrorCode::TooManyRequestsFailed,
         }
     }
@@ -72,14 +70,8 @@ pub trait RemoteTask: Send + Sync + fmt::Debug {
     /// The task's failure, with a generic one when it failed without saying why.
     fn failure(&self) -> Option<TaskFailure> {
         let s = self.status();
-        (s.state == TaskState::Failed).then(|| {
-            s.failure.unwrap_or_else(|| TaskFailure {
-                code: ErrorCode::RemoteTaskError.name().into(),
-                message: "task failed".into(),
-                upstream: None,
-                upstream_url: None,
-            })
-        })
+        (s.state == TaskState::Failed)
+            .then(|| s.failure.unwrap_or_else(|| TaskFailure::new(ErrorCode::RemoteTaskError, "task failed")))
     }
 }
 

@@ -57,11 +57,10 @@ impl FakeRemoteTask {
     pub fn fail(&self, code: ErrorCode, upstream: Option<&FakeRemoteTask>) {
         self.update(|s| {
             s.state = TaskState::Failed;
-            s.failure = Some(TaskFailure {
-                code: code.name().into(),
-                message: format!("failure of {}", s.task_id),
-                upstream: upstream.map(|u| u.task_id.clone()),
-                upstream_url: upstream.map(|u| u.worker.url.clone()),
+            let message = format!("failure of {}", s.task_id);
+            s.failure = Some(match upstream {
+                Some(u) => TaskFailure::fetch(code, message, u.task_id.clone(), u.worker.url.clone()),
+                None => TaskFailure::new(code, message),
             });
         });
     }
@@ -118,7 +117,7 @@ impl RemoteTask for FakeRemoteTask {
     fn mark_failed(&self, code: ErrorCode, message: String) {
         self.update(|s| {
             s.state = TaskState::Failed;
-            s.failure = Some(TaskFailure { code: code.name().into(), message, upstream: None, upstream_url: None });
+            s.failure = Some(TaskFailure::new(code, message));
         });
     }
 

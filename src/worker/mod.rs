@@ -14,10 +14,10 @@ mod task_plan;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use tokio::sync::watch;
 
 use crate::connector::Connectors;
+use crate::error_code::{ApiCode, FailureCode};
 use crate::exchange::client::ExchangeConfig;
 use crate::http::ApiError;
 use crate::protocol::{Announcement, TaskId};
@@ -35,7 +35,7 @@ pub enum WorkerError {
     #[error("{0}")]
     Buffer(#[from] crate::exchange::output_buffer::BufferError),
     #[error("task {task} failed: {message}")]
-    TaskFailed { task: TaskId, code: String, message: String },
+    TaskFailed { task: TaskId, code: FailureCode, message: String },
     #[error("injected failure: {0:?}")]
     Injected(failure_injector::InjectedFailureKind),
     #[error("cannot read spooled output: {0}")]
@@ -58,34 +58,20 @@ pub enum WorkerError {
 }
 
 impl ApiError for WorkerError {
-    fn status(&self) -> StatusCode {
+    fn code(&self) -> ApiCode {
         match self {
-            WorkerError::TaskNotFound(_) | WorkerError::NoDynamicFilter { .. } | WorkerError::NoMemoryFragment(_) => {
-                StatusCode::NOT_FOUND
-            }
-            WorkerError::BadRequest(_) | WorkerError::BadPlan(_) | WorkerError::Buffer(_) => StatusCode::BAD_REQUEST,
-            WorkerError::TaskFailed { .. }
-            | WorkerError::Injected(_)
-            | WorkerError::Spool(_)
-            | WorkerError::Encode(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            WorkerError::Busy(_) | WorkerError::ShuttingDown(_) => StatusCode::SERVICE_UNAVAILABLE,
-        }
-    }
-
-    fn code(&self) -> &'static str {
-        match self {
-            WorkerError::TaskNotFound(_) => "TASK_NOT_FOUND",
-            WorkerError::BadRequest(_) => "BAD_REQUEST",
-            WorkerError::BadPlan(_) => "BAD_PLAN",
-            WorkerError::Buffer(_) => "BAD_BUFFER_REQUEST",
-            WorkerError::TaskFailed { .. } => "TASK_FAILED",
-            WorkerError::Injected(_) => "INJECTED_FAILURE",
-            WorkerError::Spool(_) => "SPOOL_ERROR",
-            WorkerError::Encode(_) => "PAGE_ENCODING_ERROR",
-            WorkerError::Busy(_) => "TASK_BEING_CREATED",
-            WorkerError::ShuttingDown(_) => "SERVER_SHUTTING_DOWN",
-            WorkerError::NoDynamicFilter { .. } => "NO_DYNAMIC_FILTER",
-            WorkerError::NoMemoryFragment(_) => "NO_MEMORY_FRAGMENT",
+            WorkerError::TaskNotFound(_) => ApiCode::TaskNotFound,
+            WorkerError::BadRequest(_) => ApiCode::BadRequest,
+            WorkerError::BadPlan(_) => ApiCode::BadPlan,
+            WorkerError::Buffer(_) => ApiCode::BadBufferRequest,
+            WorkerError::TaskFailed { .. } => ApiCode::TaskFailed,
+            WorkerError::Injected(_) => ApiCode::InjectedFailure,
+            WorkerError::Spool(_) => ApiCode::SpoolError,
+            WorkerError::Encode(_) => ApiCode::PageEncodingError,
+            WorkerError::Busy(_) => ApiCode::TaskBeingCreated,
+            WorkerError::ShuttingDown(_) => ApiCode::ServerShuttingDown,
+            WorkerError::NoDynamicFilter { .. } => ApiCode::NoDynamicFilter,
+            WorkerError::NoMemoryFragment(_) => ApiCode::NoMemoryFragment,
         }
     }
 }

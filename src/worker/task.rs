@@ -3,7 +3,7 @@
 //! keeps a `TaskStateMachine` the coordinator long-polls. Created and looked up by the
 //! `SqlTaskManager`; the task API handlers read its buffers and status.
 
-use crate::error_code::ErrorCode;
+use crate::error_code::{ErrorCode, FailureCode};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -286,11 +286,11 @@ impl SqlTask {
 
     /// What a reader of the output is told instead of pages (code, message): the
     /// task's own failure, or that its spooled output is gone.
-    pub fn reader_failure(&self) -> Option<(String, String)> {
+    pub fn reader_failure(&self) -> Option<(FailureCode, String)> {
         match self.failure() {
             Some(f) => Some((f.code, f.message)),
             None if self.output.is_gone() => Some((
-                ErrorCode::TaskAborted.name().to_string(),
+                ErrorCode::TaskAborted.into(),
                 format!("the spooled output of task {} is gone: the task was aborted or deleted", self.id),
             )),
             None => None,
@@ -331,22 +331,15 @@ impl SqlTask {
     /// Fails the task because no client asked about it for `idle` (its coordinator is
     /// gone); a reader still polling learns `ABANDONED_TASK`.
     pub fn abandon(&self, idle: Duration) {
-        self.fail(TaskFailure {
-            code: ErrorCode::AbandonedTask.name().into(),
-            message: format!("task {} was abandoned: no client asked about it for {idle:?}", self.id),
-            upstream: None,
-            upstream_url: None,
-        });
+        self.fail(TaskFailure::new(
+            ErrorCode::AbandonedTask,
+            format!("task {} was abandoned: no client asked about it for {idle:?}", self.id),
+        ));
     }
 
     /// Fails the task on purpose (failure injection).
     pub fn fail_injected(&self) {
-        self.fail(TaskFailure {
-            code: ErrorCode::InjectedFailure.name().into(),
-            message: format!("injected task failure in task {}", self.id),
-            upstream: None,
-            upstream_url: None,
-        });
+        self.fail(TaskFailure::new(ErrorCode::InjectedFailure, format!("injected task failure in task {}", self.id)));
     }
 
     /// Ends the task because its coordinator no longer needs it. A task that had

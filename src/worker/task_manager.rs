@@ -389,7 +389,7 @@ impl LocalResults for SqlTaskManager {
         match self.read_results(task, buffer, token, max_bytes, max_wait).await {
             Ok(result) => LocalFetch::Pages(result),
             Err(e) if matches!(e, WorkerError::TaskFailed { .. }) || e.status().is_client_error() => {
-                LocalFetch::Failed { code: e.code().to_string(), message: e.to_string() }
+                LocalFetch::Failed { code: e.code().into(), message: e.to_string() }
             }
             Err(e) => LocalFetch::Transient(format!("{}: {e}", e.status())),
         }

@@ -428,3 +428,11 @@ pub fn files_below(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     out.sort();
     out
 }
+
+/// The name and message of a query's error; anything else fails the test.
+pub fn query_error(r: Result<flotilla::client::QueryOutcome, flotilla::client::ClientError>) -> (String, String) {
+    match r {
+        Err(flotilla::client::ClientError::Query(e)) => (e.error_name.to_string(), e.message),
+        other => panic!("expected a query error, got {other:?}"),
+    }
+}

@@ -15,10 +15,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use flotilla::client::ClientError;
 use serde_json::Value;
 
-use super::common::{assert_same_rows, files_below, missing_service, oracle, EtcCluster};
+use super::common::{assert_same_rows, files_below, missing_service, oracle, query_error, EtcCluster};
 use super::object_storage::{moto_server, start_moto};
 
 const BUCKET: &str = "flotilla-delta";
@@ -48,13 +47,6 @@ fn scanned_files(plan: &[Vec<Value>]) -> Vec<String> {
         .map(str::to_string)
         .collect();
     files.into_iter().collect()
-}
-
-fn query_error(r: Result<flotilla::client::QueryOutcome, ClientError>) -> (String, String) {
-    match r {
-        Err(ClientError::Query { error_name, message, .. }) => (error_name, message),
-        other => panic!("expected a query error, got {other:?}"),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

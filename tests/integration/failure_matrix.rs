@@ -86,7 +86,7 @@ async fn every_injected_failure_fails_fast_and_cleanly() {
             let elapsed = started.elapsed();
             let cell = format!("{kind} at the {position} stage {stage}");
             match result {
-                Err(ClientError::Query { error_name, message, .. }) => {
+                Err(ClientError::Query(flotilla::client::QueryError { error_name, message, .. })) => {
                     assert_eq!(error_name, expected, "{cell}: {message}");
                     assert!(message.contains("worker http://127.0.0.1:"), "{cell}: error names the worker: {message}");
                     assert!(
@@ -132,9 +132,9 @@ async fn a_killed_worker_fails_the_query_cleanly() {
         tokio::time::timeout(Duration::from_secs(60), query).await.expect("query must end").expect("join");
     let waited = killed_at.elapsed();
     match result {
-        Err(ClientError::Query { error_name, message, .. }) => {
+        Err(ClientError::Query(flotilla::client::QueryError { error_name, message, .. })) => {
             assert!(
-                ["REMOTE_HOST_GONE", "PAGE_TRANSPORT_ERROR", "TOO_MANY_REQUESTS_FAILED"].contains(&error_name.as_str()),
+                ["REMOTE_HOST_GONE", "PAGE_TRANSPORT_ERROR", "TOO_MANY_REQUESTS_FAILED"].contains(&error_name.name()),
                 "{error_name}: {message}"
             );
             assert!(message.contains(&victim.url), "the error names the lost worker {}: {message}", victim.url);

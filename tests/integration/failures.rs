@@ -1,14 +1,6 @@
 //! A failing query gives the client a clear error and leaves no task on any worker.
 
-use super::common::Cluster;
-use flotilla::client::ClientError;
-
-fn query_error(r: Result<flotilla::client::QueryOutcome, ClientError>) -> (String, String) {
-    match r {
-        Err(ClientError::Query { error_name, message, .. }) => (error_name, message),
-        other => panic!("expected a query error, got {other:?}"),
-    }
-}
+use super::common::{query_error, Cluster};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failing_queries_report_clear_errors_and_leave_no_tasks() {
@@ -124,7 +116,7 @@ async fn internal_requests_need_the_shared_secret() {
             let resp = req.send().await.expect("answers");
             assert_eq!(resp.status().as_u16(), 401);
             let body: serde_json::Value = resp.json().await.expect("JSON error");
-            assert_eq!(body["error"]["code"], "UNAUTHORIZED");
+            assert_eq!(body["error"]["code"], "UNAUTHENTICATED");
         }
     }
     // Nothing changed: no intruder node, no task.

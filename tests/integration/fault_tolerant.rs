@@ -159,7 +159,7 @@ async fn retry_policy_task_gives_up_when_retries_run_out() {
         .with_session("task_retry_attempts", "2");
     let started = Instant::now();
     match client.execute(QUERY).await {
-        Err(ClientError::Query { error_name, message, .. }) => {
+        Err(ClientError::Query(flotilla::client::QueryError { error_name, message, .. })) => {
             assert_eq!(error_name, "REMOTE_TASK_ERROR", "{message}");
             assert!(message.contains("failed 3 times"), "two retries, then the third failure is final: {message}");
             assert!(message.contains("injected task failure"), "{message}");
@@ -173,7 +173,7 @@ async fn retry_policy_task_gives_up_when_retries_run_out() {
     spool.assert_empty().await;
 
     match task_mode(&cluster, "tiny").execute("SELECT sum(CAST(l_comment AS INT)) FROM lineitem").await {
-        Err(ClientError::Query { error_name, message, .. }) => {
+        Err(ClientError::Query(flotilla::client::QueryError { error_name, message, .. })) => {
             assert_eq!(error_name, "INVALID_CAST_ARGUMENT", "{message}");
             assert!(message.contains("non-retryable"), "a user error is not retried: {message}");
         }

@@ -95,7 +95,7 @@ async fn csv_tables_work_too() {
     ];
     for sql in &escapes {
         match client.execute(sql).await {
-            Err(flotilla::client::ClientError::Query { error_name, message, .. }) => {
+            Err(flotilla::client::ClientError::Query(flotilla::client::QueryError { error_name, message, .. })) => {
                 assert_eq!(error_name, "PERMISSION_DENIED", "{sql}: {message}");
                 assert!(message.contains("allowed locations"), "{message}");
             }
@@ -124,7 +124,7 @@ async fn csv_tables_work_too() {
         dir.join("broken").display()
     );
     match client.execute(&broken).await {
-        Err(flotilla::client::ClientError::Query { message, .. }) => {
+        Err(flotilla::client::ClientError::Query(flotilla::client::QueryError { message, .. })) => {
             assert!(message.contains("part-0.parquet is corrupt"), "{message}");
         }
         other => panic!("a corrupt Parquet file made a table: {other:?}"),
@@ -147,7 +147,7 @@ async fn csv_tables_work_too() {
     bytes[at..at + 4].copy_from_slice(&i32::MAX.to_le_bytes());
     std::fs::write(&file, bytes).unwrap();
     match client.execute("SELECT count(*), sum(n_regionkey) FROM files.default.spoiled").await {
-        Err(flotilla::client::ClientError::Query { error_name, message, .. }) => {
+        Err(flotilla::client::ClientError::Query(flotilla::client::QueryError { error_name, message, .. })) => {
             assert_eq!(error_name, "CORRUPT_FILE", "{message}");
             assert!(message.contains("spoiled/part-0.parquet is corrupt"), "{message}");
         }

@@ -168,7 +168,7 @@ async fn a_panicking_query_runner_fails_its_query_only() {
     let cluster = Cluster::start_with(&["--enable-failure-injection"], 2, &[]).await;
     let client = cluster.client("tiny").with_session("test_inject_runner_panic", "true");
     match client.execute("SELECT l_orderkey, l_quantity FROM lineitem").await {
-        Err(flotilla::client::ClientError::Query { error_name, message, .. }) => {
+        Err(flotilla::client::ClientError::Query(flotilla::client::QueryError { error_name, message, .. })) => {
             assert_eq!(error_name, "GENERIC_INTERNAL_ERROR", "{message}");
             assert!(message.contains("panicked"), "{message}");
         }

@@ -66,7 +66,7 @@ async fn over_limit_beside_a_small_query(
         client.execute(small_sql).await
     });
     match big {
-        Err(ClientError::Query { error_name, message, .. }) => {
+        Err(ClientError::Query(flotilla::client::QueryError { error_name, message, .. })) => {
             assert_eq!(error_name, want.0, "{message}");
             assert!(message.contains(want.1) && message.contains(limit.0), "{message}");
         }
@@ -96,7 +96,7 @@ async fn queries_spill_or_fail_clearly_within_a_200_mib_pool() {
                 assert!(peak > 0, "q{q}: the tasks report what they held");
                 spilled_somewhere |= spilled > 0;
             }
-            Err(ClientError::Query { error_name, message, .. }) => {
+            Err(ClientError::Query(flotilla::client::QueryError { error_name, message, .. })) => {
                 println!("q{q}: {error_name}: {message}");
                 assert_eq!(error_name, "EXCEEDED_LOCAL_MEMORY_LIMIT", "q{q}: {message}");
             }
@@ -157,7 +157,7 @@ async fn queries_spill_or_fail_clearly_within_a_200_mib_pool() {
         ("exchange_max_buffer_bytes", "1GB", "at most 100.0 MiB"),
     ] {
         match client.clone().with_session(name, value).execute(group_sql).await {
-            Err(ClientError::Query { error_name, message, .. }) => {
+            Err(ClientError::Query(flotilla::client::QueryError { error_name, message, .. })) => {
                 assert_eq!(error_name, "INVALID_SESSION_PROPERTY", "{message}");
                 assert!(message.starts_with(name) && message.contains(most), "{name}={value}: {message}");
             }
@@ -208,7 +208,7 @@ async fn queries_beyond_the_slots_wait_queued_and_a_full_queue_refuses() {
         most_active = most_active.max(active);
         if !refused && now.iter().filter(|s| *s == "QUEUED").count() == 8 {
             match client.execute("SELECT 1").await {
-                Err(ClientError::Query { error_name, message, .. }) => {
+                Err(ClientError::Query(flotilla::client::QueryError { error_name, message, .. })) => {
                     assert_eq!(error_name, "QUERY_QUEUE_FULL", "{message}");
                     refused = true;
                 }

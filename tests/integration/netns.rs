@@ -223,7 +223,10 @@ async fn a_cluster_across_network_namespaces() {
         let down = Instant::now();
         let outcome = tokio::time::timeout(Duration::from_secs(60), run).await.expect("the query ends").unwrap();
         match (policy, outcome) {
-            ("none", Err(flotilla::client::ClientError::Query { error_name, message, .. })) => {
+            (
+                "none",
+                Err(flotilla::client::ClientError::Query(flotilla::client::QueryError { error_name, message, .. })),
+            ) => {
                 assert!(
                     down.elapsed() < Duration::from_secs(15),
                     "failed only after {:?}: {error_name}: {message}",

@@ -139,7 +139,9 @@ async fn tpch_in_a_bucket_is_written_read_and_survives_a_killed_worker() {
     ] {
         let t = Instant::now();
         let e = lake.execute(sql).await.expect_err("no such place");
-        let flotilla::client::ClientError::Query { error_name, message, .. } = &e else { panic!("{sql}: {e}") };
+        let flotilla::client::ClientError::Query(flotilla::client::QueryError { error_name, message, .. }) = &e else {
+            panic!("{sql}: {e}")
+        };
         println!("{sql}: {error_name}: {message}");
         assert_eq!(error_name, "OBJECT_STORE_ERROR", "{sql}: {message}");
         assert!(message.contains(place) && message.contains(why), "{sql}: {message}");

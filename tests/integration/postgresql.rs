@@ -144,7 +144,7 @@ async fn postgresql_tables_join_tpch_and_parquet_tables_with_filters_pushed_down
     let c = EtcCluster::start(&root, &[("pg", &catalog), ("lake", &lake), ("pgbad", &refused)], 2).await;
     let client = c.client("tpch", "sf0_1");
     match client.execute("SELECT * FROM pgbad.public.nation").await {
-        Err(flotilla::client::ClientError::Query { error_name, message, .. }) => {
+        Err(flotilla::client::ClientError::Query(flotilla::client::QueryError { error_name, message, .. })) => {
             assert_eq!(error_name, "JDBC_ERROR", "{message}");
             assert!(
                 message.contains("no_such_role") && message.contains("catalog pgbad"),

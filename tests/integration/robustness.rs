@@ -212,7 +212,9 @@ async fn deep_long_and_huge_statements_get_answers_or_clear_errors() {
         let client = client.clone();
         async move {
             match client.execute(&sql).await {
-                Err(flotilla::client::ClientError::Query { error_name, message, .. }) => {
+                Err(flotilla::client::ClientError::Query(flotilla::client::QueryError {
+                    error_name, message, ..
+                })) => {
                     assert_eq!(error_name, name, "{message}");
                     message
                 }
@@ -303,7 +305,7 @@ async fn a_query_still_planning_is_cancelled_and_planning_time_is_limited() {
     assert!(asked.elapsed() < Duration::from_secs(2), "cancel during planning took {:?}", asked.elapsed());
     let limited = cluster.client("tiny").with_session("query_max_planning_time", "100ms");
     match limited.execute(&slow).await {
-        Err(flotilla::client::ClientError::Query { error_name, message, .. }) => {
+        Err(flotilla::client::ClientError::Query(flotilla::client::QueryError { error_name, message, .. })) => {
             assert_eq!(error_name, "EXCEEDED_TIME_LIMIT", "{message}");
         }
         other => panic!("expected EXCEEDED_TIME_LIMIT, got {other:?}"),

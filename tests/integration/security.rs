@@ -332,7 +332,7 @@ async fn writes_need_write_access_and_copy_keeps_out_of_tables() {
         Cluster::start_with(&["--files-allowed-locations", &allowed_s, "--access-rules", &rules_s], 2, &[]).await;
     let as_user = |user: &str| StatementClient::new(&cluster.coordinator.url).with_user(user);
     let denied = |r: Result<flotilla::client::QueryOutcome, ClientError>, what: &str, says: &str| match r {
-        Err(ClientError::Query { error_name, message, .. }) => {
+        Err(ClientError::Query(flotilla::client::QueryError { error_name, message, .. })) => {
             assert_eq!(error_name, "PERMISSION_DENIED", "{what}: {message}");
             assert!(message.contains(says), "{what}: {message}");
         }

@@ -119,7 +119,7 @@ async fn metadata_statements_answer_like_trino() {
     assert_eq!(ty("l_comment"), "varchar");
     // An unknown session property is a query error, not an HTTP one.
     match client.clone().with_session("no_such_property", "1").execute("SELECT 1").await {
-        Err(flotilla::client::ClientError::Query { error_name, message, .. }) => {
+        Err(flotilla::client::ClientError::Query(flotilla::client::QueryError { error_name, message, .. })) => {
             assert_eq!(error_name, "INVALID_SESSION_PROPERTY", "{message}");
             assert!(message.contains("no_such_property"), "{message}");
         }

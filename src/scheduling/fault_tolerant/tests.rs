@@ -130,7 +130,7 @@ async fn an_error_of_the_query_itself_is_not_retried() {
     let cluster = h.cluster.clone();
     let (_, result) = h.outcome().await;
     let Err(SchedulerError::TaskFailed(report)) = result else { panic!("the query fails: {result:?}") };
-    assert_eq!((report.stage, report.failure.code.as_str()), (1, "EXECUTION_ERROR"));
+    assert_eq!((report.stage, report.failure.code.name()), (1, "EXECUTION_ERROR"));
     assert!(cluster.task(1, 0, 1).is_none(), "no second attempt");
 }
 

@@ -155,11 +155,9 @@ fn root_cause_ranking() {
         stage,
         task: TaskId::new("q", stage, 0, 0),
         worker: "w".into(),
-        failure: TaskFailure {
-            code: code.name().into(),
-            message: String::new(),
-            upstream: upstream.then(|| TaskId::new("q", stage - 1, 0, 0)),
-            upstream_url: None,
+        failure: match upstream {
+            true => TaskFailure::fetch(code, String::new(), TaskId::new("q", stage - 1, 0, 0), "w"),
+            false => TaskFailure::new(code, String::new()),
         },
     };
     let echo = report(3, ErrorCode::RemoteTaskFailed, true);
@@ -262,5 +260,5 @@ async fn a_stage_failure_ends_the_query_before_its_root() {
     let Err(SchedulerError::TaskFailed(report)) = ended.expect("the failure ends the query") else {
         panic!("the query fails with its task's failure")
     };
-    assert_eq!((report.stage, report.failure.code.as_str()), (1, "EXECUTION_ERROR"));
+    assert_eq!((report.stage, report.failure.code.name()), (1, "EXECUTION_ERROR"));
 }
