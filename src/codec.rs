@@ -7,6 +7,7 @@
 //! that carries the task's `SourceResolver`, which it plants into every remote source
 //! it decodes.
 
+use datafusion::common::{internal_datafusion_err, internal_err, not_impl_err, plan_datafusion_err};
 use std::sync::Arc;
 
 use base64::Engine;
@@ -163,7 +164,7 @@ impl FlotillaCodec {
         ctx: &TaskContext,
         proto_converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<Partitioning> {
-        let bad = |e: String| DataFusionError::Internal(format!("bad RemoteSourceExec partitioning: {e}"));
+        let bad = |e: String| internal_datafusion_err!("bad RemoteSourceExec partitioning: {e}");
         let bytes = base64::engine::general_purpose::STANDARD.decode(encoded).map_err(|e| bad(e.to_string()))?;
         let proto =
             datafusion_proto::protobuf::Partitioning::decode(bytes.as_slice()).map_err(|e| bad(e.to_string()))?;
@@ -185,7 +186,7 @@ fn on_deep_stack<T>(f: impl FnOnce() -> T) -> T {
 }
 
 fn decode_dynamic_filter(tag: u8, body: &[u8], input: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
-    let bad = |what: &str| DataFusionError::Internal(format!("bad dynamic filter node: {what}"));
+    let bad = |what: &str| internal_datafusion_err!("bad dynamic filter node: {what}");
     let (json, hashes) = if tag == TAG_DYNAMIC_FILTER {
         let (len, rest) = body.split_first_chunk::<4>().ok_or_else(|| bad("truncated"))?;
         let len = u32::from_le_bytes(*len) as usize;
@@ -215,42 +216,42 @@ impl PhysicalExtensionCodec for FlotillaCodec {
         ctx: &TaskContext,
         proto_converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let (tag, body) = buf.split_first().ok_or_else(|| DataFusionError::Internal("empty extension node".into()))?;
+        let (tag, body) = buf.split_first().ok_or_else(|| internal_datafusion_err!("empty extension node"))?;
         if *tag == TAG_TABLE_WRITER {
             let [input] = inputs else {
-                return Err(DataFusionError::Internal("a table writer has one input".into()));
+                return internal_err!("a table writer has one input");
             };
-            let target: WriteTarget = serde_json::from_slice(body)
-                .map_err(|e| DataFusionError::Internal(format!("bad TableWriterExec: {e}")))?;
+            let target: WriteTarget =
+                serde_json::from_slice(body).map_err(|e| internal_datafusion_err!("bad TableWriterExec: {e}"))?;
             return Ok(Arc::new(TableWriterExec::new(input.clone(), target)));
         }
         if *tag == TAG_DYNAMIC_FILTER_SOURCE || *tag == TAG_DYNAMIC_FILTER {
             let [input] = inputs else {
-                return Err(DataFusionError::Internal("a dynamic filter node has one input".into()));
+                return internal_err!("a dynamic filter node has one input");
             };
             return decode_dynamic_filter(*tag, body, input.clone());
         }
         if !inputs.is_empty() {
-            return Err(DataFusionError::Internal("flotilla scans and remote sources are leaves".into()));
+            return internal_err!("flotilla scans and remote sources are leaves");
         }
         match *tag {
             TAG_CONNECTOR_SCAN => {
                 let (&len, rest) =
-                    body.split_first().ok_or_else(|| DataFusionError::Internal("empty connector scan".into()))?;
+                    body.split_first().ok_or_else(|| internal_datafusion_err!("empty connector scan"))?;
                 if rest.len() < len as usize {
-                    return Err(DataFusionError::Internal("truncated connector scan".into()));
+                    return internal_err!("truncated connector scan");
                 }
                 let (name, scan) = rest.split_at(len as usize);
                 let catalog = std::str::from_utf8(name)
-                    .map_err(|_| DataFusionError::Internal("connector scan with a non-UTF-8 catalog name".into()))?;
+                    .map_err(|_| internal_datafusion_err!("connector scan with a non-UTF-8 catalog name"))?;
                 self.connectors.decode_scan(catalog, scan)
             }
             TAG_REMOTE_SOURCE => {
-                let p: RemoteSourceProto = serde_json::from_slice(body)
-                    .map_err(|e| DataFusionError::Internal(format!("bad RemoteSourceExec: {e}")))?;
+                let p: RemoteSourceProto =
+                    serde_json::from_slice(body).map_err(|e| internal_datafusion_err!("bad RemoteSourceExec: {e}"))?;
                 let schema_bytes = base64::engine::general_purpose::STANDARD
                     .decode(p.schema)
-                    .map_err(|e| DataFusionError::Internal(format!("bad RemoteSourceExec schema: {e}")))?;
+                    .map_err(|e| internal_datafusion_err!("bad RemoteSourceExec schema: {e}"))?;
                 let schema = schema_from_bytes(&schema_bytes)?;
                 let mut node = RemoteSourceExec::new(p.stage, p.mode, p.partitions, schema.clone());
                 if let Some(encoded) = p.partitioning {
@@ -261,7 +262,7 @@ impl PhysicalExtensionCodec for FlotillaCodec {
                 }
                 Ok(Arc::new(node))
             }
-            other => Err(DataFusionError::Internal(format!("unknown extension node tag {other}"))),
+            other => internal_err!("unknown extension node tag {other}"),
         }
     }
 
@@ -274,7 +275,7 @@ impl PhysicalExtensionCodec for FlotillaCodec {
         let any = node.as_ref() as &dyn std::any::Any;
         if let Some((catalog, bytes)) = self.connectors.encode_scan(node.as_ref()) {
             let len = u8::try_from(catalog.len())
-                .map_err(|_| DataFusionError::Plan(format!("catalog name '{catalog}' is too long")))?;
+                .map_err(|_| plan_datafusion_err!("catalog name '{catalog}' is too long"))?;
             buf.push(TAG_CONNECTOR_SCAN);
             buf.push(len);
             buf.extend_from_slice(catalog.as_bytes());
@@ -316,7 +317,7 @@ impl PhysicalExtensionCodec for FlotillaCodec {
             buf.extend_from_slice(&serde_json::to_vec(w.target()).map_err(|e| DataFusionError::External(Box::new(e)))?);
             Ok(())
         } else {
-            Err(DataFusionError::NotImplemented(format!("cannot serialize plan node {}", node.name())))
+            not_impl_err!("cannot serialize plan node {}", node.name())
         }
     }
 }

@@ -9,12 +9,13 @@
 //! makes it (column types, options and partition columns exactly as given), next to
 //! the readable facts a person looking at the file wants.
 
+use datafusion::common::plan_datafusion_err;
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
-use datafusion::error::{DataFusionError, Result};
+use datafusion::error::Result;
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::{CreateExternalTable, DdlStatement, LogicalPlan};
 use serde::{Deserialize, Serialize};
@@ -54,7 +55,7 @@ impl TableEntry {
     pub fn plan(&self, ctx: &TaskContext) -> Result<LogicalPlan> {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(&self.definition)
-            .map_err(|e| DataFusionError::Plan(format!("table {}.{}: bad definition: {e}", self.schema, self.name)))?;
+            .map_err(|e| plan_datafusion_err!("table {}.{}: bad definition: {e}", self.schema, self.name))?;
         datafusion_proto::bytes::logical_plan_from_bytes(&bytes, ctx)
     }
 }

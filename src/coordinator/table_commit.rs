@@ -8,6 +8,7 @@
 //! a cancelled query does not abort, `finish` waits for it, a failure takes back what
 //! was moved, and a query whose publishing has begun is not run again.
 
+use datafusion::common::internal_err;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -395,7 +396,7 @@ impl ExecutionPlan for TableCommitExec {
         _options: ReplaceChildrenOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         if children.len() != 1 {
-            return Err(DataFusionError::Internal("TableCommitExec has one child".into()));
+            return internal_err!("TableCommitExec has one child");
         }
         Ok(Arc::new(TableCommitExec::new(children.remove(0), self.commit.clone())))
     }
@@ -410,7 +411,7 @@ impl ExecutionPlan for TableCommitExec {
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         if partition != 0 {
-            return Err(DataFusionError::Internal(format!("TableCommitExec has one partition, asked for {partition}")));
+            return internal_err!("TableCommitExec has one partition, asked for {partition}");
         }
         let mut input = self.input.execute(0, context)?;
         let commit = self.commit.clone();
@@ -422,7 +423,7 @@ impl ExecutionPlan for TableCommitExec {
                     batch.column(0).as_any().downcast_ref::<UInt64Array>(),
                     batch.column(1).as_any().downcast_ref::<StringArray>(),
                 ) else {
-                    return Err(DataFusionError::Internal("writers answered an unexpected schema".into()));
+                    return internal_err!("writers answered an unexpected schema");
                 };
                 fragments.extend((0..f.len()).map(|i| (f.value(i).to_string(), r.value(i))));
             }

@@ -4,6 +4,7 @@
 //! mode and the upstream task locations, which a `SourceResolver` supplies: the worker
 //! task (locations arrive in task updates) or the coordinator's root stage.
 
+use datafusion::common::{exec_err, internal_datafusion_err, internal_err};
 use std::fmt;
 use std::sync::Arc;
 
@@ -107,9 +108,7 @@ impl SourceResolver for SourceLocations {
                     }
                 }
                 if rx.changed().await.is_err() {
-                    return Err(DataFusionError::Execution(format!(
-                        "task ended before locations of stage {stage} arrived"
-                    )));
+                    return exec_err!("task ended before locations of stage {stage} arrived");
                 }
             }
         })
@@ -249,7 +248,7 @@ impl ExecutionPlan for RemoteSourceExec {
         if children.is_empty() {
             Ok(self)
         } else {
-            Err(DataFusionError::Internal("RemoteSourceExec has no children".into()))
+            internal_err!("RemoteSourceExec has no children")
         }
     }
 
@@ -263,13 +262,14 @@ impl ExecutionPlan for RemoteSourceExec {
 
     fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         if partition >= self.partitions {
-            return Err(DataFusionError::Internal(format!(
+            return internal_err!(
                 "RemoteSourceExec of stage {} has {} partitions, asked for {partition}",
-                self.stage, self.partitions
-            )));
+                self.stage,
+                self.partitions
+            );
         }
         let resolver = self.resolver.clone().ok_or_else(|| {
-            DataFusionError::Internal(format!("RemoteSourceExec of stage {} has no source resolver", self.stage))
+            internal_datafusion_err!("RemoteSourceExec of stage {} has no source resolver", self.stage)
         })?;
         let (stage, mode, schema) = (self.stage, self.mode, self.schema.clone());
         let stream_schema = schema.clone();

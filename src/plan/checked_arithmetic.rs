@@ -15,6 +15,7 @@
 //! [`register`] puts the functions into a context; the coordinator's planning
 //! sessions and every worker's task context have them, since plans name them.
 
+use datafusion::common::{internal_datafusion_err, internal_err};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, Datum};
@@ -149,7 +150,7 @@ impl ScalarUDFImpl for CheckedOperator {
         match args {
             [a] => Ok(format!("(- {})", a.schema_name())),
             [a, b] => Ok(format!("{} {} {}", a.schema_name(), self.op.operator(), b.schema_name())),
-            _ => Err(DataFusionError::Internal(format!("{} takes {} arguments", self.name, self.op.arity()))),
+            _ => internal_err!("{} takes {} arguments", self.name, self.op.arity()),
         }
     }
 
@@ -158,11 +159,11 @@ impl ScalarUDFImpl for CheckedOperator {
     }
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        arg_types.first().cloned().ok_or_else(|| DataFusionError::Internal(format!("{} takes arguments", self.name)))
+        arg_types.first().cloned().ok_or_else(|| internal_datafusion_err!("{} takes arguments", self.name))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let wrong = || DataFusionError::Internal(format!("{} takes {} arguments", self.name, self.op.arity()));
+        let wrong = || internal_datafusion_err!("{} takes {} arguments", self.name, self.op.arity());
         let (a, b) = match args.args.as_slice() {
             [a] if self.op == Op::Negate => (a, a),
             [a, b] if self.op != Op::Negate => (a, b),

@@ -14,10 +14,11 @@
 //! dropped when the join would drop it too: the probe side (right) must not be
 //! preserved, and NULL keys must match nothing.
 
+use datafusion::common::internal_datafusion_err;
 use std::sync::Arc;
 
 use datafusion::common::{JoinType, NullEquality};
-use datafusion::error::{DataFusionError, Result};
+use datafusion::error::Result;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
@@ -125,7 +126,7 @@ fn below_repartition(
     wrap: impl FnOnce(Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
     let rep = as_::<RepartitionExec>(plan)
-        .ok_or_else(|| DataFusionError::Internal("a dynamic filter's stage must end in a repartition".into()))?;
+        .ok_or_else(|| internal_datafusion_err!("a dynamic filter's stage must end in a repartition"))?;
     #[allow(deprecated)]
     plan.clone().with_new_children(vec![wrap(rep.input().clone())])
 }

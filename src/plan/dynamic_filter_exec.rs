@@ -7,6 +7,7 @@
 //! are hashed into the exchange. A false match (two keys with one hash) only lets a row
 //! through that the join then drops, so the answer never depends on the hashes.
 
+use datafusion::common::internal_err;
 use std::collections::HashSet;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -17,7 +18,7 @@ use datafusion::arrow::buffer::{BooleanBuffer, NullBuffer};
 use datafusion::arrow::compute::filter_record_batch;
 use datafusion::common::hash_utils::{create_hashes, RandomState};
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::error::{DataFusionError, Result};
+use datafusion::error::Result;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::PhysicalExpr;
@@ -167,7 +168,7 @@ impl ExecutionPlan for DynamicFilterSourceExec {
     #[allow(deprecated)]
     fn with_new_children(self: Arc<Self>, mut children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
         if children.len() != 1 {
-            return Err(DataFusionError::Internal("DynamicFilterSourceExec has one child".into()));
+            return internal_err!("DynamicFilterSourceExec has one child");
         }
         Ok(Arc::new(DynamicFilterSourceExec {
             input: children.remove(0),
@@ -321,7 +322,7 @@ impl ExecutionPlan for DynamicFilterExec {
     #[allow(deprecated)]
     fn with_new_children(self: Arc<Self>, mut children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
         if children.len() != 1 {
-            return Err(DataFusionError::Internal("DynamicFilterExec has one child".into()));
+            return internal_err!("DynamicFilterExec has one child");
         }
         Ok(Arc::new(DynamicFilterExec {
             input: children.remove(0),

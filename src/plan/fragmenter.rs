@@ -10,11 +10,12 @@
 //! The build side of a collect-left join is broadcast, so every task of the probe
 //! stage sees all of it, unless it only scans a small table: then each task scans it.
 
+use datafusion::common::{internal_err, not_impl_err};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::sync::Arc;
 
-use datafusion::error::{DataFusionError, Result};
+use datafusion::error::Result;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::joins::{
@@ -259,7 +260,7 @@ fn fragment_with(plan: Arc<dyn ExecutionPlan>, connectors: &Connectors, cut: boo
         root = if partitions > 1 { Arc::new(CoalescePartitionsExec::new(rs)) } else { rs };
     }
     if root.output_partitioning().partition_count() != 1 {
-        return Err(DataFusionError::Internal("root fragment must have one partition".into()));
+        return internal_err!("root fragment must have one partition");
     }
     f.fragments[0] = Some(Fragment {
         id: 0,
@@ -348,9 +349,7 @@ impl Fragmenter<'_> {
     fn visit(&mut self, plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
         if let Some(rep) = as_::<RepartitionExec>(&plan) {
             if rep.preserve_order() {
-                return Err(DataFusionError::NotImplemented(
-                    "order-preserving repartition cannot be distributed".into(),
-                ));
+                return not_impl_err!("order-preserving repartition cannot be distributed");
             }
             let input = self.visit(rep.input().clone())?;
             let input_partitions = input.output_partitioning().partition_count();

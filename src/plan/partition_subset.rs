@@ -16,12 +16,13 @@
 //! filters on only where `narrow` says every such join ends up running all of its
 //! partitions; otherwise the plan runs as cut, without them.
 
+use datafusion::common::internal_err;
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
-use datafusion::error::{DataFusionError, Result};
+use datafusion::error::Result;
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
@@ -95,16 +96,13 @@ impl ExecutionPlan for PartitionSubsetExec {
     fn with_new_children(self: Arc<Self>, mut children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
         match children.len() {
             1 => Ok(Arc::new(PartitionSubsetExec::new(children.remove(0), self.partitions.clone()))),
-            _ => Err(DataFusionError::Internal("PartitionSubsetExec has one child".into())),
+            _ => internal_err!("PartitionSubsetExec has one child"),
         }
     }
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let Some(&p) = self.partitions.get(partition) else {
-            return Err(DataFusionError::Internal(format!(
-                "partition {partition} of a subset of {} partitions",
-                self.partitions.len()
-            )));
+            return internal_err!("partition {partition} of a subset of {} partitions", self.partitions.len());
         };
         self.input.execute(p, context)
     }

@@ -23,6 +23,7 @@
 //! whichever is later (the clock over the join records its polls), so time spent
 //! by the operators above, between two polls, never shrinks the slices.
 
+use datafusion::common::internal_err;
 use std::fmt;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,7 +34,7 @@ use std::time::{Duration, Instant};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::error::{DataFusionError, Result};
+use datafusion::error::Result;
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::{
@@ -114,7 +115,7 @@ impl ExecutionPlan for ProbePacerExec {
     fn with_new_children(self: Arc<Self>, mut children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
         match children.len() {
             1 => Ok(Arc::new(ProbePacerExec { input: children.remove(0), clock: self.clock.clone() })),
-            _ => Err(DataFusionError::Internal("ProbePacerExec has one child".into())),
+            _ => internal_err!("ProbePacerExec has one child"),
         }
     }
 
@@ -165,7 +166,7 @@ impl ExecutionPlan for JoinPollClockExec {
     fn with_new_children(self: Arc<Self>, mut children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
         match children.len() {
             1 => Ok(Arc::new(JoinPollClockExec { join: children.remove(0), clock: self.clock.clone() })),
-            _ => Err(DataFusionError::Internal("JoinPollClockExec has one child".into())),
+            _ => internal_err!("JoinPollClockExec has one child"),
         }
     }
 

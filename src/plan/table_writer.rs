@@ -10,6 +10,7 @@
 //! fragmenter sees an ordinary node: a stage of writers runs on workers, spread over
 //! tasks as any stage is.
 
+use datafusion::common::{exec_datafusion_err, exec_err, internal_err, not_impl_err};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
@@ -26,7 +27,7 @@ use datafusion::datasource::file_format::parquet::ParquetSink;
 use datafusion::datasource::listing::ListingTableUrl;
 use datafusion::datasource::physical_plan::{FileOutputMode, FileSinkConfig};
 use datafusion::datasource::sink::DataSink;
-use datafusion::error::{DataFusionError, Result};
+use datafusion::error::Result;
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
@@ -128,7 +129,7 @@ impl TableWriterExec {
             "PARQUET" => ConfigFileType::PARQUET,
             "CSV" => ConfigFileType::CSV,
             "JSON" => ConfigFileType::JSON,
-            other => return Err(DataFusionError::NotImplemented(format!("writing {other} files"))),
+            other => return not_impl_err!("writing {other} files"),
         };
         options.set_config_format(kind.clone());
         options.alter_with_string_hash_map(&self.target.options)?;
@@ -147,7 +148,7 @@ impl TableWriterExec {
         let held = context
             .session_config()
             .get_extension::<MemoryFragments>()
-            .ok_or_else(|| DataFusionError::Execution("memory tables are written on workers only".into()))?;
+            .ok_or_else(|| exec_datafusion_err!("memory tables are written on workers only"))?;
         let id = format!("w{partition}-{}", crate::util::random_suffix(16).to_lowercase());
         let staging = self.target.staging.clone();
         let input = refusing_nulls(self.input.execute(partition, context)?, &self.target.not_null)?;
@@ -177,7 +178,7 @@ fn refusing_nulls(input: SendableRecordBatchStream, not_null: &[String]) -> Resu
         let batch = batch?;
         match checked.iter().find(|(i, _)| batch.column(*i).null_count() > 0) {
             Some((_, name)) => {
-                Err(DataFusionError::Execution(format!("NULL value not allowed for NOT NULL column: {name}")))
+                exec_err!("NULL value not allowed for NOT NULL column: {name}")
             }
             None => Ok(batch),
         }
@@ -225,7 +226,7 @@ impl ExecutionPlan for TableWriterExec {
         _options: ReplaceChildrenOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         if children.len() != 1 {
-            return Err(DataFusionError::Internal("TableWriterExec has one child".into()));
+            return internal_err!("TableWriterExec has one child");
         }
         Ok(Arc::new(TableWriterExec::new(children.remove(0), self.target.clone())))
     }

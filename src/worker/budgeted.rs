@@ -11,6 +11,7 @@
 //! a batch; when the budget is out it keeps the batch and hands it over at the next
 //! poll, so every poll gets at least one level further up.
 
+use datafusion::common::internal_err;
 use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -19,7 +20,7 @@ use std::task::{Context, Poll};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::error::{DataFusionError, Result};
+use datafusion::error::Result;
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::{
@@ -84,7 +85,7 @@ impl ExecutionPlan for BudgetedExec {
     fn with_new_children(self: Arc<Self>, mut children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
         match children.len() {
             1 => Ok(Arc::new(BudgetedExec::new(children.remove(0)))),
-            _ => Err(DataFusionError::Internal("BudgetedExec has one child".into())),
+            _ => internal_err!("BudgetedExec has one child"),
         }
     }
 

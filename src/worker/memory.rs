@@ -10,6 +10,7 @@
 //! holds (reported in its status) and checks the query's limit before the shared
 //! pool is asked.
 
+use datafusion::common::exec_datafusion_err;
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
@@ -113,9 +114,8 @@ impl WorkerMemory {
         // Marked as this process's, so that the next worker to start here removes it
         // if this one is killed before it can.
         let dir = settings.spill_path.join(node_id);
-        crate::util::prepare_owned_dir(&dir).map_err(|e| {
-            DataFusionError::Execution(format!("cannot make the spill directory {}: {e}", dir.display()))
-        })?;
+        crate::util::prepare_owned_dir(&dir)
+            .map_err(|e| exec_datafusion_err!("cannot make the spill directory {}: {e}", dir.display()))?;
         let disk = DiskManager::builder()
             .with_mode(DiskManagerMode::Directories(vec![dir.clone()]))
             .with_max_temp_directory_size(settings.max_spill_bytes)

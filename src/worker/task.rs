@@ -4,6 +4,7 @@
 //! `SqlTaskManager`; the task API handlers read its buffers and status.
 
 use crate::error_code::{ErrorCode, FailureCode};
+use datafusion::common::{exec_err, plan_datafusion_err, plan_err};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -147,9 +148,7 @@ impl SqlTask {
         let (exec_plan, partitioner) = split_partitioner(&plan, &start.spec)?;
         let input_partitions = exec_plan.output_partitioning().partition_count();
         if let Some(bad) = start.partitions.iter().find(|p| **p >= input_partitions) {
-            return Err(DataFusionError::Plan(format!(
-                "partition {bad} out of range: fragment has {input_partitions}"
-            )));
+            return plan_err!("partition {bad} out of range: fragment has {input_partitions}");
         }
         let TaskPlan { plan: exec_plan, runs, every_partition, join_filters } =
             task_plan(exec_plan, &start.partitions, input_partitions)?;
@@ -160,9 +159,7 @@ impl SqlTask {
             OutputBufferSpec::Passthrough => input_partitions,
         };
         if buffer_count == 0 || buffer_count > MAX_OUTPUT_BUFFERS {
-            return Err(DataFusionError::Plan(format!(
-                "an output of {buffer_count} buffers is out of range (1 to {MAX_OUTPUT_BUFFERS})"
-            )));
+            return plan_err!("an output of {buffer_count} buffers is out of range (1 to {MAX_OUTPUT_BUFFERS})");
         }
         // Every operator spends the task's budget for each batch it returns, so that one
         // looping over its input (a cross join feeding an aggregate) yields to the
@@ -436,7 +433,7 @@ impl SqlTask {
         }
         let mut first_error = None;
         while let Some(r) = runs.join_next().await {
-            let outcome = r.unwrap_or_else(|e| Err(DataFusionError::Execution(format!("partition runner ended: {e}"))));
+            let outcome = r.unwrap_or_else(|e| exec_err!("partition runner ended: {e}"));
             if let Err(e) = outcome {
                 first_error.get_or_insert(e);
                 // One failed partition fails the task; stop the others now.
@@ -551,15 +548,15 @@ fn split_partitioner(
     match spec {
         OutputBufferSpec::Partitioned { partitions } => {
             let any = plan.as_ref() as &dyn std::any::Any;
-            let rep = any.downcast_ref::<RepartitionExec>().ok_or_else(|| {
-                DataFusionError::Plan("a partitioned output needs a RepartitionExec fragment root".into())
-            })?;
+            let rep = any
+                .downcast_ref::<RepartitionExec>()
+                .ok_or_else(|| plan_datafusion_err!("a partitioned output needs a RepartitionExec fragment root"))?;
             let partitioning = rep.partitioning().clone();
             if partitioning.partition_count() != *partitions {
-                return Err(DataFusionError::Plan(format!(
+                return plan_err!(
                     "output spec has {partitions} partitions, fragment repartitions into {}",
                     partitioning.partition_count()
-                )));
+                );
             }
             Ok((rep.input().clone(), Some(partitioning)))
         }

@@ -16,6 +16,7 @@
 
 pub mod scan;
 
+use datafusion::common::{plan_datafusion_err, plan_err};
 use std::any::Any;
 use std::sync::Arc;
 
@@ -90,7 +91,7 @@ impl SchemaProvider for DeltaSchema {
         match (table.as_ref() as &dyn Any).downcast_ref::<DeltaTableHandle>() {
             Some(handle) => Ok(Some(Arc::new(handle.snapshot(version).await?))),
             None if version.is_none() => Ok(Some(table)),
-            None => Err(DataFusionError::Plan(format!("table '{base}' is not a Delta table: it has no versions"))),
+            None => plan_err!("table '{base}' is not a Delta table: it has no versions"),
         }
     }
 
@@ -149,10 +150,10 @@ impl DeltaTableHandle {
                 match u64::try_from(v) {
                     Ok(v) if v <= newest => load(&self.location, self.store.clone(), Some(v)).await?,
                     _ => {
-                        return Err(DataFusionError::Plan(format!(
+                        return plan_err!(
                             "the Delta table at {} has no version {v} (its newest is {newest})",
                             self.location
-                        )))
+                        )
                     }
                 }
             }
@@ -196,10 +197,10 @@ impl TableProvider for DeltaTableHandle {
         let planned = self.schema();
         let snapshot = self.snapshot(None).await?;
         if snapshot.schema() != planned {
-            return Err(DataFusionError::Plan(format!(
+            return plan_err!(
                 "the schema of the Delta table at {} changed while the query was planned; run it again",
                 self.location
-            )));
+            );
         }
         snapshot.scan(state, projection, filters, limit).await
     }
@@ -214,12 +215,10 @@ pub struct DeltaTableFactory;
 impl TableProviderFactory for DeltaTableFactory {
     async fn create(&self, state: &dyn Session, cmd: &CreateExternalTable) -> Result<Arc<dyn TableProvider>> {
         if !cmd.table_partition_cols.is_empty() || !cmd.schema.fields().is_empty() {
-            return Err(DataFusionError::Plan(
-                "a Delta table brings its own columns and partitioning: declare it without them".into(),
-            ));
+            return plan_err!("a Delta table brings its own columns and partitioning: declare it without them");
         }
         let [location] = cmd.locations.as_slice() else {
-            return Err(DataFusionError::Plan("a Delta table has one location".into()));
+            return plan_err!("a Delta table has one location");
         };
         Ok(Arc::new(DeltaTableHandle::open(state, location).await?))
     }
@@ -228,12 +227,11 @@ impl TableProviderFactory for DeltaTableFactory {
 /// A table location as a URL ending in `/` (local paths become `file://` URLs).
 fn table_url(location: &str) -> Result<Url> {
     let mut url = if location.contains("://") {
-        Url::parse(location).map_err(|e| DataFusionError::Plan(format!("'{location}' is not a location: {e}")))?
+        Url::parse(location).map_err(|e| plan_datafusion_err!("'{location}' is not a location: {e}"))?
     } else {
-        let path = std::path::absolute(location)
-            .map_err(|e| DataFusionError::Plan(format!("'{location}' is not a location: {e}")))?;
-        Url::from_directory_path(&path)
-            .map_err(|_| DataFusionError::Plan(format!("'{location}' is not an absolute path")))?
+        let path =
+            std::path::absolute(location).map_err(|e| plan_datafusion_err!("'{location}' is not a location: {e}"))?;
+        Url::from_directory_path(&path).map_err(|_| plan_datafusion_err!("'{location}' is not an absolute path"))?
     };
     if !url.path().ends_with('/') {
         url.set_path(&format!("{}/", url.path()));
@@ -282,9 +280,9 @@ async fn load(location: &Url, store: Arc<dyn deltalake_core::ObjectStore>, versi
 fn delta_error(location: &Url, e: deltalake_core::DeltaTableError) -> DataFusionError {
     use deltalake_core::DeltaTableError as E;
     match e {
-        E::InvalidVersion(v) => DataFusionError::Plan(format!("the Delta table at {location} has no version {v}")),
-        E::NotATable(_) => DataFusionError::Plan(format!("no Delta table at {location} (no _delta_log there)")),
+        E::InvalidVersion(v) => plan_datafusion_err!("the Delta table at {location} has no version {v}"),
+        E::NotATable(_) => plan_datafusion_err!("no Delta table at {location} (no _delta_log there)"),
         E::ObjectStore { source } => DataFusionError::ObjectStore(Box::new(source)),
-        other => DataFusionError::Plan(format!("Delta table at {location}: {other}")),
+        other => plan_datafusion_err!("Delta table at {location}: {other}"),
     }
 }

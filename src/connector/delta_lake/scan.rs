@@ -5,6 +5,7 @@
 //! out by those values and statistics, spreads the rest over the scan's partitions
 //! and reads them with DataFusion's Parquet scan.
 
+use datafusion::common::{not_impl_err, plan_datafusion_err};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -20,7 +21,7 @@ use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder};
 use datafusion::datasource::table_schema::TableSchema;
 use datafusion::datasource::TableType;
-use datafusion::error::{DataFusionError, Result};
+use datafusion::error::Result;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
@@ -49,14 +50,14 @@ pub struct DeltaSnapshotTable {
 
 impl DeltaSnapshotTable {
     pub fn new(location: &Url, store_url: ObjectStoreUrl, table: &DeltaTable) -> Result<Self> {
-        let fail = |what: String| DataFusionError::Plan(format!("Delta table at {location}: {what}"));
+        let fail = |what: String| plan_datafusion_err!("Delta table at {location}: {what}");
         let state = table.snapshot().map_err(|e| fail(e.to_string()))?;
         let mode = state.metadata().configuration().get("delta.columnMapping.mode").map(String::as_str);
         if !matches!(mode, None | Some("none")) {
-            return Err(DataFusionError::NotImplemented(format!(
+            return not_impl_err!(
                 "Delta table at {location} uses column mapping (mode {}), which flotilla does not read",
                 mode.unwrap_or_default()
-            )));
+            );
         }
         let logical: Schema = state.schema().as_ref().try_into_arrow().map_err(|e| fail(e.to_string()))?;
         let partition_columns = state.metadata().partition_columns();
@@ -72,10 +73,10 @@ impl DeltaSnapshotTable {
         let actions = state.add_actions_table(true).map_err(|e| fail(e.to_string()))?;
         for (field, column) in actions.schema().fields().iter().zip(actions.columns()) {
             if field.name().starts_with("deletion_vector.") && column.null_count() < column.len() {
-                return Err(DataFusionError::NotImplemented(format!(
+                return not_impl_err!(
                     "Delta table at {location} (version {}) has deletion vectors, which flotilla does not apply",
                     state.version()
-                )));
+                );
             }
         }
         let column = |name: &str| {

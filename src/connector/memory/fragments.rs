@@ -11,6 +11,7 @@
 //! fragments of writers whose answer never reached the commit. A writer finishing
 //! after its write was settled drops what it made.
 
+use datafusion::common::{exec_datafusion_err, exec_err};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
@@ -85,7 +86,7 @@ impl MemoryFragments {
             batches.push(batch);
         }
         if self.settled.lock().contains(&staging.to_string()) {
-            return Err(DataFusionError::Execution(format!("the write {staging} was ended before its writer")));
+            return exec_err!("the write {staging} was ended before its writer");
         }
         let stored = Stored { staging: staging.to_string(), batches: Arc::new(batches), _reservation: reservation };
         self.stored.lock().insert(id.to_string(), stored);
@@ -100,22 +101,22 @@ impl MemoryFragments {
     /// Fragment `id` of worker `url`, from here or over HTTP.
     pub async fn read(&self, url: &str, id: &str) -> Result<Arc<Vec<RecordBatch>>> {
         let gone = || {
-            DataFusionError::Execution(format!(
+            exec_datafusion_err!(
                 "memory table fragment {id} is gone from worker {url}: a worker that restarts loses its memory tables"
-            ))
+            )
         };
         if url == self.url {
             return self.local(id).ok_or_else(gone);
         }
         let fetched = self.http.get(format!("{url}/v1/memory/fragments/{id}")).send().await;
-        let resp = fetched.map_err(|e| DataFusionError::Execution(format!("cannot read {id} from {url}: {e}")))?;
+        let resp = fetched.map_err(|e| exec_datafusion_err!("cannot read {id} from {url}: {e}"))?;
         if resp.status() == reqwest::StatusCode::NOT_FOUND {
             return Err(gone());
         }
         if !resp.status().is_success() {
-            return Err(DataFusionError::Execution(format!("cannot read {id} from {url}: HTTP {}", resp.status())));
+            return exec_err!("cannot read {id} from {url}: HTTP {}", resp.status());
         }
-        let bytes = resp.bytes().await.map_err(|e| DataFusionError::Execution(format!("reading {id}: {e}")))?;
+        let bytes = resp.bytes().await.map_err(|e| exec_datafusion_err!("reading {id}: {e}"))?;
         Ok(Arc::new(from_ipc(&bytes)?))
     }
 

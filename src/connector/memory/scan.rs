@@ -4,6 +4,7 @@
 //! when the query was planned, so a query sees one version of the table even while
 //! an `INSERT` adds to it. It travels to workers as JSON.
 
+use datafusion::common::exec_datafusion_err;
 use std::fmt;
 use std::sync::Arc;
 
@@ -151,9 +152,10 @@ impl ExecutionPlan for MemoryScanExec {
             // A table without rows has one empty partition.
             return Ok(Box::pin(RecordBatchStreamAdapter::new(schema, futures::stream::empty())));
         };
-        let held = context.session_config().get_extension::<MemoryFragments>().ok_or_else(|| {
-            DataFusionError::Execution(format!("memory table {} is read on workers only", self.table))
-        })?;
+        let held = context
+            .session_config()
+            .get_extension::<MemoryFragments>()
+            .ok_or_else(|| exec_datafusion_err!("memory table {} is read on workers only", self.table))?;
         let (projection, out) = (self.projection.clone(), schema.clone());
         let stream = futures::stream::once(async move {
             let batches = held.read(&fragment.worker, &fragment.id).await?;

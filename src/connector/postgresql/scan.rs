@@ -5,6 +5,7 @@
 //! SQL, column kinds and schema (a worker connects with its own copy of the catalog's
 //! settings).
 
+use datafusion::common::{exec_datafusion_err, internal_datafusion_err, internal_err};
 use std::fmt;
 use std::sync::Arc;
 
@@ -75,13 +76,13 @@ impl PostgresScanExec {
     }
 
     pub(super) fn decode(bytes: &[u8], db: Arc<Database>) -> Result<Self> {
-        let p: ScanProto = serde_json::from_slice(bytes)
-            .map_err(|e| DataFusionError::Internal(format!("bad PostgreSQL scan: {e}")))?;
+        let p: ScanProto =
+            serde_json::from_slice(bytes).map_err(|e| internal_datafusion_err!("bad PostgreSQL scan: {e}"))?;
         let schema = base64::engine::general_purpose::STANDARD
             .decode(p.schema)
-            .map_err(|e| DataFusionError::Internal(format!("bad PostgreSQL scan schema: {e}")))?;
+            .map_err(|e| internal_datafusion_err!("bad PostgreSQL scan schema: {e}"))?;
         if p.sqls.is_empty() {
-            return Err(DataFusionError::Internal("a PostgreSQL scan without SQL".into()));
+            return internal_err!("a PostgreSQL scan without SQL");
         }
         Ok(PostgresScanExec::new(db, p.sqls, schema_from_bytes(&schema)?, p.kinds))
     }
@@ -147,7 +148,7 @@ fn parse_decimal(text: &str, scale: i8) -> Option<i128> {
 }
 
 fn append(b: &mut Box<dyn ArrayBuilder>, kind: ColumnKind, row: &Row, i: usize) -> Result<()> {
-    let bad = |e: tokio_postgres::Error| DataFusionError::Execution(format!("reading PostgreSQL column {i}: {e}"));
+    let bad = |e: tokio_postgres::Error| exec_datafusion_err!("reading PostgreSQL column {i}: {e}");
     match kind {
         ColumnKind::Bool => {
             downcast::<BooleanBuilder>(b).append_option(row.try_get::<_, Option<bool>>(i).map_err(bad)?)
@@ -172,12 +173,13 @@ fn append(b: &mut Box<dyn ArrayBuilder>, kind: ColumnKind, row: &Row, i: usize) 
         }
         ColumnKind::Numeric { precision, scale } => {
             let text = row.try_get::<_, Option<String>>(i).map_err(bad)?;
-            let value = match text {
-                Some(t) => Some(parse_decimal(&t, scale).filter(|v| fits(*v, precision)).ok_or_else(|| {
-                    DataFusionError::Execution(format!("PostgreSQL numeric '{t}' does not fit its decimal type"))
-                })?),
-                None => None,
-            };
+            let value =
+                match text {
+                    Some(t) => Some(parse_decimal(&t, scale).filter(|v| fits(*v, precision)).ok_or_else(|| {
+                        exec_datafusion_err!("PostgreSQL numeric '{t}' does not fit its decimal type")
+                    })?),
+                    None => None,
+                };
             downcast::<Decimal128Builder>(b).append_option(value)
         }
         ColumnKind::Text | ColumnKind::Other => {
@@ -221,7 +223,7 @@ impl ExecutionPlan for PostgresScanExec {
         if children.is_empty() {
             Ok(self)
         } else {
-            Err(DataFusionError::Internal("PostgresScanExec has no children".into()))
+            internal_err!("PostgresScanExec has no children")
         }
     }
 
@@ -235,10 +237,7 @@ impl ExecutionPlan for PostgresScanExec {
 
     fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let Some(sql) = self.sqls.get(partition).cloned() else {
-            return Err(DataFusionError::Internal(format!(
-                "PostgresScanExec has {} partitions, asked for {partition}",
-                self.sqls.len()
-            )));
+            return internal_err!("PostgresScanExec has {} partitions, asked for {partition}", self.sqls.len());
         };
         let (db, schema, kinds) = (self.db.clone(), self.schema.clone(), self.kinds.clone());
         let out_schema = schema.clone();
