@@ -20,6 +20,7 @@ pub mod http;
 pub mod local;
 pub mod metrics;
 pub mod plan;
+pub mod plan_node;
 pub mod printer;
 pub mod protocol;
 pub mod runtime;

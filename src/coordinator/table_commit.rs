@@ -16,18 +16,16 @@ use std::time::Duration;
 use datafusion::arrow::array::{Array, Int64Array, RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::SchemaProvider;
-use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::TableReference;
 use datafusion::datasource::listing::ListingTableUrl;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::{CreateExternalTable, DdlStatement, LogicalPlan};
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, Partitioning, PlanProperties, ReplaceChildrenOptions,
-    SendableRecordBatchStream,
+    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream,
 };
 use datafusion::prelude::SessionContext;
 use futures::{StreamExt, TryStreamExt};
@@ -38,6 +36,7 @@ use crate::connector::memory::{FragmentRef, MemoryTable};
 use crate::connector::metastore::TableEntry;
 use crate::connector::Connector;
 use crate::error_code::ErrorCode;
+use crate::plan_node::plan_node;
 
 pub(super) fn external(e: &dyn fmt::Display, location: &str) -> QueryError {
     QueryError::new(ErrorCode::ObjectStoreError, format!("{location}: {e}"))
@@ -367,46 +366,15 @@ impl DisplayAs for TableCommitExec {
 }
 
 impl ExecutionPlan for TableCommitExec {
-    fn name(&self) -> &str {
-        "TableCommitExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
+    plan_node!(
+        unary "TableCommitExec",
+        input: input,
+        properties: own,
+        rebuild: |this, child| TableCommitExec::new(child, this.commit.clone())
+    );
 
     fn required_input_distribution(&self) -> Vec<Distribution> {
         vec![Distribution::SinglePartition]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn replace_children(
-        self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
-        _options: ReplaceChildrenOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.len() != 1 {
-            return internal_err!("TableCommitExec has one child");
-        }
-        Ok(Arc::new(TableCommitExec::new(children.remove(0), self.commit.clone())))
-    }
-
-    #[allow(deprecated)]
-    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
-        self.replace_children(
-            children,
-            ReplaceChildrenOptions::new(datafusion::physical_plan::ChildrenPropertiesMode::Recompute),
-        )
     }
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {

@@ -7,25 +7,21 @@
 //! are hashed into the exchange. A false match (two keys with one hash) only lets a row
 //! through that the join then drops, so the answer never depends on the hashes.
 
-use datafusion::common::internal_err;
 use std::collections::HashSet;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, OnceLock};
 
+use crate::plan_node::plan_node;
 use datafusion::arrow::array::{Array, BooleanArray, RecordBatch};
 use datafusion::arrow::buffer::{BooleanBuffer, NullBuffer};
 use datafusion::arrow::compute::filter_record_batch;
 use datafusion::common::hash_utils::{create_hashes, RandomState};
-use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::Result;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, SendableRecordBatchStream,
-};
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, SendableRecordBatchStream};
 use futures::StreamExt;
 use parking_lot::Mutex;
 
@@ -140,43 +136,19 @@ impl DisplayAs for DynamicFilterSourceExec {
 }
 
 impl ExecutionPlan for DynamicFilterSourceExec {
-    fn name(&self) -> &str {
-        "DynamicFilterSourceExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        self.input.properties()
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
-
-    fn maintains_input_order(&self) -> Vec<bool> {
-        vec![true]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    /// DataFusion's `replace_children` calls it; the shared collection stays with the
-    /// node, so the task finds it after the plan is rewrapped.
-    #[allow(deprecated)]
-    fn with_new_children(self: Arc<Self>, mut children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.len() != 1 {
-            return internal_err!("DynamicFilterSourceExec has one child");
+    // A rebuild keeps the shared collection, so the task still finds it after
+    // DataFusion rewraps the plan.
+    plan_node!(
+        unary "DynamicFilterSourceExec",
+        input: input,
+        properties: input,
+        rebuild: |this, child| DynamicFilterSourceExec {
+            input: child,
+            id: this.id,
+            keys: this.keys.clone(),
+            collected: this.collected.clone(),
         }
-        Ok(Arc::new(DynamicFilterSourceExec {
-            input: children.remove(0),
-            id: self.id,
-            keys: self.keys.clone(),
-            collected: self.collected.clone(),
-        }))
-    }
+    );
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let pool = context.memory_pool().clone();
@@ -296,41 +268,17 @@ impl DisplayAs for DynamicFilterExec {
 }
 
 impl ExecutionPlan for DynamicFilterExec {
-    fn name(&self) -> &str {
-        "DynamicFilterExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        self.input.properties()
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
-
-    fn maintains_input_order(&self) -> Vec<bool> {
-        vec![true]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    #[allow(deprecated)]
-    fn with_new_children(self: Arc<Self>, mut children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.len() != 1 {
-            return internal_err!("DynamicFilterExec has one child");
+    plan_node!(
+        unary "DynamicFilterExec",
+        input: input,
+        properties: input,
+        rebuild: |this, child| DynamicFilterExec {
+            input: child,
+            keys: this.keys.clone(),
+            hashes: this.hashes.clone(),
+            bloom: this.bloom.clone(),
         }
-        Ok(Arc::new(DynamicFilterExec {
-            input: children.remove(0),
-            keys: self.keys.clone(),
-            hashes: self.hashes.clone(),
-            bloom: self.bloom.clone(),
-        }))
-    }
+    );
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let input = self.input.execute(partition, context)?;

@@ -24,7 +24,6 @@ use std::sync::Arc;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::error::Result;
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
@@ -39,6 +38,7 @@ use datafusion::physical_plan::{
 };
 
 use crate::plan::dynamic_filter_exec::{DynamicFilterExec, DynamicFilterSourceExec};
+use crate::plan_node::plan_node;
 
 /// Runs some partitions of its input as its own: its partition `i` is the input's
 /// `partitions[i]`.
@@ -70,34 +70,15 @@ impl DisplayAs for PartitionSubsetExec {
 }
 
 impl ExecutionPlan for PartitionSubsetExec {
-    fn name(&self) -> &str {
-        "PartitionSubsetExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
+    plan_node!(
+        unary "PartitionSubsetExec",
+        input: input,
+        properties: own,
+        rebuild: |this, child| PartitionSubsetExec::new(child, this.partitions.clone())
+    );
 
     fn maintains_input_order(&self) -> Vec<bool> {
         vec![true]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn with_new_children(self: Arc<Self>, mut children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
-        match children.len() {
-            1 => Ok(Arc::new(PartitionSubsetExec::new(children.remove(0), self.partitions.clone()))),
-            _ => internal_err!("PartitionSubsetExec has one child"),
-        }
     }
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {

@@ -23,7 +23,6 @@
 //! whichever is later (the clock over the join records its polls), so time spent
 //! by the operators above, between two polls, never shrinks the slices.
 
-use datafusion::common::internal_err;
 use std::fmt;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,14 +30,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use crate::plan_node::plan_node;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::Result;
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, RecordBatchStream, SendableRecordBatchStream,
+    DisplayAs, DisplayFormatType, ExecutionPlan, RecordBatchStream, SendableRecordBatchStream,
 };
 use futures::{Stream, StreamExt};
 
@@ -89,35 +87,12 @@ impl DisplayAs for ProbePacerExec {
 }
 
 impl ExecutionPlan for ProbePacerExec {
-    fn name(&self) -> &str {
-        "ProbePacerExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        self.input.properties()
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
-
-    fn maintains_input_order(&self) -> Vec<bool> {
-        vec![true]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn with_new_children(self: Arc<Self>, mut children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
-        match children.len() {
-            1 => Ok(Arc::new(ProbePacerExec { input: children.remove(0), clock: self.clock.clone() })),
-            _ => internal_err!("ProbePacerExec has one child"),
-        }
-    }
+    plan_node!(
+        unary "ProbePacerExec",
+        input: input,
+        properties: input,
+        rebuild: |this, child| ProbePacerExec { input: child, clock: this.clock.clone() }
+    );
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let input = self.input.execute(partition, context)?;
@@ -140,35 +115,12 @@ impl DisplayAs for JoinPollClockExec {
 }
 
 impl ExecutionPlan for JoinPollClockExec {
-    fn name(&self) -> &str {
-        "JoinPollClockExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        self.join.properties()
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.join]
-    }
-
-    fn maintains_input_order(&self) -> Vec<bool> {
-        vec![true]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn with_new_children(self: Arc<Self>, mut children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
-        match children.len() {
-            1 => Ok(Arc::new(JoinPollClockExec { join: children.remove(0), clock: self.clock.clone() })),
-            _ => internal_err!("JoinPollClockExec has one child"),
-        }
-    }
+    plan_node!(
+        unary "JoinPollClockExec",
+        input: join,
+        properties: input,
+        rebuild: |this, child| JoinPollClockExec { join: child, clock: this.clock.clone() }
+    );
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let join = self.join.execute(partition, context)?;

@@ -10,17 +10,17 @@
 //! fragmenter sees an ordinary node: a stage of writers runs on workers, spread over
 //! tasks as any stage is.
 
-use datafusion::common::{exec_datafusion_err, exec_err, internal_err, not_impl_err};
+use datafusion::common::{exec_datafusion_err, exec_err, not_impl_err};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::plan_node::plan_node;
 use datafusion::arrow::array::{RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::config::{ConfigFileType, TableOptions};
 use datafusion::common::file_options::csv_writer::CsvWriterOptions;
 use datafusion::common::file_options::json_writer::JsonWriterOptions;
-use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::datasource::file_format::csv::CsvSink;
 use datafusion::datasource::file_format::json::JsonSink;
 use datafusion::datasource::file_format::parquet::ParquetSink;
@@ -30,12 +30,12 @@ use datafusion::datasource::sink::DataSink;
 use datafusion::error::Result;
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::dml::InsertOp;
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning, PlanProperties,
-    ReplaceChildrenOptions, SendableRecordBatchStream,
+    SendableRecordBatchStream,
 };
 use serde::{Deserialize, Serialize};
 
@@ -197,46 +197,15 @@ impl DisplayAs for TableWriterExec {
 }
 
 impl ExecutionPlan for TableWriterExec {
-    fn name(&self) -> &str {
-        "TableWriterExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
+    plan_node!(
+        unary "TableWriterExec",
+        input: input,
+        properties: own,
+        rebuild: |this, child| TableWriterExec::new(child, this.target.clone())
+    );
 
     fn benefits_from_input_partitioning(&self) -> Vec<bool> {
         vec![false]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn replace_children(
-        self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
-        _options: ReplaceChildrenOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.len() != 1 {
-            return internal_err!("TableWriterExec has one child");
-        }
-        Ok(Arc::new(TableWriterExec::new(children.remove(0), self.target.clone())))
-    }
-
-    #[allow(deprecated)]
-    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
-        self.replace_children(
-            children,
-            ReplaceChildrenOptions::new(datafusion::physical_plan::ChildrenPropertiesMode::Recompute),
-        )
     }
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
