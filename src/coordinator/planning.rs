@@ -518,6 +518,9 @@ impl Visitor for DepthVisitor {
 #[cfg(test)]
 #[path = "cut_tests.rs"]
 mod cut_tests;
+#[cfg(test)]
+#[path = "plan_snapshots.rs"]
+mod plan_snapshots;
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,40 @@
+//! Snapshots of the distributed plans of the 22 TPC-H queries: `EXPLAIN` as a user
+//! sees it (fragments, their partitioning, tasks, exchanges, waits and dynamic
+//! filters, then each fragment's plan), over the built-in `tpch.tiny` schema with 2
+//! workers and every query cut into stages. A planning change shows up as a diff of
+//! `snapshots/`, to be reviewed (`cargo insta review`) and committed with the change.
+
+use std::time::Duration;
+
+use super::{plan, PlanRequest, Planned};
+use crate::config::SessionProperties;
+use crate::connector::Connectors;
+use crate::coordinator::planner::{session_context, SessionSpec};
+
+async fn explain(sql: &str) -> String {
+    let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 4, &Connectors::builtin());
+    let request = PlanRequest {
+        ctx,
+        connectors: Connectors::builtin(),
+        access: None,
+        query_id: "q".into(),
+        workers: 2,
+        // Every query cut into stages, however small its input.
+        single_task_max_rows: 0,
+        dynamic_filtering: true,
+    };
+    let sql = format!("EXPLAIN {}", sql.trim().trim_end_matches(';'));
+    match plan(request, sql, Duration::from_secs(60)).await {
+        Ok(Planned::Explain(text)) => text,
+        Ok(_) => panic!("EXPLAIN answers a text"),
+        Err(e) => panic!("{e:?}"),
+    }
+}
+
+#[tokio::test]
+async fn tpch_distributed_plans() {
+    for (i, sql) in crate::local::TPCH_QUERIES.iter().enumerate() {
+        let text = explain(sql).await;
+        insta::assert_snapshot!(format!("tpch_q{:02}", i + 1), text);
+    }
+}
