@@ -50,7 +50,7 @@ pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
     // QUEUED until a slot frees (query.max-concurrent-queries); held to the end.
     let admitted = tokio::select! {
         slot = coord.admission.admit() => slot,
-        _ = q.cancelled() => Err(q.cancel_reason.lock().clone().unwrap_or_else(|| QueryError::new(ErrorCode::UserCanceled, "Query was canceled"))),
+        _ = q.cancelled() => Err(q.stop_reason()),
     };
     let _slot = match admitted {
         Ok(slot) => slot,
@@ -68,7 +68,7 @@ pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
         Err(e) => Err(e),
     };
     // A write's staged files go whatever the outcome; its tasks are gone by now.
-    let writes: Vec<_> = std::mem::take(&mut *q.writes.lock());
+    let writes: Vec<_> = std::mem::take(&mut q.progress().writes);
     for w in writes {
         w.finish().await;
     }
@@ -106,7 +106,7 @@ async fn run_attempts(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, ru
     loop {
         let outcome = tokio::select! {
             r = execute(coord, q, run, attempt) => r,
-            _ = q.cancelled() => Err(q.cancel_reason.lock().clone().unwrap_or_else(|| QueryError::new(ErrorCode::UserCanceled, "Query was canceled"))),
+            _ = q.cancelled() => Err(q.stop_reason()),
         };
         // Tasks are deleted inside `execute` on every path it finishes; a cancel that
         // dropped it mid-way leaves the stages' tasks, which are removed here.
@@ -120,7 +120,7 @@ async fn run_attempts(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, ru
                     && e.is_retryable()
                     && q.output_rows() == 0
                     && !*q.cancel.borrow()
-                    && !q.writes.lock().iter().any(|w| w.commit_started()) =>
+                    && !q.progress().writes.iter().any(|w| w.commit_started()) =>
             {
                 tracing::warn!(query = %q.id, attempt, "query attempt failed, retrying: {e}");
                 attempt += 1;
@@ -158,6 +158,35 @@ struct Run {
     inject_panic: bool,
 }
 
+/// What a statement is, for how it runs: Trino's `DataDefinitionExecution` for
+/// statements answered here, its `SqlQueryExecution` for queries planned and run.
+enum StatementKind {
+    /// `PREPARE` and `DEALLOCATE PREPARE`: the client keeps prepared statements, and
+    /// the answer is in the response headers.
+    ClientSide,
+    /// `SHOW ...`, `USE`, and the other statements answered from metadata.
+    Metadata(super::metadata::MetadataStatement),
+    /// Anything DataFusion plans: queries, `EXPLAIN`, DDL and writes.
+    Planned(String),
+}
+
+fn statement_kind(sql: &str) -> Result<StatementKind, QueryError> {
+    use super::execute_immediate::{parse_prepared, rewrite, PreparedStatement};
+    let sql = match rewrite(sql) {
+        Some(Ok(sql)) => sql,
+        Some(Err(m)) => return Err(QueryError::new(ErrorCode::SyntaxError, m)),
+        None => sql.to_string(),
+    };
+    if matches!(parse_prepared(&sql), Some(PreparedStatement::Prepare { .. } | PreparedStatement::Deallocate { .. })) {
+        return Ok(StatementKind::ClientSide);
+    }
+    Ok(match super::metadata::parse(&sql) {
+        Some(stmt) => StatementKind::Metadata(stmt),
+        None => StatementKind::Planned(sql),
+    })
+}
+
+/// One attempt at the query: dispatched by statement kind.
 async fn execute(
     coord: &Arc<CoordinatorState>,
     q: &Arc<QueryExecution>,
@@ -170,74 +199,68 @@ async fn execute(
     super::session_bounds::check(props, &coord.cluster_memory.capacities(&workers))?;
     let partitions = props.hash_partition_count.unwrap_or(workers.len().max(1) * coord.config.partitions_per_worker);
     let ctx = session_context(&q.session, props, partitions, &coord.connectors);
-    let sql = match super::execute_immediate::rewrite(&q.sql) {
-        Some(Ok(sql)) => sql,
-        Some(Err(m)) => return Err(QueryError::new(ErrorCode::SyntaxError, m)),
-        None => q.sql.clone(),
-    };
-    if matches!(
-        super::execute_immediate::parse_prepared(&sql),
-        Some(
-            super::execute_immediate::PreparedStatement::Prepare { .. }
-                | super::execute_immediate::PreparedStatement::Deallocate { .. }
-        )
-    ) {
-        // The client keeps prepared statements; the answer is in the response headers.
-        q.transition(QueryState::Starting);
-        q.transition(QueryState::Running);
-        return Ok(());
-    }
     let access = coord.config.security.rules.as_ref().map(|r| {
         let who = r.identity(&q.session.user);
         super::planning::AccessCheck { rules: r.clone(), who }
     });
-    if let Some(stmt) = super::metadata::parse(&sql) {
-        let batch = super::metadata::run(&ctx, &q.session, &stmt, access.as_ref()).await?;
-        *q.schema.lock() = Some(batch.schema());
-        q.transition(QueryState::Starting);
-        q.transition(QueryState::Running);
-        q.mark_output_complete();
-        q.emit(batch).await;
-        return Ok(());
+    match statement_kind(&q.sql)? {
+        StatementKind::ClientSide => {
+            q.transition(QueryState::Starting);
+            q.transition(QueryState::Running);
+            Ok(())
+        }
+        StatementKind::Metadata(stmt) => {
+            let batch = super::metadata::run(&ctx, &q.session, &stmt, access.as_ref()).await?;
+            q.progress().schema = Some(batch.schema());
+            q.transition(QueryState::Starting);
+            q.transition(QueryState::Running);
+            q.mark_output_complete();
+            q.emit(batch).await;
+            Ok(())
+        }
+        StatementKind::Planned(sql) => {
+            let request = super::planning::PlanRequest {
+                ctx: ctx.clone(),
+                connectors: coord.connectors.clone(),
+                access,
+                query_id: q.id.to_string(),
+                workers: workers.len(),
+                single_task_max_rows: usize::try_from(props.single_task_max_rows).unwrap_or(usize::MAX),
+                dynamic_filtering: props.runs_dynamic_filters(),
+            };
+            let planned = super::planning::plan(request, sql, props.query_max_planning_time).await?;
+            execute_planned(coord, q, run, attempt, ctx, workers, planned).await
+        }
     }
-    let request = super::planning::PlanRequest {
-        ctx: ctx.clone(),
-        connectors: coord.connectors.clone(),
-        access,
-        query_id: q.id.to_string(),
-        workers: workers.len(),
-        single_task_max_rows: usize::try_from(props.single_task_max_rows).unwrap_or(usize::MAX),
-        dynamic_filtering: props.runs_dynamic_filters(),
-    };
-    let (physical, fragments, analyze) =
-        match super::planning::plan(request, sql, props.query_max_planning_time).await? {
-            Planned::Explain(text) => return emit_text(q, "Query Plan", text).await,
-            Planned::Query { physical, fragments, analyze, write } => {
-                if let Some(w) = write {
-                    q.writes.lock().push(w.clone());
-                    *q.update.lock() = Some(w);
-                }
-                (physical, fragments, analyze)
+}
+
+/// A planned statement: an `EXPLAIN`'s text, a plan run here (metadata and constant
+/// queries need no workers), or the distributed plan run by a scheduler.
+async fn execute_planned(
+    coord: &Arc<CoordinatorState>,
+    q: &Arc<QueryExecution>,
+    run: &Run,
+    attempt: usize,
+    ctx: datafusion::prelude::SessionContext,
+    workers: Vec<crate::cluster::node_manager::WorkerNode>,
+    planned: Planned,
+) -> Result<(), QueryError> {
+    let (physical, fragments, analyze) = match planned {
+        Planned::Explain(text) => return emit_text(q, "Query Plan", text).await,
+        Planned::Query { physical, fragments, analyze, write } => {
+            if let Some(w) = write {
+                let mut p = q.progress();
+                p.writes.push(w.clone());
+                p.update = Some(w);
             }
-        };
+            (physical, fragments, analyze)
+        }
+    };
     if !analyze {
-        *q.schema.lock() = Some(physical.schema());
+        q.progress().schema = Some(physical.schema());
     }
     let Some(fragmented) = fragments else {
-        // Metadata and constant queries need no workers.
-        q.transition(QueryState::Starting);
-        q.transition(QueryState::Running);
-        // On the compute runtime, like every other execution: a constant query can be
-        // big (`range(1e11)`), and must not starve the control plane.
-        let mut stream = crate::runtime::execute_on_compute(physical, ctx.task_ctx());
-        while let Some(b) = stream.next().await {
-            let b = b.map_err(|e| root_error(&e))?;
-            if !q.emit(b).await {
-                break;
-            }
-        }
-        q.mark_output_complete();
-        return Ok(());
+        return execute_here(q, physical, &ctx).await;
     };
     if workers.is_empty() {
         return Err(QueryError::new(
@@ -246,7 +269,8 @@ async fn execute(
         ));
     }
     q.nodes.store(workers.len() as u64, Ordering::Relaxed);
-    *q.fragments.lock() = Some(fragmented.clone());
+    q.progress().fragments = Some(fragmented.clone());
+    let props = &run.props;
     let exchange = coord.exchange_config(props);
     let settings = SchedulerSettings {
         query_id: q.id.clone(),
@@ -274,6 +298,43 @@ async fn execute(
         ));
         return execute_fault_tolerant(q, limits, fragmented, settings, root, analyze).await;
     }
+    let client = ExchangeClient::new(coord.exchange_http.clone(), exchange, q.root_input.clone());
+    execute_pipelined(q, run, fragmented, settings, client, &ctx, analyze).await
+}
+
+/// A plan with no stage for workers, run on this node's compute runtime like every
+/// other execution: a constant query can be big (`range(1e11)`), and must not starve
+/// the control plane.
+async fn execute_here(
+    q: &QueryExecution,
+    physical: Arc<dyn ExecutionPlan>,
+    ctx: &datafusion::prelude::SessionContext,
+) -> Result<(), QueryError> {
+    q.transition(QueryState::Starting);
+    q.transition(QueryState::Running);
+    let mut stream = crate::runtime::execute_on_compute(physical, ctx.task_ctx());
+    while let Some(b) = stream.next().await {
+        let b = b.map_err(|e| root_error(&e))?;
+        if !q.emit(b).await {
+            break;
+        }
+    }
+    q.mark_output_complete();
+    Ok(())
+}
+
+/// retry_policy=none or query: the `PipelinedQueryScheduler` runs the worker stages
+/// phase by phase, the root stage runs here; tasks are removed before it returns.
+async fn execute_pipelined(
+    q: &Arc<QueryExecution>,
+    run: &Run,
+    fragmented: Arc<FragmentedPlan>,
+    settings: SchedulerSettings,
+    client: ExchangeClient,
+    ctx: &datafusion::prelude::SessionContext,
+    analyze: bool,
+) -> Result<(), QueryError> {
+    let props = &run.props;
     let stage_ids = fragmented.worker_stages();
     let filters = match props.runs_dynamic_filters() {
         true => dynamic_filters(&fragmented),
@@ -286,16 +347,15 @@ async fn execute(
                 .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?,
         ),
     };
-    let client = ExchangeClient::new(coord.exchange_http.clone(), exchange, q.root_input.clone());
     let sources = Arc::new(SourceLocations::new(0, client));
     let mut scheduler = PipelinedQueryScheduler::new(settings, fragmented.clone(), schedule, sources.clone())
         .with_dynamic_filters(filters);
-    *q.stages.lock() = scheduler.stages();
+    q.progress().stages = scheduler.stages();
     q.transition(QueryState::Starting);
     let resolver: Arc<dyn SourceResolver> = sources;
     let root = attach_resolver(fragmented.root().plan.clone(), &resolver).map_err(|e| planning_error(&e))?;
-    let outcome = run_stages(q, &mut scheduler, root, &ctx, analyze, run.inject_panic).await;
-    if outcome.is_ok() && !analyze && q.writes.lock().is_empty() {
+    let outcome = run_stages(q, &mut scheduler, root, ctx, analyze, run.inject_panic).await;
+    if outcome.is_ok() && !analyze && q.progress().writes.is_empty() {
         // Every row is at the root: the client may have its last page while the tasks
         // are removed, a round trip to each worker (0.3 to 0.7 ms of a query of 30 ms
         // on loopback), as Trino answers before its tasks are cleaned up. The stages
@@ -342,8 +402,8 @@ async fn execute_fault_tolerant(
 ) -> Result<(), QueryError> {
     let mut scheduler = FaultTolerantQueryScheduler::new(settings, limits, fragmented.clone())
         .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
-    *q.stages.lock() = scheduler.stages();
-    *q.graph.lock() = Some(scheduler.display());
+    q.progress().stages = scheduler.stages();
+    q.progress().graph = Some(scheduler.display());
     q.transition(QueryState::Starting);
     let outcome = scheduler.run(root.clone()).await;
     let analysis = analyze.then(|| explain_analyze(&fragmented, &scheduler.stages(), q.elapsed()));
@@ -451,7 +511,7 @@ async fn emit_text(q: &QueryExecution, column: &str, text: String) -> Result<(),
     use datafusion::arrow::array::StringArray;
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     let schema = Arc::new(Schema::new(vec![Field::new(column, DataType::Utf8, false)]));
-    *q.schema.lock() = Some(schema.clone());
+    q.progress().schema = Some(schema.clone());
     let batch = RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec![text]))])
         .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
     q.transition(QueryState::Starting);

@@ -1,7 +1,9 @@
 //! `QueryExecution`: one query on the coordinator as clients and the web page see it:
 //! its state machine, its session, the bounded results channel that the statement
 //! protocol drains, its stages and their tasks, cancellation. `execution::run_query`
-//! drives it to a final state.
+//! drives it to a final state. Its progress (state, error, schema, stages, writes) is
+//! one `QueryProgress` under one lock, read whole by `detail` as Trino's
+//! `QueryStateMachine` gives a query's info; counters are atomics.
 
 use crate::error_code::ErrorCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,34 +29,19 @@ pub struct QueryExecution {
     pub slug: String,
     pub sql: String,
     pub session: SessionSpec,
-    pub(super) machine: Mutex<StateMachine<QueryState>>,
     pub(super) state_tx: watch::Sender<QueryState>,
     pub(super) created: Instant,
     pub(super) created_at: SystemTime,
-    pub(super) ended: Mutex<Option<Instant>>,
-    pub(super) error: Mutex<Option<QueryError>>,
-    pub(super) schema: Mutex<Option<SchemaRef>>,
+    progress: Mutex<QueryProgress>,
+    /// Async, as a page waits for rows holding it.
     pub(super) results_rx: tokio::sync::Mutex<mpsc::Receiver<Buffered>>,
-    pub(super) results_tx: Mutex<Option<mpsc::Sender<Buffered>>>,
     /// The coordinator's bytes for rows waiting for their clients, shared by every
     /// query: a batch holds its share until a page takes it.
     results_budget: ResultsBudget,
-    pub(super) stages: Mutex<Vec<Arc<StageExecution>>>,
-    pub(super) fragments: Mutex<Option<Arc<FragmentedPlan>>>,
-    /// Writes of the query's attempts, finished (staging removed) when it ends.
-    pub(super) writes: Mutex<Vec<Arc<super::table_commit::TableCommit>>>,
-    /// The write whose update count the client gets (the last attempt's).
-    pub(super) update: Mutex<Option<Arc<super::table_commit::TableCommit>>>,
-    /// The `ExecutionGraph` as text (retry_policy=task), kept current by its scheduler.
-    pub(super) graph: Mutex<Option<Arc<Mutex<String>>>>,
     pub(super) cancel: watch::Sender<bool>,
-    /// Why the query was stopped from outside: USER_CANCELED, ABANDONED_QUERY.
-    pub(super) cancel_reason: Mutex<Option<QueryError>>,
     /// The statement protocol's last page, under the lock that takes rows (see
     /// `statement::get_results`).
     pub(crate) paging: tokio::sync::Mutex<PageState>,
-    /// When the client last asked for results (`query.client.timeout`).
-    pub(super) last_client_contact: Mutex<Instant>,
     pub(super) output_rows: AtomicU64,
     /// Set once the last row is emitted (see `take_results`).
     output_complete: AtomicBool,
@@ -66,6 +53,28 @@ pub struct QueryExecution {
     pub retries: AtomicU64,
     pub root_input: Arc<ExchangeStats>,
     pub(super) nodes: AtomicU64,
+}
+
+/// What a query has done so far, changed under one lock.
+pub(super) struct QueryProgress {
+    machine: StateMachine<QueryState>,
+    ended: Option<Instant>,
+    error: Option<QueryError>,
+    pub schema: Option<SchemaRef>,
+    /// Closed (taken) when the query is final: readers learn no more batches come.
+    results_tx: Option<mpsc::Sender<Buffered>>,
+    pub stages: Vec<Arc<StageExecution>>,
+    pub fragments: Option<Arc<FragmentedPlan>>,
+    /// Writes of the query's attempts, finished (staging removed) when it ends.
+    pub writes: Vec<Arc<super::table_commit::TableCommit>>,
+    /// The write whose update count the client gets (the last attempt's).
+    pub update: Option<Arc<super::table_commit::TableCommit>>,
+    /// The `ExecutionGraph` as text (retry_policy=task), kept current by its scheduler.
+    pub graph: Option<Arc<Mutex<String>>>,
+    /// Why the query was stopped from outside: USER_CANCELED, ABANDONED_QUERY.
+    pub cancel_reason: Option<QueryError>,
+    /// When the client last asked for results (`query.client.timeout`).
+    last_client_contact: Instant,
 }
 
 /// The last page the statement protocol served: its token and document.
@@ -152,8 +161,22 @@ impl QueryExecution {
         let (tx, rx) = mpsc::channel(8);
         let (cancel, _) = watch::channel(false);
         let (state_tx, _) = watch::channel(QueryState::Queued);
+        let progress = QueryProgress {
+            machine: StateMachine::new(format!("query {id}"), QueryState::Queued),
+            ended: None,
+            error: None,
+            schema: None,
+            results_tx: Some(tx),
+            stages: Vec::new(),
+            fragments: None,
+            writes: Vec::new(),
+            update: None,
+            graph: None,
+            cancel_reason: None,
+            last_client_contact: Instant::now(),
+        };
         Arc::new(QueryExecution {
-            machine: Mutex::new(StateMachine::new(format!("query {id}"), QueryState::Queued)),
+            progress: Mutex::new(progress),
             id,
             slug: crate::util::random_suffix(24),
             sql,
@@ -161,21 +184,10 @@ impl QueryExecution {
             state_tx,
             created: Instant::now(),
             created_at: SystemTime::now(),
-            ended: Mutex::new(None),
-            error: Mutex::new(None),
-            schema: Mutex::new(None),
             results_rx: tokio::sync::Mutex::new(rx),
-            results_tx: Mutex::new(Some(tx)),
             results_budget,
-            stages: Mutex::new(Vec::new()),
-            fragments: Mutex::new(None),
-            writes: Mutex::new(Vec::new()),
-            update: Mutex::new(None),
-            graph: Mutex::new(None),
             cancel,
-            cancel_reason: Mutex::new(None),
             paging: tokio::sync::Mutex::new(PageState::default()),
-            last_client_contact: Mutex::new(Instant::now()),
             output_rows: AtomicU64::new(0),
             output_complete: AtomicBool::new(false),
             results_dropped: AtomicBool::new(false),
@@ -186,8 +198,14 @@ impl QueryExecution {
         })
     }
 
+    /// The query's progress, to read or change under its one lock. Hold it briefly:
+    /// never across an await or a call back into this query.
+    pub(super) fn progress(&self) -> parking_lot::MutexGuard<'_, QueryProgress> {
+        self.progress.lock()
+    }
+
     pub fn state(&self) -> QueryState {
-        self.machine.lock().state()
+        self.progress().machine.state()
     }
 
     pub fn watch_state(&self) -> watch::Receiver<QueryState> {
@@ -195,12 +213,13 @@ impl QueryExecution {
     }
 
     pub(crate) fn transition(&self, to: QueryState) -> bool {
-        let changed = self.machine.lock().try_transition(to);
+        let mut p = self.progress();
+        let changed = p.machine.try_transition(to);
         if changed {
             if to.is_final() {
-                *self.ended.lock() = Some(Instant::now());
+                p.ended = Some(Instant::now());
                 // Closing the channel tells readers no more batches come.
-                self.results_tx.lock().take();
+                p.results_tx.take();
             }
             self.state_tx.send_replace(to);
         }
@@ -208,15 +227,16 @@ impl QueryExecution {
     }
 
     pub fn error(&self) -> Option<QueryError> {
-        self.error.lock().clone()
+        self.progress().error.clone()
     }
 
     pub fn schema(&self) -> Option<SchemaRef> {
-        self.schema.lock().clone()
+        self.progress().schema.clone()
     }
 
     pub fn elapsed(&self) -> Duration {
-        self.ended.lock().unwrap_or_else(Instant::now).duration_since(self.created)
+        let ended = self.progress().ended;
+        ended.unwrap_or_else(Instant::now).duration_since(self.created)
     }
 
     pub fn output_rows(&self) -> u64 {
@@ -228,7 +248,7 @@ impl QueryExecution {
     }
 
     pub fn stages(&self) -> Vec<Arc<StageExecution>> {
-        self.stages.lock().clone()
+        self.progress().stages.clone()
     }
 
     /// Asks the query to stop; it ends FAILED with USER_CANCELED.
@@ -238,18 +258,24 @@ impl QueryExecution {
 
     /// Stops the query from outside; it ends FAILED with `reason` (the first one given).
     pub fn stop_with(&self, reason: QueryError) {
-        self.cancel_reason.lock().get_or_insert(reason);
+        self.progress().cancel_reason.get_or_insert(reason);
         self.cancel.send_replace(true);
+    }
+
+    /// Why the query was stopped from outside (USER_CANCELED unless told otherwise).
+    pub(super) fn stop_reason(&self) -> QueryError {
+        let reason = self.progress().cancel_reason.clone();
+        reason.unwrap_or_else(|| QueryError::new(ErrorCode::UserCanceled, "Query was canceled"))
     }
 
     /// Records that the client asked for results.
     pub fn touch_client(&self) {
-        *self.last_client_contact.lock() = Instant::now();
+        self.progress().last_client_contact = Instant::now();
     }
 
     /// How long since the client last asked for results.
     pub fn client_idle(&self) -> Duration {
-        self.last_client_contact.lock().elapsed()
+        self.progress().last_client_contact.elapsed()
     }
 
     /// Takes up to `max_rows` buffered rows, waiting until `deadline` for the first
@@ -333,30 +359,41 @@ impl QueryExecution {
     }
 
     pub fn summary(&self) -> QuerySummary {
+        self.summary_of(&self.progress())
+    }
+
+    /// The summary as of `p`, one consistent moment of the query.
+    fn summary_of(&self, p: &QueryProgress) -> QuerySummary {
         QuerySummary {
             query_id: self.id.clone(),
-            state: self.state(),
+            state: p.machine.state(),
             user: self.session.user.clone(),
             sql: self.sql.clone(),
-            elapsed_ms: self.elapsed().as_millis() as u64,
+            elapsed_ms: p.ended.unwrap_or_else(Instant::now).duration_since(self.created).as_millis() as u64,
             rows: self.output_rows(),
             created_epoch_ms: self
                 .created_at
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map(|d| d.as_millis() as u64)
                 .unwrap_or(0),
-            error: self.error(),
+            error: p.error.clone(),
         }
     }
 
+    /// The query's info: its progress read under the lock once, its stages' (which
+    /// have locks of their own) after.
     pub fn detail(&self) -> QueryDetail {
-        let stages: Vec<StageInfo> = self.stages().iter().map(|s| s.info()).collect();
+        let (summary, stages, fragment_dag, graph) = {
+            let p = self.progress();
+            (self.summary_of(&p), p.stages.clone(), p.fragments.as_ref().map(|f| f.to_dot()), p.graph.clone())
+        };
+        let stages: Vec<StageInfo> = stages.iter().map(|s| s.info()).collect();
         QueryDetail {
-            summary: self.summary(),
+            summary,
             memory: stages.iter().fold(Default::default(), |m, s| m + s.memory),
             stages,
-            fragment_dag: self.fragments.lock().as_ref().map(|f| f.to_dot()),
-            execution_graph: self.graph.lock().as_ref().map(|g| g.lock().clone()),
+            fragment_dag,
+            execution_graph: graph.map(|g| g.lock().clone()),
         }
     }
 
@@ -367,9 +404,9 @@ impl QueryExecution {
 
     pub(super) fn fail(&self, e: QueryError) {
         {
-            let mut err = self.error.lock();
-            if err.is_none() && !self.machine.lock().is_final() {
-                *err = Some(e);
+            let mut p = self.progress();
+            if p.error.is_none() && !p.machine.is_final() {
+                p.error = Some(e);
             }
         }
         self.transition(QueryState::Failed);
@@ -379,7 +416,7 @@ impl QueryExecution {
         if batch.num_rows() == 0 {
             return true;
         }
-        let tx = self.results_tx.lock().clone();
+        let tx = self.progress().results_tx.clone();
         let Some(tx) = tx else { return false };
         let Some(share) = self.results_budget.reserve(&batch).await else { return false };
         self.output_rows.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);

@@ -484,7 +484,8 @@ fn results_document(q: &Arc<QueryExecution>, base: &str, token: u64, exhausted: 
             doc["error"] = error;
         }
     }
-    if let Some(write) = q.update.lock().clone() {
+    let update = q.progress().update.clone();
+    if let Some(write) = update {
         doc["updateType"] = json!(write.update_type());
         if let Some(rows) = write.rows_written() {
             doc["updateCount"] = json!(rows);
