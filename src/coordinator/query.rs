@@ -98,7 +98,27 @@ pub struct QuerySummary {
     pub elapsed_ms: u64,
     pub rows: u64,
     pub created_epoch_ms: u64,
+    #[serde(serialize_with = "error_info")]
     pub error: Option<QueryError>,
+}
+
+/// A query's error as query info shows it: in this API's snake_case, where the client
+/// protocol's `QueryError` is Trino's camelCase.
+fn error_info<S: serde::Serializer>(e: &Option<QueryError>, s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct ErrorInfo<'a> {
+        error_name: &'a str,
+        error_code: i64,
+        error_type: crate::error_code::ErrorType,
+        message: &'a str,
+    }
+    let info = e.as_ref().map(|e| ErrorInfo {
+        error_name: e.error_name.name(),
+        error_code: e.error_code,
+        error_type: e.error_type,
+        message: &e.message,
+    });
+    info.serialize(s)
 }
 
 #[derive(Debug, Clone, Serialize)]

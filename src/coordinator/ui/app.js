@@ -158,7 +158,7 @@
     }
     const rows = queries.map(function (q) {
       const error = q.error ? '<span class="alive-no" title="' + esc(q.error.message) + '">' +
-        esc(q.error.errorName) + '</span>' : '';
+        esc(q.error.error_name) + '</span>' : '';
       return '<tr data-query="' + esc(q.query_id) + '">' +
         '<td>' + queryLink(q.query_id) + '</td>' +
         '<td>' + badge(q.state) + '</td>' +
@@ -457,8 +457,8 @@
       '<dt>Spilled</dt><dd id="query-spilled">' + esc(fmtBytes((q.memory || {}).spilled_bytes)) + '</dd>' +
       '</dl>');
     const e = q.error;
-    setHtml('error', e ? '<div class="error-box"><span class="error-name">' + esc(e.errorName) + '</span>' +
-      ' <span class="muted">(' + esc(e.errorType) + ', code ' + esc(e.errorCode) + ')</span>' +
+    setHtml('error', e ? '<div class="error-box"><span class="error-name">' + esc(e.error_name) + '</span>' +
+      ' <span class="muted">(' + esc(e.error_type) + ', code ' + esc(e.error_code) + ')</span>' +
       '<pre>' + esc(e.message) + '</pre></div>' : '');
   }
 
