@@ -28,8 +28,11 @@ impl LocalCluster {
     pub async fn start(workers: usize, options: LocalOptions) -> Result<LocalCluster, String> {
         // Internal requests are authenticated even on one host: a generated secret.
         let secret = crate::util::random_suffix(32);
+        // Every node of the cluster reads the others' output by a call.
+        let exchanges = crate::exchange::local::LocalExchanges::default();
         let mut config = CoordinatorConfig::new("127.0.0.1:0");
         config.shared_secret = Some(secret.clone());
+        config.exchange.local = exchanges.clone();
         // One user on their own machine: file tables may live anywhere they can read.
         config.connectors = Connectors::builtin_with(crate::connector::files::FilesSettings::in_data_dir(
             vec!["/".to_string()],
@@ -40,6 +43,7 @@ impl LocalCluster {
         for _ in 0..workers {
             let mut config = WorkerConfig::new("127.0.0.1:0", &coordinator.url);
             config.shared_secret = Some(secret.clone());
+            config.exchange.local = exchanges.clone();
             // The coordinator's places, as on any cluster: here, every local path.
             config.connectors = Connectors::builtin_with_files(&["/".to_string()]);
             if let Some(b) = options.output_buffer_bytes {

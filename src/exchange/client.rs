@@ -37,6 +37,8 @@ pub struct ExchangeConfig {
     pub max_wait: Duration,
     /// Bytes of decoded-but-unconsumed pages a consumer holds across all its pullers.
     pub buffer_bytes: usize,
+    /// Producers in this process, read by a call instead of a request.
+    pub local: super::local::LocalExchanges,
 }
 
 impl Default for ExchangeConfig {
@@ -46,6 +48,7 @@ impl Default for ExchangeConfig {
             max_response_bytes: 8 << 20,
             max_wait: Duration::from_secs(1),
             buffer_bytes: 32 << 20,
+            local: Default::default(),
         }
     }
 }
@@ -242,7 +245,7 @@ impl Puller {
             }
         }
         // Done reading (or the consumer went away): free the producer's buffer.
-        if let Some(local) = super::local::lookup(&self.source.url) {
+        if let Some(local) = self.config.local.lookup(&self.source.url) {
             local.destroy_buffer(&self.source.task_id, self.source.buffer);
             return;
         }
@@ -338,7 +341,7 @@ impl Puller {
 
     /// One results request. `Err` is a transient failure worth retrying.
     async fn fetch(&self, token: u64) -> Result<Fetched, String> {
-        if let Some(local) = super::local::lookup(&self.source.url) {
+        if let Some(local) = self.config.local.lookup(&self.source.url) {
             return self.fetch_local(local.as_ref(), token).await;
         }
         let response = self

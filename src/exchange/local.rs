@@ -1,8 +1,10 @@
 //! In-process results: a consumer whose producer task runs in this very process (on
 //! the same worker, or on another worker of `flotilla local`, or read by the
 //! coordinator of `flotilla local`) takes the producer's pages by a call instead of an
-//! HTTP request. Workers register here under the URL they announce; `ExchangeClient`
-//! looks a source's URL up before it sends a request.
+//! HTTP request. Workers register in their `ExchangeConfig`'s `LocalExchanges` under
+//! the URL they announce; `ExchangeClient` looks a source's URL up there before it
+//! sends a request. Whoever starts nodes in one process hands them one registry
+//! (`flotilla local` does); a node started alone has its own.
 //!
 //! The pages arrive as the producer's batches: no encoding into a body, no kernel
 //! copies on both sides, no reassembling and decoding, which together were a third of
@@ -10,7 +12,7 @@
 //! what they mean over HTTP.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::RwLock;
@@ -40,21 +42,30 @@ pub trait LocalResults: Send + Sync {
     fn destroy_buffer(&self, task: &TaskId, buffer: usize);
 }
 
-type Registry = RwLock<HashMap<String, Weak<dyn LocalResults>>>;
+/// The workers reachable in-process, by the URL they announce. Clones share one
+/// registry.
+#[derive(Clone, Default)]
+pub struct LocalExchanges(Arc<RwLock<HashMap<String, Weak<dyn LocalResults>>>>);
 
-static WORKERS: LazyLock<Registry> = LazyLock::new(Default::default);
+impl LocalExchanges {
+    /// Makes the worker announced as `url` reachable in-process.
+    pub fn register(&self, url: &str, worker: Weak<dyn LocalResults>) {
+        self.0.write().insert(url.to_string(), worker);
+    }
 
-/// Makes the worker announced as `url` reachable in-process.
-pub fn register(url: &str, worker: Weak<dyn LocalResults>) {
-    WORKERS.write().insert(url.to_string(), worker);
+    /// A stopped worker's sources go back to HTTP (and find it gone).
+    pub fn unregister(&self, url: &str) {
+        self.0.write().remove(url);
+    }
+
+    /// The worker at `url`, when it runs in this process.
+    pub fn lookup(&self, url: &str) -> Option<Arc<dyn LocalResults>> {
+        self.0.read().get(url).and_then(Weak::upgrade)
+    }
 }
 
-/// A stopped worker's sources go back to HTTP (and find it gone).
-pub fn unregister(url: &str) {
-    WORKERS.write().remove(url);
-}
-
-/// The worker at `url`, when it runs in this process.
-pub fn lookup(url: &str) -> Option<Arc<dyn LocalResults>> {
-    WORKERS.read().get(url).and_then(Weak::upgrade)
+impl std::fmt::Debug for LocalExchanges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.read().keys()).finish()
+    }
 }

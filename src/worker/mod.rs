@@ -211,6 +211,7 @@ pub struct WorkerHandle {
     grace: Duration,
     stop: watch::Sender<bool>,
     server: tokio::task::JoinHandle<()>,
+    local: crate::exchange::local::LocalExchanges,
 }
 
 impl WorkerHandle {
@@ -230,7 +231,7 @@ impl WorkerHandle {
     }
 
     pub async fn shutdown(self) {
-        crate::exchange::local::unregister(&self.url);
+        self.local.unregister(&self.url);
         self.manager.abort_all();
         self.manager.remove_worker_dirs();
         let _ = self.stop.send(true);
@@ -259,7 +260,7 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
     let manager =
         Arc::new(SqlTaskManager::new(node_id.clone(), url.clone(), http.clone(), &config, injector, spool_dir, memory));
     let local: std::sync::Weak<dyn crate::exchange::local::LocalResults> = Arc::downgrade(&manager) as _;
-    crate::exchange::local::register(&url, local);
+    config.exchange.local.register(&url, local);
     let auth = crate::http::InternalAuth(config.shared_secret.as_deref().map(Arc::from));
     // Scrapers do not carry the cluster secret; /metrics stays outside it.
     let app = api::router(manager.clone())
@@ -310,5 +311,6 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
             }
         }
     });
-    Ok(WorkerHandle { url, node_id, manager, grace: config.shutdown_grace_period, stop, server })
+    let local = config.exchange.local.clone();
+    Ok(WorkerHandle { url, node_id, manager, grace: config.shutdown_grace_period, stop, server, local })
 }
