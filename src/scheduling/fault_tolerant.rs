@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 
 use super::execution_graph::{
     ExecutionGraph, ExecutionStage, GraphEvent, PartitionLocation, StageSpec, TaskAttemptStatus, TaskDescription,
@@ -115,6 +116,9 @@ pub struct FaultTolerantQueryScheduler {
     /// Every task's status change bumps it; the loop waits on it.
     changed: watch::Sender<u64>,
     stop_pollers: watch::Sender<bool>,
+    /// Each attempt's creation and status polling, owned here: it ends when told
+    /// (`stop_pollers`), and is aborted should the scheduler be dropped untold.
+    attempts: JoinSet<()>,
     /// The graph as text, refreshed every round, for query info.
     display: Arc<Mutex<String>>,
     last_failure: Option<TaskFailureReport>,
@@ -166,6 +170,7 @@ impl FaultTolerantQueryScheduler {
             lost: HashSet::new(),
             changed,
             stop_pollers,
+            attempts: JoinSet::new(),
             display,
             last_failure: None,
         })
@@ -543,7 +548,9 @@ impl FaultTolerantQueryScheduler {
         self.running.insert((stage_id, partition), task.clone());
         task.mark_creating();
         let stop = self.stop_pollers.subscribe();
-        tokio::spawn(async move {
+        // Finished attempts leave the set as new ones come.
+        while self.attempts.try_join_next().is_some() {}
+        self.attempts.spawn(async move {
             match task.send_update(request).await {
                 Ok(()) => task.poll_status(stop).await,
                 Err(e) => {

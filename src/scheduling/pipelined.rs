@@ -16,6 +16,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use futures::future::{select_all, BoxFuture, FutureExt};
 use futures::StreamExt;
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 
 use super::node_scheduler::{partition_slices, NodeScheduler};
 use super::phased::ExecutionSchedule;
@@ -88,6 +89,9 @@ pub struct PipelinedQueryScheduler {
     schedule: Box<dyn ExecutionSchedule>,
     root_sink: Arc<dyn RootSourceSink>,
     stop_pollers: watch::Sender<bool>,
+    /// The tasks' status pollers, owned here: they end when told (`stop_pollers`), and
+    /// are aborted should the scheduler be dropped without being told.
+    pollers: JoinSet<()>,
 }
 
 /// Tasks of a stage: one per worker, never more than its partitions.
@@ -144,7 +148,16 @@ impl PipelinedQueryScheduler {
             })
             .collect();
         let (stop_pollers, _) = watch::channel(false);
-        PipelinedQueryScheduler { settings, plan, stages, schedule, root_sink, stop_pollers, dynamic_filters: vec![] }
+        PipelinedQueryScheduler {
+            settings,
+            plan,
+            stages,
+            schedule,
+            root_sink,
+            stop_pollers,
+            pollers: JoinSet::new(),
+            dynamic_filters: vec![],
+        }
     }
 
     /// Runs `filters` (`plan::dynamic_filter::dynamic_filters` of the plan): build
@@ -270,7 +283,7 @@ impl PipelinedQueryScheduler {
             r?;
         }
         for (task, _) in &creations {
-            tokio::spawn(task.clone().poll_status(self.stop_pollers.subscribe()));
+            self.pollers.spawn(task.clone().poll_status(self.stop_pollers.subscribe()));
         }
         let mut updates: BTreeMap<usize, Vec<SourceUpdate>> = BTreeMap::new();
         for &id in ids {
