@@ -342,7 +342,8 @@ mod tests {
     /// the same rows.
     #[tokio::test]
     async fn fragments_travel_without_file_statistics() {
-        let dir = std::env::temp_dir().join(format!("flotilla-codec-{}", crate::util::random_suffix(8)));
+        let dir_tmp = tempfile::Builder::new().prefix("flotilla-codec-").tempdir().unwrap();
+        let dir = dir_tmp.path().to_path_buf();
         std::fs::create_dir_all(&dir).unwrap();
         let schema = Arc::new(Schema::new(vec![
             Field::new("k", DataType::Int64, false),
@@ -385,6 +386,5 @@ mod tests {
         let got = collect(back, ctx.task_ctx()).await.unwrap();
         assert_eq!(got, want);
         assert_eq!(got.iter().map(|b| b.num_rows()).sum::<usize>(), 429);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

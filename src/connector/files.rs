@@ -355,7 +355,8 @@ mod tests {
 
     #[test]
     fn locations_must_stay_under_an_allowed_directory() {
-        let root = std::env::temp_dir().join(format!("flotilla-files-{}", crate::util::random_suffix(8)));
+        let root_tmp = tempfile::Builder::new().prefix("flotilla-files-").tempdir().unwrap();
+        let root = root_tmp.path().to_path_buf();
         let data = root.join("data");
         std::fs::create_dir_all(data.join("t")).unwrap();
         let c = FilesConnector::new("files", &[data.display().to_string()]);
@@ -384,12 +385,12 @@ mod tests {
         assert!(FilesConnector::parse_allowed("s3://b/../x").is_err());
         assert!(FilesConnector::parse_allowed("gs://b/x").is_err());
         assert!(FilesConnector::parse_allowed("relative").is_err());
-        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]
     fn corrupt_parquet_footers_are_named() {
-        let root = std::env::temp_dir().join(format!("flotilla-footers-{}", crate::util::random_suffix(8)));
+        let root_tmp = tempfile::Builder::new().prefix("flotilla-footers-").tempdir().unwrap();
+        let root = root_tmp.path().to_path_buf();
         std::fs::create_dir_all(root.join("p=1")).unwrap();
         let good = [b"PAR1".as_slice(), &[0u8; 20], &20i32.to_le_bytes(), b"PAR1"].concat();
         std::fs::write(root.join("p=1/good.parquet"), &good).unwrap();
@@ -402,6 +403,5 @@ mod tests {
         std::fs::write(root.join("p=1/bad.parquet"), b"PAR1 no footer at all").unwrap();
         let e = check_parquet_footers(&root.join("p=1/bad.parquet").display().to_string()).unwrap_err();
         assert!(e.contains("does not end in the Parquet magic"), "{e}");
-        let _ = std::fs::remove_dir_all(&root);
     }
 }

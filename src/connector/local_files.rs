@@ -208,7 +208,8 @@ mod tests {
 
     #[tokio::test]
     async fn paths_outside_the_allowed_directories_are_refused_when_opened() {
-        let root = std::env::temp_dir().join(format!("flotilla-guard-{}", crate::util::random_suffix(8)));
+        let root_tmp = tempfile::Builder::new().prefix("flotilla-guard-").tempdir().unwrap();
+        let root = root_tmp.path().to_path_buf();
         let (inside, outside) = (root.join("inside"), root.join("outside"));
         std::fs::create_dir_all(inside.join("t")).unwrap();
         std::fs::create_dir_all(&outside).unwrap();
@@ -242,7 +243,6 @@ mod tests {
             std::os::unix::fs::symlink(outside.join("secret.csv"), inside.join("t/evil.csv")).unwrap();
             assert!(denied(store.get(&at(&inside.join("t/evil.csv"))).await.map(|_| ())), "a file linked out");
         }
-        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]

@@ -181,7 +181,8 @@ mod tests {
 
     #[tokio::test]
     async fn tables_and_schemas_survive_a_reload() {
-        let dir = std::env::temp_dir().join(format!("flotilla-metastore-{}", crate::util::random_suffix(8)));
+        let dir_tmp = tempfile::Builder::new().prefix("flotilla-metastore-").tempdir().unwrap();
+        let dir = dir_tmp.path().to_path_buf();
         let path = dir.join("catalogs").join("lake.json");
         let ctx = SessionContext::new();
         let plan = ctx
@@ -215,6 +216,5 @@ mod tests {
         assert_eq!(leftovers.len(), 1, "no temporary file is left beside the metastore");
         std::fs::write(&path, "not json").unwrap();
         assert!(Metastore::new(Some(path.clone())).load().unwrap_err().contains("lake.json"));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -99,7 +99,8 @@ mod tests {
 
     #[tokio::test]
     async fn stale_staging_directories_go_and_tables_stay() {
-        let root = std::env::temp_dir().join(format!("flotilla-sweep-{}", crate::util::random_suffix(8)));
+        let root_tmp = tempfile::Builder::new().prefix("flotilla-sweep-").tempdir().unwrap();
+        let root = root_tmp.path().to_path_buf();
         let warehouse = root.join("warehouse");
         let table = warehouse.join("s").join("t");
         let stale = table.join(format!("{STAGING_PREFIX}20261201_000001_00001_abcde-xyz123"));
@@ -116,6 +117,5 @@ mod tests {
         assert!(!stale.exists(), "the stale staging directory is gone");
         assert!(table.join("part-0.parquet").exists(), "the table's own file stays");
         assert_eq!(sweep(&connectors, &connectors.runtime()).await, 0, "nothing more to remove");
-        let _ = std::fs::remove_dir_all(&root);
     }
 }

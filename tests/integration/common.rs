@@ -154,12 +154,7 @@ impl Cluster {
         let http = reqwest::Client::new();
         let mut all = Vec::new();
         for w in &self.workers {
-            let mut req = http.get(format!("{}/v1/task", w.url));
-            if let Some(s) = &self.secret {
-                req = req.header("x-flotilla-internal-token", s);
-            }
-            let tasks: Vec<Value> = req.send().await.expect("worker answers").json().await.expect("json");
-            all.extend(tasks);
+            all.extend(tasks_on(&http, &w.url, self.secret.as_deref()).await.expect("worker answers"));
         }
         all
     }
@@ -435,4 +430,14 @@ pub fn query_error(r: Result<flotilla::client::QueryOutcome, flotilla::client::C
         Err(flotilla::client::ClientError::Query(e)) => (e.error_name.to_string(), e.message),
         other => panic!("expected a query error, got {other:?}"),
     }
+}
+
+/// The tasks a worker holds (`GET /v1/task`), or None when it does not answer within
+/// 2 s.
+pub async fn tasks_on(http: &reqwest::Client, worker: &str, secret: Option<&str>) -> Option<Vec<Value>> {
+    let mut req = http.get(format!("{worker}/v1/task")).timeout(std::time::Duration::from_secs(2));
+    if let Some(s) = secret {
+        req = req.header("x-flotilla-internal-token", s);
+    }
+    req.send().await.ok()?.json().await.ok()
 }

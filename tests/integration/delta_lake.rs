@@ -58,7 +58,8 @@ async fn delta_table_versions_read_right_with_files_pruned_by_the_log() {
              throwaway virtualenv)",
         );
     };
-    let root = std::env::temp_dir().join(format!("flotilla-delta-{}", flotilla::util::random_suffix(8)));
+    let root_tmp = tempfile::Builder::new().prefix("flotilla-delta-").tempdir().unwrap();
+    let root = root_tmp.path().to_path_buf();
     let delta_dir = root.join("delta");
     std::fs::create_dir_all(&delta_dir).unwrap();
     let lake = format!("connector.name=files\nfiles.warehouse={}\n", root.join("warehouse").display());
@@ -230,5 +231,4 @@ async fn delta_table_versions_read_right_with_files_pruned_by_the_log() {
     c.cluster.assert_no_tasks_left().await;
     drop(c);
     drop(moto);
-    let _ = std::fs::remove_dir_all(&root);
 }

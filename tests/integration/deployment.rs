@@ -9,22 +9,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::common::{assert_same_rows, oracle, Cluster, BIN};
+use super::common::{assert_same_rows, oracle, tasks_on, Cluster, BIN};
 
 const SECRET: &str = "deployment-test-secret";
 const LONG_QUERY: &str = "SELECT l_returnflag, count(*), sum(l_extendedprice) FROM lineitem GROUP BY 1 ORDER BY 1";
-
-async fn tasks_on(url: &str) -> Vec<Value> {
-    reqwest::Client::new()
-        .get(format!("{url}/v1/task"))
-        .header("x-flotilla-internal-token", SECRET)
-        .send()
-        .await
-        .expect("worker answers")
-        .json()
-        .await
-        .expect("json")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drained_worker_finishes_its_queries_under_every_policy_then_exits() {
@@ -44,7 +32,7 @@ async fn a_drained_worker_finishes_its_queries_under_every_policy_then_exits() {
         let client = cluster.client("sf1").with_session("retry_policy", policy);
         let run = tokio::spawn(async move { client.execute(LONG_QUERY).await });
         let deadline = Instant::now() + Duration::from_secs(30);
-        while tasks_on(&worker).await.is_empty() {
+        while tasks_on(&reqwest::Client::new(), &worker, Some(SECRET)).await.expect("the worker answers").is_empty() {
             assert!(Instant::now() < deadline, "{policy}: the query never reached worker {worker}");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -86,10 +74,8 @@ async fn a_drained_worker_finishes_its_queries_under_every_policy_then_exits() {
     assert_same_rows("after the drains", LONG_QUERY, &got.rows, &want);
 }
 
-fn temp_dir(tag: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("flotilla-{tag}-{}", flotilla::util::random_suffix(8)));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn temp_dir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("flotilla-{tag}-")).tempdir().unwrap()
 }
 
 /// Runs `flotilla args`, expecting it to fail at start-up; returns its stderr.
@@ -119,7 +105,8 @@ fn start_fails(args: &[&str]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_up_refuses_bad_configuration_and_exposed_servers() {
-    let etc = temp_dir("etc");
+    let etc_tmp = temp_dir("etc");
+    let etc = etc_tmp.path();
     std::fs::write(etc.join("config.properties"), "coordinator=false\nhttp-server.http.prot=8081\n").unwrap();
     let etc_arg = etc.display().to_string();
     let err = start_fails(&["worker", "--etc", &etc_arg]);
@@ -133,12 +120,12 @@ async fn start_up_refuses_bad_configuration_and_exposed_servers() {
     assert!(err.contains("no shared secret"), "{err}");
     let err = start_fails(&["worker", "--coordinator", "http://127.0.0.1:9", "--bind", "0.0.0.0:0"]);
     assert!(err.contains("no shared secret"), "{err}");
-    let _ = std::fs::remove_dir_all(&etc);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_from_configuration_directories_keeps_identities_and_environments() {
-    let (coord_etc, worker_etc) = (temp_dir("etc-coordinator"), temp_dir("etc-worker"));
+    let (coord_tmp, worker_tmp) = (temp_dir("etc-coordinator"), temp_dir("etc-worker"));
+    let (coord_etc, worker_etc) = (coord_tmp.path(), worker_tmp.path());
     std::fs::write(
         coord_etc.join("config.properties"),
         format!("coordinator=true\ninternal-communication.shared-secret={SECRET}\nquery.client.timeout=1m\n"),
@@ -205,6 +192,4 @@ async fn a_cluster_from_configuration_directories_keeps_identities_and_environme
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(ids[0], ids[1], "a restarted worker keeps its node.id");
-    let _ = std::fs::remove_dir_all(&coord_etc);
-    let _ = std::fs::remove_dir_all(&worker_etc);
 }

@@ -3,7 +3,7 @@
 //! survived with the right rows; a worker killed with SIGKILL mid-query is recomputed
 //! around; retries are bounded; and no task or spool file outlives its query.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::common::{assert_same_rows, oracle, Cluster};
@@ -30,20 +30,9 @@ impl SpoolDir {
     /// Spooled files under the directory, at any depth (not the marker naming each
     /// worker directory's owner process).
     fn files(&self) -> Vec<PathBuf> {
-        fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-            let Ok(entries) = std::fs::read_dir(dir) else { return };
-            for e in entries.flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    walk(&p, out);
-                } else if p.file_name().is_none_or(|n| n != "owner.pid") {
-                    out.push(p);
-                }
-            }
-        }
-        let mut out = Vec::new();
-        walk(&self.0, &mut out);
-        out
+        let mut files = super::common::files_below(&self.0);
+        files.retain(|p| p.file_name().is_none_or(|n| n != "owner.pid"));
+        files
     }
 
     /// Waits (bounded) until the workers have deleted every spool file.

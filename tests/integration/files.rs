@@ -20,7 +20,8 @@ fn generate(dir: &std::path::Path, format: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tpch_over_generated_parquet_matches_the_tpch_catalog() {
-    let dir = std::env::temp_dir().join(format!("flotilla-files-{}", flotilla::util::random_suffix(8)));
+    let dir_tmp = tempfile::Builder::new().prefix("flotilla-files-").tempdir().unwrap();
+    let dir = dir_tmp.path().to_path_buf();
     generate(&dir, "parquet");
     let allowed = dir.display().to_string();
     let cluster = Cluster::start_with(&["--files-allowed-locations", &allowed], 3, &[]).await;
@@ -77,12 +78,12 @@ async fn tpch_over_generated_parquet_matches_the_tpch_catalog() {
         assert_same_rows(&label, sql, &got.rows, &want);
     }
     cluster.assert_no_tasks_left().await;
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn csv_tables_work_too() {
-    let dir = std::env::temp_dir().join(format!("flotilla-csv-{}", flotilla::util::random_suffix(8)));
+    let dir_tmp = tempfile::Builder::new().prefix("flotilla-csv-").tempdir().unwrap();
+    let dir = dir_tmp.path().to_path_buf();
     generate(&dir, "csv");
     let allowed = dir.display().to_string();
     let cluster = Cluster::start_with(&["--files-allowed-locations", &allowed], 2, &[]).await;
@@ -156,5 +157,4 @@ async fn csv_tables_work_too() {
     let got = client.execute("SELECT count(*) FROM files.default.orders").await.expect("the next query runs");
     assert_same_rows("after", "", &got.rows, &oracle("sf0_1", "SELECT count(*) FROM orders").await);
     cluster.assert_no_tasks_left().await;
-    let _ = std::fs::remove_dir_all(&dir);
 }

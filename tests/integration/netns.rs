@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use flotilla::local::TPCH_QUERIES;
 use serde_json::Value;
 
-use super::common::{assert_same_rows, oracle, Proc, BIN};
+use super::common::{assert_same_rows, oracle, tasks_on, Proc, BIN};
 
 const SECRET: &str = "netns-test-secret";
 const WORKERS: usize = 3;
@@ -125,19 +125,6 @@ async fn nodes(http: &reqwest::Client, coordinator: &str) -> Vec<Value> {
     }
 }
 
-async fn tasks_on(http: &reqwest::Client, worker: &str) -> Vec<Value> {
-    let sent = http
-        .get(format!("{worker}/v1/task"))
-        .header("x-flotilla-internal-token", SECRET)
-        .timeout(Duration::from_secs(2))
-        .send()
-        .await;
-    match sent {
-        Ok(r) => r.json().await.unwrap_or_default(),
-        Err(_) => Vec::new(),
-    }
-}
-
 async fn wait_alive(http: &reqwest::Client, coordinator: &str, want: &[String]) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -215,7 +202,7 @@ async fn a_cluster_across_network_namespaces() {
             .with_session("retry_policy", policy);
         let run = tokio::spawn(async move { client.execute(LONG_QUERY).await });
         let deadline = Instant::now() + Duration::from_secs(30);
-        while tasks_on(&http, &cut_url).await.is_empty() {
+        while tasks_on(&http, &cut_url, Some(SECRET)).await.unwrap_or_default().is_empty() {
             assert!(Instant::now() < deadline, "{policy}: the query never reached {cut_url}");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -266,7 +253,7 @@ async fn a_cluster_across_network_namespaces() {
     // Nothing is left on any worker: tasks cut off with the link were abandoned.
     let deadline = Instant::now() + Duration::from_secs(30);
     for url in &worker_urls {
-        while !tasks_on(&http, url).await.is_empty() {
+        while !tasks_on(&http, url, Some(SECRET)).await.unwrap_or_default().is_empty() {
             assert!(Instant::now() < deadline, "tasks left on {url}");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }

@@ -71,7 +71,8 @@ async fn tpch_in_a_bucket_is_written_read_and_survives_a_killed_worker() {
              .ci/run does)",
         );
     };
-    let root = std::env::temp_dir().join(format!("flotilla-s3-{}", flotilla::util::random_suffix(8)));
+    let root_tmp = tempfile::Builder::new().prefix("flotilla-s3-").tempdir().unwrap();
+    let root = root_tmp.path().to_path_buf();
     std::fs::create_dir_all(&root).unwrap();
     let moto = start_moto(&bin, &root).await;
     // The bucket, made with the server's own API (moto checks no signature).
@@ -200,5 +201,4 @@ async fn tpch_in_a_bucket_is_written_read_and_survives_a_killed_worker() {
     c.cluster.assert_no_tasks_left().await;
     drop(c);
     drop(moto);
-    let _ = std::fs::remove_dir_all(&root);
 }

@@ -132,7 +132,8 @@ async fn postgresql_tables_join_tpch_and_parquet_tables_with_filters_pushed_down
         inserts("nation").await,
         inserts("region").await
     ));
-    let root = std::env::temp_dir().join(format!("flotilla-pgcluster-{}", flotilla::util::random_suffix(8)));
+    let root_tmp = tempfile::Builder::new().prefix("flotilla-pgcluster-").tempdir().unwrap();
+    let root = root_tmp.path().to_path_buf();
     let catalog = format!(
         "connector.name=postgresql\nconnection-url=jdbc:postgresql://127.0.0.1:{}/postgres\nconnection-user=postgres\n\
          split-column=nation.n_nationkey\n",
@@ -203,5 +204,4 @@ async fn postgresql_tables_join_tpch_and_parquet_tables_with_filters_pushed_down
     assert_same_rows("split scan", all, &got, &oracle("sf0_1", all).await);
     c.cluster.assert_no_tasks_left().await;
     drop(c);
-    let _ = std::fs::remove_dir_all(&root);
 }

@@ -336,7 +336,8 @@ async fn tasks_of_a_killed_coordinator_expire_on_the_workers() {
 async fn a_busy_worker_stops_on_sigterm() {
     // SIGTERM drains: the running query may finish within the grace period, and after
     // it the worker stops anyway, aborting what is left, and its spill directory.
-    let spill = std::env::temp_dir().join(format!("flotilla-spill-it-{}", flotilla::util::random_suffix(8)));
+    let spill_tmp = tempfile::Builder::new().prefix("flotilla-spill-it-").tempdir().unwrap();
+    let spill = spill_tmp.path().to_path_buf();
     let spill_arg = spill.display().to_string();
     let mut cluster = Cluster::start(1, &["--shutdown-grace-period", "1s", "--spill-path", &spill_arg]).await;
     let made: Vec<_> = std::fs::read_dir(&spill).expect("the worker makes its spill directory").collect();
@@ -366,6 +367,5 @@ async fn a_busy_worker_stops_on_sigterm() {
     println!("busy worker exited {:?} after SIGTERM ({status})", signalled.elapsed());
     assert!(status.success(), "{status}");
     let left: Vec<_> = std::fs::read_dir(&spill).unwrap().map(|e| e.unwrap().path()).collect();
-    let _ = std::fs::remove_dir_all(&spill);
     assert!(left.is_empty(), "a stopped worker left {left:?} in its spill path");
 }

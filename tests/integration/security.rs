@@ -122,7 +122,8 @@ fn sql(server: &str, ca: &Path, user: &str, password: Option<&str>, statement: &
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_logins_and_access_rules() {
-    let dir = std::env::temp_dir().join(format!("flotilla-security-{}", flotilla::util::random_suffix(8)));
+    let dir_tmp = tempfile::Builder::new().prefix("flotilla-security-").tempdir().unwrap();
+    let dir = dir_tmp.path().to_path_buf();
     std::fs::create_dir_all(&dir).unwrap();
     let (ca, node_pem) = match make_certificates(&dir) {
         Ok(c) => c,
@@ -298,7 +299,6 @@ async fn https_logins_and_access_rules() {
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(login("alice", "alice-pw").await.unwrap().status(), 200, "open again, and the count cleared");
     assert_eq!(login("alice", "guess-5").await.unwrap().status(), 401);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Rules for the write test: `admin` may do anything, `eve` only use `tpch`,
@@ -318,7 +318,8 @@ const WRITE_RULES: &str = r#"{
 async fn writes_need_write_access_and_copy_keeps_out_of_tables() {
     use super::common::Cluster;
     use flotilla::client::{ClientError, StatementClient};
-    let root = std::env::temp_dir().join(format!("flotilla-writes-auth-{}", flotilla::util::random_suffix(8)));
+    let root_tmp = tempfile::Builder::new().prefix("flotilla-writes-auth-").tempdir().unwrap();
+    let root = root_tmp.path().to_path_buf();
     let (allowed, outside) = (root.join("allowed"), root.join("outside"));
     std::fs::create_dir_all(allowed.join("ok")).unwrap();
     std::fs::create_dir_all(allowed.join("t2")).unwrap();
@@ -381,5 +382,4 @@ async fn writes_need_write_access_and_copy_keeps_out_of_tables() {
     std::os::unix::fs::symlink(&outside, allowed.join("t2")).unwrap();
     let read = admin.execute("SELECT h FROM files.default.t2").await;
     denied(read, "a read through a swapped link", "outside");
-    let _ = std::fs::remove_dir_all(&root);
 }

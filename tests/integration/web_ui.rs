@@ -12,7 +12,8 @@ fn chromium() -> Option<&'static str> {
 
 /// The DOM after the page's scripts ran, as headless Chromium dumps it.
 fn rendered(browser: &str, url: &str) -> String {
-    let profile = std::env::temp_dir().join(format!("flotilla-ui-{}", flotilla::util::random_suffix(8)));
+    let profile_tmp = tempfile::Builder::new().prefix("flotilla-ui-").tempdir().unwrap();
+    let profile = profile_tmp.path().to_path_buf();
     let out = std::process::Command::new(browser)
         .args([
             "--headless",
@@ -30,7 +31,6 @@ fn rendered(browser: &str, url: &str) -> String {
         .arg(url)
         .output()
         .expect("run chromium");
-    let _ = std::fs::remove_dir_all(&profile);
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 

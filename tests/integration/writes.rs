@@ -33,7 +33,8 @@ fn parquet_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tables_written_by_workers_are_right_survive_a_restart_and_failed_writes_leave_nothing() {
-    let root = std::env::temp_dir().join(format!("flotilla-writes-{}", flotilla::util::random_suffix(8)));
+    let root_tmp = tempfile::Builder::new().prefix("flotilla-writes-").tempdir().unwrap();
+    let root = root_tmp.path().to_path_buf();
     let warehouse = root.join("warehouse");
     let catalog = format!(
         "connector.name=files\nfiles.allowed-locations={}\nfiles.warehouse={}\n",
@@ -202,7 +203,6 @@ async fn tables_written_by_workers_are_right_survive_a_restart_and_failed_writes
     assert_eq!(files_below(&external).len(), 1, "dropping an external table keeps its files");
     c.cluster.assert_no_tasks_left().await;
     drop(c);
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// Bytes reserved in every worker's memory pool, from their metrics.
@@ -221,7 +221,8 @@ async fn pools_reserved(cluster: &super::common::Cluster) -> u64 {
 /// memory table's rows sit in the workers' pools until it is dropped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tables_made_from_columns_fill_by_insert_in_files_and_memory() {
-    let root = std::env::temp_dir().join(format!("flotilla-columns-{}", flotilla::util::random_suffix(8)));
+    let root_tmp = tempfile::Builder::new().prefix("flotilla-columns-").tempdir().unwrap();
+    let root = root_tmp.path().to_path_buf();
     let warehouse = root.join("warehouse");
     let lake_catalog = format!(
         "connector.name=files\nfiles.allowed-locations={}\nfiles.warehouse={}\n",
@@ -293,5 +294,4 @@ async fn tables_made_from_columns_fill_by_insert_in_files_and_memory() {
     let e = mem.execute("SELECT count(*) FROM items").await.expect_err("dropped");
     assert!(e.to_string().contains("TABLE_NOT_FOUND") || e.to_string().contains("not found"), "{e}");
     c.cluster.assert_no_tasks_left().await;
-    let _ = std::fs::remove_dir_all(&root);
 }

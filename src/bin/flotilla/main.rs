@@ -112,10 +112,7 @@ fn coordinator_config(args: CoordinatorArgs) -> Result<flotilla::coordinator::Co
         config.admission.max_queued = n;
     }
     for entry in session_defaults {
-        let (name, value) = entry.split_once('=').ok_or_else(|| format!("--session {entry}: expected NAME=VALUE"))?;
-        let one = [(name.trim().to_string(), value.trim().to_string())].into_iter().collect();
-        flotilla::config::SessionProperties::parse(&one).map_err(|e| format!("--session {entry}: {e}"))?;
-        config.session_defaults.extend(one);
+        config.session_defaults.extend(session_default(&entry)?);
     }
     node.apply(
         &mut config.shared_secret,
@@ -150,6 +147,14 @@ fn coordinator_config(args: CoordinatorArgs) -> Result<flotilla::coordinator::Co
         );
     }
     Ok(config)
+}
+
+/// One `--session NAME=VALUE`, checked as a session property.
+fn session_default(entry: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let (name, value) = entry.split_once('=').ok_or_else(|| format!("--session {entry}: expected NAME=VALUE"))?;
+    let one = [(name.trim().to_string(), value.trim().to_string())].into_iter().collect();
+    flotilla::config::SessionProperties::parse(&one).map_err(|e| format!("--session {entry}: {e}"))?;
+    Ok(one)
 }
 
 async fn coordinator(args: CoordinatorArgs) -> Result<(), String> {
@@ -232,26 +237,39 @@ fn worker_config(args: WorkerArgs) -> Result<flotilla::worker::WorkerConfig, Str
     if let Some(b) = output_buffer_max_bytes {
         config.settings.output_buffer_bytes = flotilla::config::parse_bytes(&b)?;
     }
-    if let Some(m) = memory {
+    memory_flags(&mut config.memory, memory, query_max_memory_per_node, spill_path, max_spill_per_node)?;
+    Ok(config)
+}
+
+/// A worker's memory flags over its configuration: `--memory` (a size or
+/// `unlimited`) moves the per-query limit with it unless that was set apart.
+fn memory_flags(
+    settings: &mut flotilla::worker::memory::MemorySettings,
+    pool: Option<String>,
+    query_max_per_node: Option<String>,
+    spill_path: Option<String>,
+    max_spill: Option<String>,
+) -> Result<(), String> {
+    if let Some(m) = pool {
         let pool = match m.as_str() {
             "unlimited" => usize::MAX,
             size => flotilla::config::parse_bytes(size)? as usize,
         };
-        if config.memory.query_max_per_node == config.memory.pool_bytes {
-            config.memory.query_max_per_node = pool;
+        if settings.query_max_per_node == settings.pool_bytes {
+            settings.query_max_per_node = pool;
         }
-        config.memory.pool_bytes = pool;
+        settings.pool_bytes = pool;
     }
-    if let Some(q) = query_max_memory_per_node {
-        config.memory.query_max_per_node = flotilla::config::parse_bytes(&q)? as usize;
+    if let Some(q) = query_max_per_node {
+        settings.query_max_per_node = flotilla::config::parse_bytes(&q)? as usize;
     }
     if let Some(p) = spill_path {
-        config.memory.spill_path = p.into();
+        settings.spill_path = p.into();
     }
-    if let Some(m) = max_spill_per_node {
-        config.memory.max_spill_bytes = flotilla::config::parse_bytes(&m)?;
+    if let Some(m) = max_spill {
+        settings.max_spill_bytes = flotilla::config::parse_bytes(&m)?;
     }
-    Ok(config)
+    Ok(())
 }
 
 async fn worker(args: WorkerArgs) -> Result<(), String> {
