@@ -50,6 +50,7 @@ impl NumericValueOutOfRange {
 
 /// Whether `e` says a value did not fit its type: ours, Arrow's checked kernels' and
 /// casts' (`CAST(300 AS TINYINT)`), however DataFusion wrapped it.
+#[cfg(test)]
 pub fn is_out_of_range(e: &DataFusionError) -> bool {
     arithmetic_error_code(e) == Some(ErrorCode::NumericValueOutOfRange)
 }

@@ -99,7 +99,6 @@ pub trait RootStage: Send + Sync {
 pub struct FaultTolerantQueryScheduler {
     settings: SchedulerSettings,
     limits: RetryLimits,
-    plan: Arc<FragmentedPlan>,
     graph: ExecutionGraph,
     stages: BTreeMap<usize, Arc<StageExecution>>,
     fragments: HashMap<usize, Base64Bytes>,
@@ -160,7 +159,6 @@ impl FaultTolerantQueryScheduler {
         Ok(FaultTolerantQueryScheduler {
             settings,
             limits,
-            plan,
             graph,
             stages,
             fragments,
@@ -178,10 +176,6 @@ impl FaultTolerantQueryScheduler {
 
     pub fn stages(&self) -> Vec<Arc<StageExecution>> {
         self.stages.values().cloned().collect()
-    }
-
-    pub fn plan(&self) -> &Arc<FragmentedPlan> {
-        &self.plan
     }
 
     /// The graph rendered as text, kept current while the query runs.
@@ -616,4 +610,5 @@ impl FaultTolerantQueryScheduler {
 }
 
 #[cfg(test)]
+#[path = "fault_tolerant_tests.rs"]
 mod tests;

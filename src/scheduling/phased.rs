@@ -126,6 +126,7 @@ impl PhasedExecutionSchedule {
     }
 
     /// The stages that `stage` still waits for.
+    #[cfg(test)]
     pub fn blockers(&self, stage: usize) -> Vec<usize> {
         let Some(&idx) = self.nodes.get(&stage) else { return vec![] };
         let mut v: Vec<usize> =

@@ -82,7 +82,6 @@ impl SchedulerSettings {
 
 pub struct PipelinedQueryScheduler {
     settings: SchedulerSettings,
-    plan: Arc<FragmentedPlan>,
     /// Partitioned joins whose probe stage the build stage's keys filter.
     dynamic_filters: Vec<DynamicFilter>,
     stages: BTreeMap<usize, Arc<StageExecution>>,
@@ -150,7 +149,6 @@ impl PipelinedQueryScheduler {
         let (stop_pollers, _) = watch::channel(false);
         PipelinedQueryScheduler {
             settings,
-            plan,
             stages,
             schedule,
             root_sink,
@@ -439,11 +437,8 @@ impl PipelinedQueryScheduler {
             s.transition(to);
         }
     }
-
-    pub fn plan(&self) -> &Arc<FragmentedPlan> {
-        &self.plan
-    }
 }
 
 #[cfg(test)]
+#[path = "pipelined_tests.rs"]
 mod tests;

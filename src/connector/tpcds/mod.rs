@@ -236,4 +236,5 @@ impl Connector for TpcdsConnector {
 }
 
 #[cfg(test)]
+#[path = "tpcds_tests.rs"]
 mod tests;

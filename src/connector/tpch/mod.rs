@@ -179,4 +179,5 @@ pub fn warm_up_text_pool() {
 pub type TpchCatalog = GeneratedCatalog<TpchTableKind>;
 
 #[cfg(test)]
+#[path = "tpch_tests.rs"]
 mod tests;
