@@ -114,6 +114,64 @@ impl From<ColumnInfo> for Column {
     }
 }
 
+/// What a client sends with each statement, as Trino's clients keep it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientSession {
+    pub catalog: Option<String>,
+    pub schema: Option<String>,
+    /// Session properties, in the order they were set.
+    pub properties: Vec<(String, String)>,
+}
+
+impl ClientSession {
+    fn set(&mut self, key: String, value: String) {
+        self.properties.retain(|(k, _)| *k != key);
+        self.properties.push((key, value));
+    }
+
+    /// The changes a server's answer asks for: `X-Trino-Set-Catalog`, `-Set-Schema`,
+    /// `-Set-Session` (`name=form-encoded value`) and `-Clear-Session`.
+    fn apply(&mut self, headers: &reqwest::header::HeaderMap) {
+        let values = |name: &str| -> Vec<String> {
+            headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).map(str::to_string).collect()
+        };
+        if let Some(c) = values("x-trino-set-catalog").pop() {
+            self.catalog = Some(c);
+        }
+        if let Some(s) = values("x-trino-set-schema").pop() {
+            self.schema = Some(s);
+        }
+        for pair in values("x-trino-set-session") {
+            if let Some((k, v)) = pair.split_once('=') {
+                self.set(k.trim().to_string(), form_decode(v.trim()));
+            }
+        }
+        for name in values("x-trino-clear-session") {
+            self.properties.retain(|(k, _)| *k != name.trim());
+        }
+    }
+}
+
+/// The inverse of the server's form encoding of header values (`+` is a space).
+fn form_decode(s: &str) -> String {
+    let hex = |b: u8| (b as char).to_digit(16);
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (bytes[i], bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
+            (b'+', _, _) => out.push(b' '),
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 2;
+            }
+            (b, _, _) => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// Everything a finished query returned.
 #[derive(Debug, Clone, Default)]
 pub struct QueryOutcome {
@@ -150,9 +208,9 @@ pub struct StatementClient {
     http: reqwest::Client,
     server: String,
     user: String,
-    catalog: Option<String>,
-    schema: Option<String>,
-    session: Vec<(String, String)>,
+    /// Catalog, schema and properties, sent with each statement and changed by the
+    /// server's answers to `USE`, `SET SESSION` and `RESET SESSION`; shared by clones.
+    session: Arc<Mutex<ClientSession>>,
     timeout: Duration,
     current: Arc<Mutex<InFlight>>,
     /// Sent as HTTP basic authentication with `user` (PASSWORD authentication).
@@ -196,9 +254,7 @@ impl StatementClient {
             http,
             server,
             user: DEFAULT_USER.to_string(),
-            catalog: None,
-            schema: None,
-            session: Vec::new(),
+            session: Default::default(),
             timeout: REQUEST_TIMEOUT,
             current: Arc::new(Mutex::new(InFlight::Idle)),
             password: None,
@@ -253,22 +309,30 @@ impl StatementClient {
         self
     }
 
-    pub fn with_catalog(mut self, catalog: impl Into<String>) -> Self {
-        self.catalog = Some(catalog.into());
-        self
+    pub fn with_catalog(self, catalog: impl Into<String>) -> Self {
+        self.with_own_session(|s| s.catalog = Some(catalog.into()))
     }
 
-    pub fn with_schema(mut self, schema: impl Into<String>) -> Self {
-        self.schema = Some(schema.into());
-        self
+    pub fn with_schema(self, schema: impl Into<String>) -> Self {
+        self.with_own_session(|s| s.schema = Some(schema.into()))
     }
 
     /// Adds a session property; setting the same key again replaces the earlier value.
-    pub fn with_session(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        let key = key.into();
-        self.session.retain(|(k, _)| *k != key);
-        self.session.push((key, value.into()));
+    pub fn with_session(self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.with_own_session(|s| s.set(key.into(), value.into()))
+    }
+
+    /// This client with a session of its own (clones made before do not see `change`).
+    fn with_own_session(mut self, change: impl FnOnce(&mut ClientSession)) -> Self {
+        let mut session = self.session.lock().clone();
+        change(&mut session);
+        self.session = Arc::new(Mutex::new(session));
         self
+    }
+
+    /// The session this client (and its clones) sends now.
+    pub fn session(&self) -> ClientSession {
+        self.session.lock().clone()
     }
 
     /// Overrides the per-request timeout (60 s by default).
@@ -335,14 +399,15 @@ impl StatementClient {
             .header(reqwest::header::CONTENT_TYPE, "text/plain; charset=utf-8")
             .header(crate::protocol::HEADER_EARLY_RESULTS, "true")
             .body(sql.to_string());
-        if let Some(catalog) = &self.catalog {
+        let session = self.session();
+        if let Some(catalog) = &session.catalog {
             request = request.header("X-Trino-Catalog", catalog);
         }
-        if let Some(schema) = &self.schema {
+        if let Some(schema) = &session.schema {
             request = request.header("X-Trino-Schema", schema);
         }
-        if !self.session.is_empty() {
-            let pairs: Vec<String> = self.session.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        if !session.properties.is_empty() {
+            let pairs: Vec<String> = session.properties.iter().map(|(k, v)| format!("{k}={v}")).collect();
             request = request.header("X-Trino-Session", pairs.join(","));
         }
         let mut received = Received { page: self.post(request).await?, rows: None };
@@ -486,6 +551,9 @@ impl StatementClient {
     async fn receive(&self, request: RequestBuilder) -> Result<Received, ClientError> {
         let response = request.send().await.map_err(|e| self.transport_error(e))?;
         let status = response.status();
+        if status.is_success() {
+            self.session.lock().apply(response.headers());
+        }
         let content_type = response.headers().get(reqwest::header::CONTENT_TYPE).map(|t| t.as_bytes());
         let text_page = content_type.is_some_and(|t| t.starts_with(TEXT_RESULTS_CONTENT_TYPE.as_bytes()));
         let arrow_page = content_type.is_some_and(|t| t.starts_with(ARROW_RESULTS_CONTENT_TYPE.as_bytes()));
@@ -812,6 +880,26 @@ mod tests {
         assert_eq!(client.resolve("/v1/statement/q/1"), "http://localhost:8080/v1/statement/q/1");
         assert_eq!(client.resolve("http://other:1/x"), "http://other:1/x");
         let client = client.with_session("a", "1").with_session("a", "2");
-        assert_eq!(client.session, vec![("a".to_string(), "2".to_string())]);
+        assert_eq!(client.session().properties, vec![("a".to_string(), "2".to_string())]);
+    }
+
+    #[test]
+    fn session_headers_change_the_session_of_the_client_and_its_clones() {
+        let client = StatementClient::new("localhost:8080").with_catalog("tpch").with_session("a", "1");
+        let clone = client.clone();
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.append("x-trino-set-schema", "sf1".parse().unwrap());
+        headers.append("x-trino-set-session", "b=all-at-once".parse().unwrap());
+        headers.append("x-trino-set-session", "c=it%27s+here%C3%A9".parse().unwrap());
+        headers.append("x-trino-clear-session", "a".parse().unwrap());
+        client.session.lock().apply(&headers);
+        let s = clone.session();
+        assert_eq!((s.catalog.as_deref(), s.schema.as_deref()), (Some("tpch"), Some("sf1")));
+        let want = [("b", "all-at-once"), ("c", "it's here\u{e9}")];
+        assert_eq!(s.properties, want.map(|(k, v)| (k.to_string(), v.to_string())).to_vec());
+        // A builder gives a session of its own.
+        let other = clone.clone().with_session("d", "1");
+        assert!(client.session().properties.iter().all(|(k, _)| k != "d"));
+        assert_eq!(other.session().properties.len(), 3);
     }
 }

@@ -164,7 +164,10 @@ enum StatementKind {
     /// `PREPARE` and `DEALLOCATE PREPARE`: the client keeps prepared statements, and
     /// the answer is in the response headers.
     ClientSide,
-    /// `SHOW ...`, `USE`, and the other statements answered from metadata.
+    /// `SET SESSION`, `RESET SESSION`, `USE`: answered with headers that change the
+    /// client's session.
+    Session(super::session_statement::SessionStatement),
+    /// `SHOW ...`, `DESCRIBE` and the other statements answered from metadata.
     Metadata(super::metadata::MetadataStatement),
     /// Anything DataFusion plans: queries, `EXPLAIN`, DDL and writes.
     Planned(String),
@@ -179,6 +182,9 @@ fn statement_kind(sql: &str) -> Result<StatementKind, QueryError> {
     };
     if matches!(parse_prepared(&sql), Some(PreparedStatement::Prepare { .. } | PreparedStatement::Deallocate { .. })) {
         return Ok(StatementKind::ClientSide);
+    }
+    if let Some(stmt) = super::session_statement::SessionStatement::parse(&sql) {
+        return stmt.map(StatementKind::Session).map_err(|m| QueryError::new(ErrorCode::SyntaxError, m));
     }
     Ok(match super::metadata::parse(&sql) {
         Some(stmt) => StatementKind::Metadata(stmt),
@@ -205,6 +211,17 @@ async fn execute(
     });
     match statement_kind(&q.sql)? {
         StatementKind::ClientSide => {
+            q.transition(QueryState::Starting);
+            q.transition(QueryState::Running);
+            Ok(())
+        }
+        StatementKind::Session(stmt) => {
+            let changes = stmt.changes(&ctx, &q.session)?;
+            {
+                let mut p = q.progress();
+                p.session_changes = changes;
+                p.update_type = Some(stmt.update_type());
+            }
             q.transition(QueryState::Starting);
             q.transition(QueryState::Running);
             Ok(())

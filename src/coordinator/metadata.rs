@@ -1,6 +1,6 @@
 //! Trino's metadata statements, answered by the coordinator the way Trino answers
 //! them: `SHOW CATALOGS`, `SHOW SCHEMAS [FROM c]`, `SHOW TABLES [FROM [c.]s]`,
-//! `DESCRIBE t` / `SHOW COLUMNS FROM t`. DataFusion either lacks them or answers in
+//! `DESCRIBE t` / `SHOW COLUMNS FROM t`, `SHOW SESSION`. DataFusion either lacks them or answers in
 //! its own shape (Arrow type names, extra columns), which Trino's clients and BI tools
 //! do not expect. Called by the query execution before planning.
 
@@ -19,9 +19,18 @@ use crate::security::Access;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MetadataStatement {
     ShowCatalogs,
-    ShowSchemas { catalog: Option<String> },
-    ShowTables { catalog: Option<String>, schema: Option<String> },
-    Describe { table: String },
+    ShowSchemas {
+        catalog: Option<String>,
+    },
+    ShowTables {
+        catalog: Option<String>,
+        schema: Option<String>,
+    },
+    Describe {
+        table: String,
+    },
+    /// The session properties with their values here, defaults and descriptions.
+    ShowSession,
 }
 
 /// Recognizes a metadata statement; anything else is left to DataFusion.
@@ -32,6 +41,7 @@ pub fn parse(sql: &str) -> Option<MetadataStatement> {
     let from = |i: usize| kw(i, "from") || kw(i, "in");
     match words.len() {
         2 if kw(0, "show") && kw(1, "catalogs") => Some(MetadataStatement::ShowCatalogs),
+        2 if kw(0, "show") && kw(1, "session") => Some(MetadataStatement::ShowSession),
         2 if kw(0, "show") && kw(1, "schemas") => Some(MetadataStatement::ShowSchemas { catalog: None }),
         4 if kw(0, "show") && kw(1, "schemas") && from(2) => Some(MetadataStatement::ShowSchemas { catalog: name(3) }),
         2 if kw(0, "show") && kw(1, "tables") => Some(MetadataStatement::ShowTables { catalog: None, schema: None }),
@@ -74,6 +84,7 @@ pub async fn run(
             .ok_or_else(|| QueryError::new(ErrorCode::CatalogNotFound, format!("Catalog '{name}' does not exist")))
     };
     match stmt {
+        MetadataStatement::ShowSession => show_session(spec),
         MetadataStatement::ShowCatalogs => {
             let mut names = ctx.catalog_names();
             // Catalogs the user may not use are not shown, as in Trino.
@@ -120,6 +131,19 @@ pub async fn run(
     }
 }
 
+/// Trino's `SHOW SESSION`: each property's value in this session, its default, type
+/// and description.
+fn show_session(spec: &SessionSpec) -> Result<RecordBatch, QueryError> {
+    let rows = crate::config::SESSION_PROPERTIES
+        .iter()
+        .map(|d| {
+            let value = spec.properties.get(d.name).cloned().unwrap_or_else(|| d.default.to_string());
+            vec![d.name.to_string(), value, d.default.to_string(), "varchar".to_string(), d.description.to_string()]
+        })
+        .collect();
+    text_batch(&["Name", "Value", "Default", "Type", "Description"], rows)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,6 +160,7 @@ mod tests {
         );
         assert_eq!(parse("describe lineitem"), Some(Describe { table: "lineitem".into() }));
         assert_eq!(parse("SHOW COLUMNS FROM orders"), Some(Describe { table: "orders".into() }));
+        assert_eq!(parse("show session"), Some(ShowSession));
         assert_eq!(parse("SELECT 1"), None);
         assert_eq!(parse("SHOW TABLES LIKE 'x'"), None);
     }

@@ -18,6 +18,7 @@ mod query_errors;
 pub mod remote_task;
 pub mod root_stage;
 pub mod session_bounds;
+pub mod session_statement;
 pub mod staging;
 pub mod statement;
 pub mod table_commit;

@@ -75,6 +75,10 @@ pub(super) struct QueryProgress {
     pub cancel_reason: Option<QueryError>,
     /// When the client last asked for results (`query.client.timeout`).
     last_client_contact: Instant,
+    /// Trino's `updateType` of a statement that is not a write (`SET SESSION`, `USE`).
+    pub update_type: Option<&'static str>,
+    /// Headers that change the client's session, sent once the statement finished.
+    pub session_changes: Vec<super::session_statement::SessionChange>,
 }
 
 /// The last page the statement protocol served: its token and document.
@@ -194,6 +198,8 @@ impl QueryExecution {
             graph: None,
             cancel_reason: None,
             last_client_contact: Instant::now(),
+            update_type: None,
+            session_changes: Vec::new(),
         };
         Arc::new(QueryExecution {
             progress: Mutex::new(progress),

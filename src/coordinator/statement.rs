@@ -139,7 +139,10 @@ pub async fn post_statement(
     let mut sql = sql.to_string();
     match parse_prepared(&sql) {
         Some(PreparedStatement::Prepare { name, statement }) => {
-            response_headers.push(("x-trino-added-prepare", format!("{name}={}", form_encode(&statement))));
+            response_headers.push((
+                "x-trino-added-prepare",
+                format!("{name}={}", super::session_statement::form_encode(&statement)),
+            ));
         }
         Some(PreparedStatement::Deallocate { name }) => response_headers.push(("x-trino-deallocated-prepare", name)),
         Some(PreparedStatement::Execute { name, using }) => {
@@ -217,19 +220,6 @@ fn prepared_statements(headers: &HeaderMap) -> BTreeMap<String, String> {
     out
 }
 
-/// Form encoding, as the client decodes prepared statements.
-fn form_encode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
-            b' ' => out.push('+'),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
-
 /// A page of a query (Trino's `nextUri`). The slug is the client's proof that it
 /// started the query; with logins, the login must also be one that may see it.
 pub async fn get_results(
@@ -248,7 +238,7 @@ pub async fn get_results(
     let mut paging = q.paging.lock().await;
     if token == paging.token {
         if let Some((page, content_type)) = &paging.page {
-            return Ok(page_response(page.clone(), content_type));
+            return Ok(with_session_changes(page_response(page.clone(), content_type), &q));
         }
     }
     if q.results_dropped() {
@@ -325,7 +315,21 @@ async fn serve_page(
     }
     paging.token = token;
     paging.page = Some((page.clone(), content_type));
-    Ok(page_response(page, content_type))
+    Ok(with_session_changes(page_response(page, content_type), q))
+}
+
+/// A finished session statement's headers (`X-Trino-Set-Session`, ...), on every page
+/// served once it finished, as Trino sends them with its end.
+fn with_session_changes(mut resp: Response, q: &QueryExecution) -> Response {
+    if q.state() != QueryState::Finished {
+        return resp;
+    }
+    for (name, value) in q.progress().session_changes.clone() {
+        if let Ok(v) = axum::http::HeaderValue::from_str(&value) {
+            resp.headers_mut().append(name, v);
+        }
+    }
+    resp
 }
 
 /// A page for a client that asked for its rows as Arrow: the document, a newline, the
@@ -484,7 +488,13 @@ fn results_document(q: &Arc<QueryExecution>, base: &str, token: u64, exhausted: 
             doc["error"] = error;
         }
     }
-    let update = q.progress().update.clone();
+    let (update, statement_update) = {
+        let p = q.progress();
+        (p.update.clone(), p.update_type)
+    };
+    if let (None, Some(kind)) = (&update, statement_update) {
+        doc["updateType"] = json!(kind);
+    }
     if let Some(write) = update {
         doc["updateType"] = json!(write.update_type());
         if let Some(rows) = write.rows_written() {

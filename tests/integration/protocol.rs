@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::common::{oracle, Cluster, BIN};
+use super::common::{oracle, query_error, Cluster, BIN};
 use clap::ValueEnum;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::RecordBatch;
@@ -174,6 +174,33 @@ async fn protocol_errors_are_json_with_stable_codes() {
     assert_eq!(bob_cancels.unwrap().status().as_u16(), 404);
     let cancel = http.delete(next).send().await.unwrap();
     assert!(cancel.status().is_success(), "the nextUri cancels: {}", cancel.status());
+}
+
+/// `USE`, `SET SESSION` and `RESET SESSION` change what flotilla's own client sends
+/// with its next statements, as they change a Trino client's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_statements_change_what_the_client_sends() {
+    let cluster = Cluster::start(1, &[]).await;
+    let client = cluster.client("tiny");
+    let count = |o: flotilla::client::QueryOutcome| o.rows[0][0].as_i64();
+    // TPC-H spec 4.2.5: SF x 150,000 customers.
+    assert_eq!(count(client.execute("SELECT count(*) FROM customer").await.unwrap()), Some(1_500));
+    let used = client.execute("USE sf1").await.unwrap();
+    assert_eq!(used.update_type.as_deref(), Some("USE"));
+    assert_eq!(client.session().schema.as_deref(), Some("sf1"));
+    assert_eq!(count(client.execute("SELECT count(*) FROM customer").await.unwrap()), Some(150_000));
+    client.execute("SET SESSION hash_partition_count = 3").await.unwrap();
+    assert_eq!(client.session().properties, vec![("hash_partition_count".to_string(), "3".to_string())]);
+    let shown = client.execute("SHOW SESSION").await.unwrap();
+    let row = shown.rows.iter().find(|r| r[0] == "hash_partition_count").expect("the property is listed");
+    assert_eq!(row[1], "3", "{row:?}");
+    client.execute("RESET SESSION hash_partition_count").await.unwrap();
+    assert!(client.session().properties.is_empty());
+    let (name, message) = query_error(client.execute("SET SESSION hash_partition_count = 'many'").await);
+    assert_eq!(name, "INVALID_SESSION_PROPERTY", "{message}");
+    let (name, message) = query_error(client.execute("USE nope").await);
+    assert_eq!(name, "SCHEMA_NOT_FOUND", "{message}");
+    assert_eq!(client.session().schema.as_deref(), Some("sf1"), "a failed USE changes nothing");
 }
 
 fn parse_metrics(text: &str) -> HashMap<String, f64> {

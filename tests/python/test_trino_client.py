@@ -180,6 +180,45 @@ class DbApiQueries(unittest.TestCase):
         finally:
             conn.close()
 
+    def test_session_statements_change_the_client_session(self):
+        # SET SESSION, RESET SESSION and USE are answered with X-Trino-Set-Session,
+        # -Clear-Session, -Set-Catalog and -Set-Schema; the client keeps the session
+        # and sends it with its next statements, as with Trino.
+        conn = connect()
+        try:
+            cur = conn.cursor()
+            cur.execute("SET SESSION execution_policy = 'all-at-once'")
+            cur.fetchall()
+            self.assertEqual(cur.update_type, "SET SESSION")
+            self.assertEqual(conn._client_session.properties.get("execution_policy"), "all-at-once")
+            cur.execute("SHOW SESSION")
+            shown = {row[0]: row for row in cur.fetchall()}
+            self.assertEqual([c[0] for c in cur.description], ["Name", "Value", "Default", "Type", "Description"])
+            self.assertEqual(shown["execution_policy"][1:3], ["all-at-once", "phased"])
+            cur.execute("RESET SESSION execution_policy")
+            cur.fetchall()
+            self.assertNotIn("execution_policy", conn._client_session.properties)
+            cur.execute("SHOW SESSION")
+            self.assertEqual({r[0]: r[1] for r in cur.fetchall()}["execution_policy"], "phased")
+            cur.execute("USE tpch.sf1")
+            cur.fetchall()
+            self.assertEqual((conn._client_session.catalog, conn._client_session.schema), ("tpch", "sf1"))
+            # An unqualified table is now sf1's: 150,000 customers (TPC-H spec 4.2.5).
+            cur.execute("SELECT count(*) FROM customer")
+            self.assertEqual(cur.fetchall(), [[150000]])
+            with self.assertRaises(trino.exceptions.TrinoUserError) as bad:
+                cur.execute("SET SESSION execution_policy = 'sometimes'")
+                cur.fetchall()
+            self.assertEqual(bad.exception.error_name, "INVALID_SESSION_PROPERTY")
+            self.assertNotIn("execution_policy", conn._client_session.properties)
+            with self.assertRaises(trino.exceptions.TrinoUserError) as missing:
+                cur.execute("USE tpch.no_such_schema")
+                cur.fetchall()
+            self.assertEqual(missing.exception.error_name, "SCHEMA_NOT_FOUND")
+            self.assertEqual(conn._client_session.schema, "sf1")
+        finally:
+            conn.close()
+
     def test_invalid_session_property_is_a_query_error(self):
         # Trino accepts the POST and fails the query (INVALID_SESSION_PROPERTY, a
         # USER_ERROR), so the client raises TrinoUserError; an HTTP 4xx becomes a bare

@@ -1,0 +1,206 @@
+//! Trino's session statements: `SET SESSION name = value`, `RESET SESSION name` and
+//! `USE [catalog.]schema`. As in Trino the client keeps the session and sends it with
+//! every statement (`X-Trino-Session`, `-Catalog`, `-Schema`); such a statement is
+//! checked here and answered with the headers that change the client's session
+//! (`X-Trino-Set-Session`, `-Clear-Session`, `-Set-Catalog`, `-Set-Schema`), sent on
+//! the page that ends it. The query execution runs it; the statement protocol sends
+//! its headers.
+
+use datafusion::prelude::SessionContext;
+
+use super::planner::{QueryError, SessionSpec};
+use crate::error_code::ErrorCode;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionStatement {
+    SetSession { name: String, value: String },
+    ResetSession { name: String },
+    Use { catalog: Option<String>, schema: String },
+}
+
+/// A response header that changes the client's session.
+pub type SessionChange = (&'static str, String);
+
+impl SessionStatement {
+    /// Recognizes a session statement; `Err` for one that starts like it but is
+    /// malformed (a syntax error), `None` for any other statement.
+    pub fn parse(sql: &str) -> Option<Result<SessionStatement, String>> {
+        let sql = sql.trim().trim_end_matches(';').trim();
+        let words: Vec<&str> = sql.split_whitespace().collect();
+        let kw = |i: usize, w: &str| words.get(i).is_some_and(|x| x.eq_ignore_ascii_case(w));
+        if kw(0, "set") && kw(1, "session") {
+            return Some(parse_set(sql));
+        }
+        if kw(0, "reset") && kw(1, "session") {
+            return Some(match words.as_slice() {
+                [_, _, name] => Ok(SessionStatement::ResetSession { name: unquote_identifier(name) }),
+                _ => Err("expected RESET SESSION name".into()),
+            });
+        }
+        if kw(0, "use") {
+            return Some(match words.as_slice() {
+                [_, target] => {
+                    let parts: Vec<String> = target.split('.').map(unquote_identifier).collect();
+                    match parts.as_slice() {
+                        [schema] if !schema.is_empty() => {
+                            Ok(SessionStatement::Use { catalog: None, schema: schema.clone() })
+                        }
+                        [catalog, schema] if !catalog.is_empty() && !schema.is_empty() => {
+                            Ok(SessionStatement::Use { catalog: Some(catalog.clone()), schema: schema.clone() })
+                        }
+                        _ => Err(format!("expected USE [catalog.]schema, got USE {target}")),
+                    }
+                }
+                _ => Err("expected USE [catalog.]schema".into()),
+            });
+        }
+        None
+    }
+
+    /// Trino's `updateType` for the statement.
+    pub fn update_type(&self) -> &'static str {
+        match self {
+            SessionStatement::SetSession { .. } => "SET SESSION",
+            SessionStatement::ResetSession { .. } => "RESET SESSION",
+            SessionStatement::Use { .. } => "USE",
+        }
+    }
+
+    /// Checks the statement against the session's catalogs and the property table,
+    /// and returns the headers that make the change on the client.
+    pub fn changes(&self, ctx: &SessionContext, session: &SessionSpec) -> Result<Vec<SessionChange>, QueryError> {
+        match self {
+            SessionStatement::SetSession { name, value } => {
+                let one = [(name.clone(), value.clone())].into_iter().collect();
+                crate::config::SessionProperties::parse(&one)
+                    .map_err(|m| QueryError::new(ErrorCode::InvalidSessionProperty, m))?;
+                Ok(vec![("x-trino-set-session", format!("{name}={}", form_encode(value)))])
+            }
+            SessionStatement::ResetSession { name } => {
+                if !crate::config::SESSION_PROPERTIES.iter().any(|d| d.name == name) {
+                    let m = format!("Session property '{name}' does not exist");
+                    return Err(QueryError::new(ErrorCode::InvalidSessionProperty, m));
+                }
+                Ok(vec![("x-trino-clear-session", name.clone())])
+            }
+            SessionStatement::Use { catalog, schema } => {
+                let catalog_name = catalog.as_deref().unwrap_or(&session.catalog);
+                let found = ctx.catalog(catalog_name).ok_or_else(|| {
+                    QueryError::new(ErrorCode::CatalogNotFound, format!("Catalog '{catalog_name}' does not exist"))
+                })?;
+                if found.schema(schema).is_none() {
+                    let m = format!("Schema '{catalog_name}.{schema}' does not exist");
+                    return Err(QueryError::new(ErrorCode::SchemaNotFound, m));
+                }
+                let mut headers = vec![("x-trino-set-schema", schema.clone())];
+                if let Some(c) = catalog {
+                    headers.insert(0, ("x-trino-set-catalog", c.clone()));
+                }
+                Ok(headers)
+            }
+        }
+    }
+}
+
+/// `SET SESSION name = value`, the value a literal: a quoted string, a number, or a
+/// word (`true`).
+fn parse_set(sql: &str) -> Result<SessionStatement, String> {
+    let rest = sql.split_whitespace().skip(2).collect::<Vec<_>>().join(" ");
+    let (name, value) = rest.split_once('=').ok_or("expected SET SESSION name = value")?;
+    let name = unquote_identifier(name.trim());
+    let value = value.trim();
+    if name.is_empty() || value.is_empty() {
+        return Err("expected SET SESSION name = value".into());
+    }
+    let value = match value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')) {
+        Some(quoted) => quoted.replace("''", "'"),
+        None if value.contains(char::is_whitespace) || value.contains('\'') => {
+            return Err(format!("the value of SET SESSION must be a literal, got {value}"));
+        }
+        None => value.to_string(),
+    };
+    Ok(SessionStatement::SetSession { name, value })
+}
+
+fn unquote_identifier(s: &str) -> String {
+    match s.strip_prefix('"').and_then(|v| v.strip_suffix('"')) {
+        Some(quoted) => quoted.replace("\"\"", "\""),
+        None => s.to_lowercase(),
+    }
+}
+
+/// A header value as Trino's clients decode it (form encoding).
+pub(super) fn form_encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(sql: &str) -> SessionStatement {
+        SessionStatement::parse(sql).expect("a session statement").expect("well formed")
+    }
+
+    #[test]
+    fn statements_parse_as_trino_users_write_them() {
+        assert_eq!(
+            parsed("SET SESSION execution_policy = 'all-at-once'"),
+            SessionStatement::SetSession { name: "execution_policy".into(), value: "all-at-once".into() }
+        );
+        assert_eq!(
+            parsed("set session hash_partition_count=8;"),
+            SessionStatement::SetSession { name: "hash_partition_count".into(), value: "8".into() }
+        );
+        assert_eq!(
+            parsed("SET SESSION x = 'it''s'"),
+            SessionStatement::SetSession { name: "x".into(), value: "it's".into() }
+        );
+        assert_eq!(
+            parsed("RESET SESSION Execution_Policy"),
+            SessionStatement::ResetSession { name: "execution_policy".into() }
+        );
+        assert_eq!(parsed("USE sf1"), SessionStatement::Use { catalog: None, schema: "sf1".into() });
+        assert_eq!(
+            parsed("use TPCH.\"sf1\""),
+            SessionStatement::Use { catalog: Some("tpch".into()), schema: "sf1".into() }
+        );
+        assert!(SessionStatement::parse("SELECT 1").is_none());
+        assert!(SessionStatement::parse("SET SESSION x").unwrap().is_err());
+        assert!(SessionStatement::parse("USE a.b.c").unwrap().is_err());
+        assert!(SessionStatement::parse("SET SESSION x = a b").unwrap().is_err());
+    }
+
+    #[test]
+    fn changes_are_checked_and_encoded_for_the_client() {
+        let ctx = crate::coordinator::planner::session_context(
+            &SessionSpec::default(),
+            &Default::default(),
+            2,
+            &crate::connector::Connectors::builtin(),
+        );
+        let spec = SessionSpec::default();
+        let set = parsed("SET SESSION execution_policy = 'all-at-once'").changes(&ctx, &spec).unwrap();
+        assert_eq!(set, vec![("x-trino-set-session", "execution_policy=all-at-once".to_string())]);
+        let bad = parsed("SET SESSION execution_policy = 'sometimes'").changes(&ctx, &spec).unwrap_err();
+        assert_eq!(bad.error_name, "INVALID_SESSION_PROPERTY");
+        let unknown = parsed("SET SESSION no_such = 1").changes(&ctx, &spec).unwrap_err();
+        assert_eq!(unknown.error_name, "INVALID_SESSION_PROPERTY");
+        let reset = parsed("RESET SESSION execution_policy").changes(&ctx, &spec).unwrap();
+        assert_eq!(reset, vec![("x-trino-clear-session", "execution_policy".to_string())]);
+        let use_schema = parsed("USE sf1").changes(&ctx, &spec).unwrap();
+        assert_eq!(use_schema, vec![("x-trino-set-schema", "sf1".to_string())]);
+        let both = parsed("USE tpcds.sf1").changes(&ctx, &spec).unwrap();
+        assert_eq!(both, vec![("x-trino-set-catalog", "tpcds".to_string()), ("x-trino-set-schema", "sf1".into())]);
+        assert_eq!(parsed("USE nope").changes(&ctx, &spec).unwrap_err().error_name, "SCHEMA_NOT_FOUND");
+        assert_eq!(parsed("USE nope.sf1").changes(&ctx, &spec).unwrap_err().error_name, "CATALOG_NOT_FOUND");
+    }
+}
