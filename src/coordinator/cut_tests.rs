@@ -58,15 +58,7 @@ fn interleaves(plan: &Arc<dyn ExecutionPlan>, out: &mut Vec<Arc<dyn ExecutionPla
 async fn planned(sql: &str) -> (Arc<dyn ExecutionPlan>, Arc<FragmentedPlan>, Arc<TaskContext>) {
     let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 4, &Connectors::builtin());
     let task_ctx = ctx.task_ctx();
-    let request = PlanRequest {
-        ctx,
-        connectors: Connectors::builtin(),
-        access: None,
-        query_id: "q".into(),
-        workers: 2,
-        single_task_max_rows: 0,
-        dynamic_filtering: false,
-    };
+    let request = PlanRequest { dynamic_filtering: false, ..PlanRequest::for_tests(ctx, 2) };
     match plan(request, sql.to_string(), Duration::from_secs(60)).await {
         Ok(Planned::Query { physical, fragments: Some(f), .. }) => (physical, f, task_ctx),
         Ok(_) => panic!("{sql}: not a distributed plan"),

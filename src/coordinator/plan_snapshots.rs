@@ -13,16 +13,7 @@ use crate::coordinator::planner::{session_context, SessionSpec};
 
 async fn explain(sql: &str) -> String {
     let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 4, &Connectors::builtin());
-    let request = PlanRequest {
-        ctx,
-        connectors: Connectors::builtin(),
-        access: None,
-        query_id: "q".into(),
-        workers: 2,
-        // Every query cut into stages, however small its input.
-        single_task_max_rows: 0,
-        dynamic_filtering: true,
-    };
+    let request = PlanRequest::for_tests(ctx, 2);
     let sql = format!("EXPLAIN {}", sql.trim().trim_end_matches(';'));
     match plan(request, sql, Duration::from_secs(60)).await {
         Ok(Planned::Explain(text)) => text,

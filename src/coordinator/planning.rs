@@ -91,6 +91,23 @@ pub struct PlanRequest {
     pub dynamic_filtering: bool,
 }
 
+#[cfg(test)]
+impl PlanRequest {
+    /// A request of tests: the built-in catalogs, no access rules, every query cut into
+    /// stages, dynamic filters on.
+    pub(crate) fn for_tests(ctx: SessionContext, workers: usize) -> Self {
+        PlanRequest {
+            ctx,
+            connectors: Connectors::builtin(),
+            access: None,
+            query_id: "q".into(),
+            workers,
+            single_task_max_rows: 0,
+            dynamic_filtering: true,
+        }
+    }
+}
+
 pub async fn plan(request: PlanRequest, sql: String, max_time: Duration) -> Result<Planned, QueryError> {
     let (connectors, text) = (request.connectors.clone(), sql.clone());
     let planning = async move {
@@ -529,15 +546,7 @@ mod tests {
     use crate::coordinator::planner::{session_context, SessionSpec};
 
     fn request(ctx: SessionContext) -> PlanRequest {
-        PlanRequest {
-            ctx,
-            connectors: Connectors::builtin(),
-            access: None,
-            query_id: "q".into(),
-            workers: 1,
-            single_task_max_rows: 0,
-            dynamic_filtering: true,
-        }
+        PlanRequest::for_tests(ctx, 1)
     }
 
     fn chain(n: usize) -> String {

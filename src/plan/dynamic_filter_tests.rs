@@ -24,15 +24,7 @@ use crate::plan::dynamic_filter_exec::{DynamicFilterExec, DynamicFilterSourceExe
 async fn fragmented(sql: &str) -> FragmentedPlan {
     let props = SessionProperties { join_max_broadcast_table_size: 0, ..Default::default() };
     let ctx = session_context(&SessionSpec::default(), &props, 2, &Connectors::builtin());
-    let request = PlanRequest {
-        ctx,
-        connectors: Connectors::builtin(),
-        access: None,
-        query_id: "q".into(),
-        workers: 2,
-        single_task_max_rows: 0,
-        dynamic_filtering: true,
-    };
+    let request = PlanRequest::for_tests(ctx, 2);
     match plan(request, sql.to_string(), Duration::from_secs(60)).await {
         Ok(Planned::Query { fragments: Some(f), .. }) => f.as_ref().clone(),
         _ => panic!("a distributed plan of {sql}"),
