@@ -96,6 +96,8 @@ error_codes! {
     AbandonedQuery = ("ABANDONED_QUERY", 2, UserError, Never),
     UserCanceled = ("USER_CANCELED", 3, UserError, Never),
     PermissionDenied = ("PERMISSION_DENIED", 4, UserError, Never),
+    /// A function given an argument outside its domain (`bit_count(300, 8)`).
+    InvalidFunctionArgument = ("INVALID_FUNCTION_ARGUMENT", 7, UserError, Never),
     DivisionByZero = ("DIVISION_BY_ZERO", 8, UserError, Never),
     /// A cast of a value that is not one of the type (`CAST('abc' AS INTEGER)`).
     InvalidCastArgument = ("INVALID_CAST_ARGUMENT", 9, UserError, Never),

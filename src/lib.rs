@@ -38,6 +38,7 @@ pub(crate) mod cluster;
 pub(crate) mod codec;
 pub(crate) mod exchange;
 pub(crate) mod failure;
+pub(crate) mod functions;
 pub(crate) mod metrics;
 pub(crate) mod plan;
 pub(crate) mod plan_node;

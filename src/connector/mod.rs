@@ -133,11 +133,14 @@ impl Connectors {
     pub fn session_template(&self) -> datafusion::execution::SessionState {
         self.template
             .get_or_init(|| {
-                datafusion::execution::SessionStateBuilder::new()
+                let mut state = datafusion::execution::SessionStateBuilder::new()
                     .with_config(datafusion::prelude::SessionConfig::new())
                     .with_runtime_env(self.runtime.clone())
                     .with_default_features()
-                    .build()
+                    .build();
+                // Trino's functions, over DataFusion's of the same name.
+                crate::functions::register(&mut state).expect("registering functions cannot fail");
+                state
             })
             .clone()
     }

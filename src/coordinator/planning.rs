@@ -168,7 +168,8 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
     let normalize = state.config().options().sql_parser.enable_ident_normalization;
     let versioned = versioned_tables(sql, &dialect, normalize, connectors, &state)?;
     let sql = versioned.as_deref().unwrap_or(sql);
-    let mut statement = state.sql_to_statement(sql, &dialect).map_err(|e| planning_error(&e))?;
+    let recursion_limit = state.config().options().sql_parser.recursion_limit.get();
+    let mut statement = super::dialect::parse(sql, recursion_limit).map_err(|e| planning_error(&e))?;
     check_depth(&statement)?;
     let defaults = state.config().options().catalog.clone();
     let (catalog, schema) = (defaults.default_catalog.as_str(), defaults.default_schema.as_str());

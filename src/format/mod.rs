@@ -23,6 +23,7 @@ use datafusion::arrow;
 use serde_json::{json, Value};
 
 mod delimited;
+mod nested;
 mod rows_text;
 mod text;
 pub use delimited::write_delimited_rows;
@@ -79,7 +80,28 @@ pub fn trino_type(dt: &DataType) -> String {
         DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
             format!("array({})", trino_type(f.data_type()))
         }
+        DataType::Map(entries, _) => match entries.data_type() {
+            DataType::Struct(kv) if kv.len() == 2 => {
+                format!("map({}, {})", trino_type(kv[0].data_type()), trino_type(kv[1].data_type()))
+            }
+            other => format!("map({other})"),
+        },
+        DataType::Struct(fields) => {
+            let fields: Vec<String> =
+                fields.iter().map(|f| format!("{} {}", row_field_name(f.name()), trino_type(f.data_type()))).collect();
+            format!("row({})", fields.join(", "))
+        }
         other => format!("{other:?}").to_lowercase(),
+    }
+}
+
+/// A row field's name as Trino prints it in a type: quoted unless a plain identifier.
+fn row_field_name(name: &str) -> String {
+    let plain = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    match plain {
+        true => name.to_string(),
+        false => format!("\"{}\"", name.replace('"', "\"\"")),
     }
 }
 
@@ -110,6 +132,16 @@ pub fn type_signature(dt: &DataType) -> Value {
         DataType::Dictionary(_, value) => return type_signature(value),
         DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
             ("array".into(), vec![type_arg(f.data_type())])
+        }
+        DataType::Map(entries, _) => match entries.data_type() {
+            DataType::Struct(kv) if kv.len() == 2 => {
+                ("map".into(), vec![type_arg(kv[0].data_type()), type_arg(kv[1].data_type())])
+            }
+            other => (trino_type(other), vec![]),
+        },
+        DataType::Struct(fields) => {
+            let named = |f: &FieldRef| json!({"kind": "NAMED_TYPE", "value": {"fieldName": {"name": f.name()}, "typeSignature": type_signature(f.data_type())}});
+            ("row".into(), fields.iter().map(named).collect())
         }
         other => (trino_type(other), vec![]),
     };
@@ -427,8 +459,10 @@ fn column_to_json(array: &dyn Array) -> Result<Vec<Value>, ArrowError> {
             let a = a.as_primitive::<Int64Type>();
             string_values(array, &plain, |i| timestamp_string(a.value(i), unit))?
         }
-        DataType::Timestamp(unit, Some(_)) => {
-            let fmt = format!("%Y-%m-%d %H:%M:%S%.{}f %:z", time_precision(unit));
+        DataType::Timestamp(unit, Some(zone)) => {
+            // The zone as the column names it (`UTC`, `America/New_York`, `+01:00`):
+            // Trino's clients read a region name or an offset after the last space.
+            let fmt = format!("%Y-%m-%d %H:%M:%S%.{}f {}", time_precision(unit), zone.replace('%', "%%"));
             let options = FormatOptions::new().with_timestamp_tz_format(Some(fmt.as_str()));
             string_values(array, &options, |_| None)?
         }
@@ -440,6 +474,8 @@ fn column_to_json(array: &dyn Array) -> Result<Vec<Value>, ArrowError> {
         DataType::List(_) => list_values(array.as_list::<i32>())?,
         DataType::LargeList(_) => list_values(array.as_list::<i64>())?,
         DataType::FixedSizeList(f, _) => via!(DataType::List(f.clone())),
+        DataType::Map(_, _) => nested::map_values(array.as_map())?,
+        DataType::Struct(_) => nested::row_values(array.as_struct())?,
         _ => string_values(array, &plain, |_| None)?,
     };
     Ok(out)

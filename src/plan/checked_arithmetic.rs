@@ -63,7 +63,9 @@ pub fn arithmetic_error_code(e: &DataFusionError) -> Option<ErrorCode> {
     let out_of_range = Some(ErrorCode::NumericValueOutOfRange);
     match e.find_root() {
         DataFusionError::External(inner) if inner.is::<NumericValueOutOfRange>() => out_of_range,
+        DataFusionError::External(inner) => inner.downcast_ref::<crate::functions::FunctionError>().map(|f| f.code),
         DataFusionError::ArrowError(a, _) => match a.as_ref() {
+            ArrowError::ExternalError(inner) => inner.downcast_ref::<crate::functions::FunctionError>().map(|f| f.code),
             ArrowError::ArithmeticOverflow(_) => out_of_range,
             ArrowError::DivideByZero => Some(ErrorCode::DivisionByZero),
             ArrowError::CastError(m) if m.contains("Can't cast value") || m.contains("overflow") => out_of_range,

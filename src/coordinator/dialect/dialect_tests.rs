@@ -1,0 +1,70 @@
+use super::parse;
+
+/// The statement as DataFusion's parser prints it after the dialect's rewrites.
+fn parsed(sql: &str) -> String {
+    parse(sql, 64).unwrap().to_string()
+}
+
+#[test]
+fn digit_separators_are_part_of_the_number() {
+    assert_eq!(parsed("SELECT 1_000, 1_000.5"), "SELECT 1000, 1000.5");
+}
+
+#[test]
+fn values_rows_need_no_parentheses() {
+    assert_eq!(parsed("VALUES 1, 2"), "VALUES (1), (2)");
+    assert_eq!(parsed("VALUES (1, 'a'), (2, 'b')"), "VALUES (1, 'a'), (2, 'b')");
+    assert_eq!(
+        parsed("SELECT * FROM (VALUES 'a', 'b' || 'c') AS t (x) ORDER BY x"),
+        "SELECT * FROM (VALUES ('a'), ('b' || 'c')) AS t (x) ORDER BY x"
+    );
+    assert_eq!(parsed("VALUES (1) + 2, 3 LIMIT 1"), "VALUES ((1) + 2), (3) LIMIT 1");
+    assert_eq!(parsed("SELECT 1 IN (VALUES 1, 2)"), "SELECT 1 IN (VALUES (1), (2))");
+}
+
+#[test]
+fn trino_type_syntax_reads_as_the_generic_dialects() {
+    assert_eq!(parsed("SELECT CAST(x AS ARRAY(INTEGER))"), "SELECT CAST(x AS ARRAY<INTEGER>)");
+    assert_eq!(
+        parsed("SELECT CAST(ROW(1, 'a') AS ROW(a INTEGER, b ARRAY(DECIMAL(10, 2))))"),
+        "SELECT CAST(ROW(1, 'a') AS STRUCT<a INTEGER, b ARRAY<DECIMAL(10,2)>>)"
+    );
+    assert_eq!(parsed("SELECT TRY_CAST(x AS MAP(VARCHAR, INTEGER))"), "SELECT TRY_CAST(x AS Map(VARCHAR, INTEGER))");
+}
+
+#[test]
+fn lambdas_are_lambdas() {
+    assert_eq!(parsed("SELECT transform(a, x -> x + 1)"), "SELECT transform(a, x -> x + 1)");
+    assert_eq!(parsed("SELECT zip_with(a, b, (x, y) -> x * y)"), "SELECT zip_with(a, b, (x, y) -> x * y)");
+}
+
+#[test]
+fn if_is_a_case() {
+    assert_eq!(parsed("SELECT IF(a > 0, 1 / a)"), "SELECT CASE WHEN a > 0 THEN 1 / a END");
+    assert_eq!(parsed("SELECT if(a, 'y', 'n')"), "SELECT CASE WHEN a THEN 'y' ELSE 'n' END");
+    assert!(parse("SELECT IF(a)", 64).is_err());
+}
+
+#[test]
+fn timestamp_literals_keep_their_zone_and_get_seconds() {
+    assert_eq!(
+        parsed("SELECT TIMESTAMP '2020-06-10 15:55:23 UTC'"),
+        r#"SELECT arrow_cast('2020-06-10 15:55:23', 'Timestamp(ms, "UTC")')"#
+    );
+    assert_eq!(
+        parsed("SELECT TIMESTAMP '2001-08-22 03:04:05.321456+01:00'"),
+        r#"SELECT arrow_cast('2001-08-22 03:04:05.321456', 'Timestamp(µs, "+01:00")')"#
+    );
+    assert_eq!(parsed("SELECT TIMESTAMP '2020-06-10 15:55'"), "SELECT TIMESTAMP '2020-06-10 15:55:00'");
+    assert_eq!(parsed("SELECT TIMESTAMP '2020-06-10 15:55:23'"), "SELECT TIMESTAMP '2020-06-10 15:55:23'");
+    let e = parse("SELECT TIMESTAMP '2020-06-10 15:55:23 Mars/Olympus'", 64).unwrap_err();
+    assert!(e.to_string().contains("Time zone not supported: Mars/Olympus"), "{e}");
+}
+
+#[test]
+fn decimal_literals_have_their_digits_precision() {
+    assert_eq!(parsed("SELECT DECIMAL '12345'"), "SELECT CAST('12345' AS DECIMAL(5,0))");
+    assert_eq!(parsed("SELECT DECIMAL '-0.50'"), "SELECT CAST('-0.50' AS DECIMAL(2,2))");
+    assert_eq!(parsed("SELECT DECIMAL '0'"), "SELECT CAST('0' AS DECIMAL(1,0))");
+    assert!(parse("SELECT DECIMAL 'x1'", 64).is_err());
+}

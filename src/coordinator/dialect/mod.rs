@@ -1,0 +1,147 @@
+//! Trino's SQL on DataFusion's parser: the dialect the coordinator parses every
+//! statement with (`planning::plan_here`).
+//!
+//! `TrinoDialect` is sqlparser's generic dialect (it reports the generic dialect's type,
+//! so the parser's dialect checks treat it as one) with what Trino reads differently:
+//! lambdas (`x -> x + 1`), digit separators (`1_000`). What no sqlparser setting
+//! reaches is rewritten around the parser: in the token stream before it (`tokens`:
+//! `VALUES 1, 2` without parentheses, Trino's type syntax `ARRAY(T)` and `ROW(a T)`) and
+//! in the statement after it (`rewrite`: `IF(...)`, zoned and short timestamp
+//! literals, `DECIMAL '...'` with the literal's own precision). The README lists each
+//! spelling where Trino's meaning wins over DataFusion's.
+
+mod rewrite;
+mod tokens;
+
+use datafusion::common::Result;
+use datafusion::sql::parser::{DFParserBuilder, Statement};
+use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect};
+use datafusion::sql::sqlparser::tokenizer::Tokenizer;
+
+/// sqlparser's generic dialect with Trino's lambdas and digit separators.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TrinoDialect;
+
+/// Answers `$name` as the generic dialect does.
+macro_rules! as_generic {
+    ($($name:ident),* $(,)?) => {
+        $(fn $name(&self) -> bool { GenericDialect.$name() })*
+    };
+}
+
+impl Dialect for TrinoDialect {
+    fn dialect(&self) -> std::any::TypeId {
+        std::any::TypeId::of::<GenericDialect>()
+    }
+    fn is_delimited_identifier_start(&self, ch: char) -> bool {
+        GenericDialect.is_delimited_identifier_start(ch)
+    }
+    fn is_identifier_start(&self, ch: char) -> bool {
+        GenericDialect.is_identifier_start(ch)
+    }
+    fn is_identifier_part(&self, ch: char) -> bool {
+        GenericDialect.is_identifier_part(ch)
+    }
+    fn supports_lambda_functions(&self) -> bool {
+        true
+    }
+    fn supports_numeric_literal_underscores(&self) -> bool {
+        true
+    }
+    as_generic!(
+        supports_unicode_string_literal,
+        supports_partition_by_after_order_by,
+        supports_array_join_syntax,
+        supports_group_by_expr,
+        supports_group_by_with_modifier,
+        supports_left_associative_joins_without_parens,
+        supports_connect_by,
+        supports_match_recognize,
+        supports_pipe_operator,
+        supports_start_transaction_modifier,
+        supports_window_function_null_treatment_arg,
+        supports_dictionary_syntax,
+        supports_window_clause_named_window_reference,
+        supports_parenthesized_set_variables,
+        supports_select_wildcard_except,
+        support_map_literal_syntax,
+        allow_extract_custom,
+        allow_extract_single_quotes,
+        supports_extract_comma_syntax,
+        supports_create_view_comment_syntax,
+        supports_parens_around_table_factor,
+        supports_values_as_table_factor,
+        supports_create_index_with_clause,
+        supports_explain_with_utility_options,
+        supports_limit_comma,
+        supports_update_order_by,
+        supports_from_first_select,
+        supports_projection_trailing_commas,
+        supports_asc_desc_in_column_definition,
+        supports_try_convert,
+        supports_bitwise_shift_operators,
+        supports_comment_on,
+        supports_load_extension,
+        supports_named_fn_args_with_assignment_operator,
+        supports_struct_literal,
+        supports_empty_projections,
+        supports_nested_comments,
+        supports_multiline_comment_hints,
+        supports_user_host_grantee,
+        supports_string_escape_constant,
+        supports_array_typedef_with_brackets,
+        supports_match_against,
+        supports_set_names,
+        supports_comma_separated_set_assignments,
+        supports_filter_during_aggregation,
+        supports_select_wildcard_exclude,
+        supports_data_type_signed_suffix,
+        supports_interval_options,
+        supports_quote_delimited_string,
+        supports_select_wildcard_replace,
+        supports_select_wildcard_ilike,
+        supports_select_wildcard_rename,
+        supports_optimize_table,
+        supports_install,
+        supports_detach,
+        supports_prewhere,
+        supports_with_fill,
+        supports_limit_by,
+        supports_interpolate,
+        supports_settings,
+        supports_select_format,
+        supports_comment_optimizer_hint,
+        supports_constraint_keyword_without_name,
+        supports_key_column_option,
+        supports_comma_separated_trim,
+        supports_cte_without_as,
+        supports_select_item_multi_column_alias,
+        supports_xml_expressions,
+    );
+}
+
+/// One statement of Trino's SQL, parsed and rewritten for DataFusion's planner.
+pub fn parse(sql: &str, recursion_limit: usize) -> Result<Statement> {
+    let dialect = TrinoDialect;
+    let tokens = Tokenizer::new(&dialect, sql)
+        .tokenize_with_location()
+        .map_err(|e| datafusion::error::DataFusionError::SQL(Box::new(e.into()), None))?;
+    let tokens = tokens::rewrite(tokens);
+    let mut statements = DFParserBuilder::new(tokens)
+        .with_dialect(&dialect)
+        .with_recursion_limit(recursion_limit)
+        .build()?
+        .parse_statements()?;
+    if statements.len() > 1 {
+        return datafusion::common::not_impl_err!("The context currently only supports a single SQL statement");
+    }
+    let mut statement = statements.pop_front().ok_or_else(|| {
+        datafusion::common::plan_datafusion_err!("No SQL statements were provided in the query string")
+    })?;
+    rewrite::statement(&mut statement)?;
+    Ok(statement)
+}
+
+#[cfg(test)]
+#[path = "dialect_tests.rs"]
+mod tests;

@@ -1,0 +1,165 @@
+//! Rewrites of a parsed statement into what DataFusion plans with Trino's meaning:
+//! digit separators leave numbers (`1_000` is 1000),
+//! `IF(c, a[, b])` becomes a `CASE` (its branches are evaluated only when taken, as
+//! Trino's are), a timestamp literal with a zone becomes that instant in that zone
+//! (DataFusion would drop the zone), one without seconds gets them, and
+//! `DECIMAL '...'` gets the precision and scale of its digits (DataFusion's is
+//! `decimal(38,10)` whatever the literal).
+
+use std::ops::ControlFlow;
+
+use datafusion::arrow::datatypes::{DataType as ArrowType, TimeUnit};
+use datafusion::common::{plan_datafusion_err, plan_err, DataFusionError, Result};
+use datafusion::sql::parser::Statement;
+use datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken;
+use datafusion::sql::sqlparser::ast::{
+    visit_expressions_mut, CaseWhen, DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Value,
+};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+
+/// Applies every rewrite to `statement` in place.
+pub fn statement(statement: &mut Statement) -> Result<()> {
+    let flow = match statement {
+        Statement::Statement(s) => {
+            visit_expressions_mut(s.as_mut(), |e| expression(e).map_or_else(ControlFlow::Break, ControlFlow::Continue))
+        }
+        Statement::Explain(explain) => return self::statement(explain.statement.as_mut()),
+        _ => ControlFlow::Continue(()),
+    };
+    match flow {
+        ControlFlow::Break(e) => Err(e),
+        ControlFlow::Continue(()) => Ok(()),
+    }
+}
+
+fn expression(expr: &mut Expr) -> Result<()> {
+    let replacement = match &*expr {
+        Expr::Function(f) if f.name.0.len() == 1 && f.name.to_string().eq_ignore_ascii_case("if") => if_to_case(f)?,
+        // Digit separators: `1_000` is 1000.
+        Expr::Value(v) => match &v.value {
+            Value::Number(n, long) if n.contains('_') => {
+                Some(Expr::Value(Value::Number(n.replace('_', ""), *long).with_empty_span()))
+            }
+            _ => None,
+        },
+        Expr::TypedString(t) => match (&t.data_type, string_value(&t.value.value)) {
+            (DataType::Timestamp(_, _), Some(text)) => timestamp_literal(text)?,
+            (DataType::Decimal(_), Some(text)) => decimal_literal(text)?,
+            _ => None,
+        },
+        _ => None,
+    };
+    if let Some(r) = replacement {
+        *expr = r;
+    }
+    Ok(())
+}
+
+fn string_value(v: &Value) -> Option<&str> {
+    match v {
+        Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// An expression of the generic dialect, from text this module wrote.
+fn parse_expr(text: &str) -> Result<Expr> {
+    Ok(Parser::new(&GenericDialect).try_with_sql(text)?.parse_expr()?)
+}
+
+fn quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+fn if_to_case(f: &datafusion::sql::sqlparser::ast::Function) -> Result<Option<Expr>> {
+    let FunctionArguments::List(list) = &f.args else { return Ok(None) };
+    let mut args = Vec::with_capacity(list.args.len());
+    for arg in &list.args {
+        match arg {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => args.push(e.clone()),
+            _ => return plan_err!("IF takes a condition and one or two values"),
+        }
+    }
+    let mut args = args.into_iter();
+    let (Some(condition), Some(result), rest) = (args.next(), args.next(), args.next()) else {
+        return plan_err!("IF takes a condition and one or two values");
+    };
+    if args.next().is_some() {
+        return plan_err!("IF takes a condition and one or two values");
+    }
+    Ok(Some(Expr::Case {
+        case_token: AttachedToken::empty(),
+        end_token: AttachedToken::empty(),
+        operand: None,
+        conditions: vec![CaseWhen { condition, result }],
+        else_result: rest.map(Box::new),
+    }))
+}
+
+/// A Trino timestamp literal's parts: `date time`, with seconds, and its zone if any.
+fn timestamp_parts(text: &str) -> Option<(String, usize, Option<String>)> {
+    let text = text.trim();
+    let (date, rest) = text.split_once(' ').unwrap_or((text, ""));
+    let rest = rest.trim_start();
+    let time_len = rest.find(|c: char| !(c.is_ascii_digit() || c == ':' || c == '.')).unwrap_or(rest.len());
+    let (time, zone) = rest.split_at(time_len);
+    let zone = zone.trim();
+    let mut time = time.to_string();
+    if time.is_empty() {
+        time = "00:00:00".into();
+    } else if time.matches(':').count() == 1 {
+        time.push_str(":00");
+    }
+    let digits = time.split_once('.').map_or(0, |(_, f)| f.len());
+    let zone = match zone {
+        "" => None,
+        "Z" => Some("+00:00".to_string()),
+        z => Some(z.to_string()),
+    };
+    Some((format!("{date} {time}"), digits, zone))
+}
+
+fn timestamp_literal(text: &str) -> Result<Option<Expr>> {
+    let Some((local, digits, zone)) = timestamp_parts(text) else { return Ok(None) };
+    let Some(zone) = zone else {
+        if local == text.trim() {
+            return Ok(None);
+        }
+        return parse_expr(&format!("TIMESTAMP {}", quoted(&local))).map(Some);
+    };
+    if digits > 9 {
+        return plan_err!("timestamp literal '{text}' has more than 9 digits of fraction");
+    }
+    zone_exists(&zone).map_err(|_| plan_datafusion_err!("Time zone not supported: {zone}"))?;
+    let unit = match digits {
+        0..=3 => TimeUnit::Millisecond,
+        4..=6 => TimeUnit::Microsecond,
+        _ => TimeUnit::Nanosecond,
+    };
+    let arrow = ArrowType::Timestamp(unit, Some(zone.as_str().into()));
+    parse_expr(&format!("arrow_cast({}, {})", quoted(&local), quoted(&arrow.to_string()))).map(Some)
+}
+
+fn zone_exists(zone: &str) -> Result<()> {
+    zone.parse::<datafusion::arrow::array::timezone::Tz>().map(|_| ()).map_err(DataFusionError::from)
+}
+
+/// `DECIMAL '12.30'` as `CAST('12.30' AS DECIMAL(4, 2))`: Trino's literal has the
+/// precision and scale of its digits.
+fn decimal_literal(text: &str) -> Result<Option<Expr>> {
+    let t = text.trim();
+    let unsigned = t.strip_prefix(['-', '+']).unwrap_or(t);
+    let (int, frac) = unsigned.split_once('.').unwrap_or((unsigned, ""));
+    if !(int.chars().all(|c| c.is_ascii_digit()) && frac.chars().all(|c| c.is_ascii_digit()))
+        || (int.is_empty() && frac.is_empty())
+    {
+        return Err(plan_datafusion_err!("'{text}' is not a valid decimal literal"));
+    }
+    let significant = int.trim_start_matches('0').len();
+    let precision = (significant + frac.len()).max(1);
+    if precision > 38 {
+        return plan_err!("decimal literal '{text}' has more than 38 digits");
+    }
+    parse_expr(&format!("CAST({} AS DECIMAL({precision}, {}))", quoted(t), frac.len())).map(Some)
+}

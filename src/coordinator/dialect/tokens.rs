@@ -1,0 +1,177 @@
+//! Rewrites of the token stream for Trino spellings sqlparser cannot be configured to
+//! read: the rows of `VALUES 1, 2` (Trino's rows need no parentheses) and Trino's type
+//! syntax in casts, `ARRAY(T)` and `ROW(a T, ...)`, which become the `ARRAY<T>` and
+//! `STRUCT<a T, ...>` the generic dialect reads. Tokens keep their source spans; the
+//! ones added here have none.
+
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Word};
+
+/// The token stream with both rewrites applied.
+pub fn rewrite(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    type_syntax(values_rows(tokens))
+}
+
+fn is_keyword(t: &Token, k: Keyword) -> bool {
+    matches!(t, Token::Word(w) if w.keyword == k && w.quote_style.is_none())
+}
+
+fn significant(tokens: &[TokenWithSpan], from: usize) -> Option<usize> {
+    (from..tokens.len()).find(|&i| !matches!(tokens[i].token, Token::Whitespace(_)))
+}
+
+/// Keywords that end a `VALUES` list at its own nesting depth.
+const AFTER_VALUES: [Keyword; 8] = [
+    Keyword::ORDER,
+    Keyword::LIMIT,
+    Keyword::OFFSET,
+    Keyword::FETCH,
+    Keyword::UNION,
+    Keyword::EXCEPT,
+    Keyword::INTERSECT,
+    Keyword::RETURNING,
+];
+
+/// Where the `VALUES` element starting at `from` ends: the index of the comma after
+/// it (`true`) or of the token that ends the list (`false`).
+fn element_end(tokens: &[TokenWithSpan], from: usize) -> (usize, bool) {
+    let mut depth = 0usize;
+    for (i, t) in tokens.iter().enumerate().skip(from) {
+        match &t.token {
+            Token::LParen | Token::LBracket => depth += 1,
+            Token::RParen | Token::RBracket if depth == 0 => return (i, false),
+            Token::RParen | Token::RBracket => depth -= 1,
+            Token::Comma if depth == 0 => return (i, true),
+            Token::SemiColon | Token::EOF if depth == 0 => return (i, false),
+            tok if depth == 0 && AFTER_VALUES.iter().any(|k| is_keyword(tok, *k)) => return (i, false),
+            _ => {}
+        }
+    }
+    (tokens.len(), false)
+}
+
+/// The index of the parenthesis closing the one at `open`.
+fn closing(tokens: &[TokenWithSpan], open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, t) in tokens.iter().enumerate().skip(open) {
+        match t.token {
+            Token::LParen => depth += 1,
+            Token::RParen => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Whether the element `[from, end)` is already one parenthesised row.
+fn is_parenthesised(tokens: &[TokenWithSpan], from: usize, end: usize) -> bool {
+    let last = (from..end).rev().find(|&i| !matches!(tokens[i].token, Token::Whitespace(_)));
+    tokens[from].token == Token::LParen && closing(tokens, from) == last
+}
+
+/// `VALUES 1, 2` -> `VALUES (1), (2)`: each element not already one parenthesised
+/// row is wrapped.
+fn values_rows(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let mut open_before = Vec::new();
+    let mut close_before = Vec::new();
+    for i in 0..tokens.len() {
+        if !is_keyword(&tokens[i].token, Keyword::VALUES) {
+            continue;
+        }
+        let mut next = significant(&tokens, i + 1);
+        while let Some(from) = next {
+            let (end, more) = element_end(&tokens, from);
+            if end > from && !is_parenthesised(&tokens, from, end) {
+                open_before.push(from);
+                // Before any whitespace ahead of the end, so `1 ORDER` stays apart.
+                let last = (from..end).rev().find(|&k| !matches!(tokens[k].token, Token::Whitespace(_)));
+                close_before.push(last.map_or(end, |k| k + 1));
+            }
+            next = if more { significant(&tokens, end + 1) } else { None };
+        }
+    }
+    if open_before.is_empty() {
+        return tokens;
+    }
+    let len = tokens.len();
+    let mut out = Vec::with_capacity(len + 2 * open_before.len());
+    for (i, t) in tokens.into_iter().enumerate() {
+        out.extend(close_before.iter().filter(|&&c| c == i).map(|_| TokenWithSpan::wrap(Token::RParen)));
+        out.extend(open_before.iter().filter(|&&o| o == i).map(|_| TokenWithSpan::wrap(Token::LParen)));
+        out.push(t);
+    }
+    out.extend(close_before.iter().filter(|&&c| c >= len).map(|_| TokenWithSpan::wrap(Token::RParen)));
+    out
+}
+
+/// What an open parenthesis began, for the type rewrite.
+#[derive(Clone, Copy, PartialEq)]
+enum Frame {
+    /// `CAST(` or `TRY_CAST(`: its `AS` starts a type.
+    Cast { in_type: bool },
+    /// `ARRAY(` or `ROW(` inside a type, now an angle bracket.
+    Angle,
+    /// Any other parenthesis; inside a type it stays one (`DECIMAL(10, 2)`).
+    Paren { in_type: bool },
+}
+
+fn in_type(stack: &[Frame]) -> bool {
+    match stack.last() {
+        Some(Frame::Cast { in_type }) | Some(Frame::Paren { in_type }) => *in_type,
+        Some(Frame::Angle) => true,
+        None => false,
+    }
+}
+
+fn struct_word() -> Token {
+    Token::Word(Word { value: "STRUCT".to_string(), quote_style: None, keyword: Keyword::STRUCT })
+}
+
+/// `CAST(x AS ARRAY(ROW(a INTEGER)))` -> `CAST(x AS ARRAY<STRUCT<a INTEGER>>)`.
+fn type_syntax(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut previous: Option<usize> = None;
+    for i in 0..tokens.len() {
+        let typed = in_type(&stack);
+        match &tokens[i].token {
+            Token::LParen => {
+                let before = previous.map(|p| tokens[p].token.clone());
+                let frame = match before {
+                    Some(t) if is_keyword(&t, Keyword::CAST) || is_keyword(&t, Keyword::TRY_CAST) => {
+                        Frame::Cast { in_type: false }
+                    }
+                    Some(t) if typed && is_keyword(&t, Keyword::ARRAY) => Frame::Angle,
+                    Some(t) if typed && is_keyword(&t, Keyword::ROW) => {
+                        tokens[previous.expect("a token came before")].token = struct_word();
+                        Frame::Angle
+                    }
+                    _ => Frame::Paren { in_type: typed },
+                };
+                if frame == Frame::Angle {
+                    tokens[i].token = Token::Lt;
+                }
+                stack.push(frame);
+            }
+            Token::RParen => {
+                if stack.pop() == Some(Frame::Angle) {
+                    tokens[i].token = Token::Gt;
+                }
+            }
+            t if is_keyword(t, Keyword::AS) => {
+                if let Some(Frame::Cast { in_type }) = stack.last_mut() {
+                    *in_type = true;
+                }
+            }
+            _ => {}
+        }
+        if !matches!(tokens[i].token, Token::Whitespace(_)) {
+            previous = Some(i);
+        }
+    }
+    tokens
+}

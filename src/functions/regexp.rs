@@ -1,0 +1,249 @@
+//! Trino's regular expression functions (`regexp.md`): `regexp_replace` (every match,
+//! Trino's `$1` and `${name}` in the replacement; without one, matches are removed),
+//! `regexp_extract`, `regexp_extract_all`, `regexp_position` and `regexp_split`.
+//! DataFusion's `regexp_like` and `regexp_count` already answer as Trino's do.
+//! Patterns are compiled once per distinct pattern in a batch.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, ListBuilder, StringArray, StringBuilder};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::Result;
+use datafusion::logical_expr::{ScalarUDF, Signature, TypeSignature, Volatility};
+use regex::Regex;
+
+use super::invalid_argument;
+use super::simple::function;
+
+/// Compiled patterns by their text, for one batch.
+#[derive(Default)]
+struct Patterns(HashMap<String, Regex>);
+
+impl Patterns {
+    fn get(&mut self, pattern: &str) -> Result<&Regex> {
+        if !self.0.contains_key(pattern) {
+            let re = Regex::new(pattern)
+                .map_err(|e| invalid_argument(format!("invalid regular expression '{pattern}': {e}")))?;
+            self.0.insert(pattern.to_string(), re);
+        }
+        Ok(&self.0[pattern])
+    }
+}
+
+fn strings(a: &ArrayRef) -> &StringArray {
+    a.as_string::<i32>()
+}
+
+fn int_arg(args: &[ArrayRef], n: usize, row: usize, default: i64) -> Option<i64> {
+    match args.get(n) {
+        None => Some(default),
+        Some(a) => a
+            .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+            .is_valid(row)
+            .then(|| a.as_primitive::<datafusion::arrow::datatypes::Int64Type>().value(row)),
+    }
+}
+
+/// Trino's replacement text (`$2`, `${name}`, `\$` for a dollar) in Rust's syntax.
+fn replacement(text: &str, groups: usize) -> Result<String> {
+    let mut out = String::with_capacity(text.len() + 4);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('$') => out.push_str("$$"),
+                Some(other) => out.push(other),
+                None => return Err(invalid_argument("Illegal replacement sequence: a trailing backslash")),
+            },
+            '$' if chars.peek() == Some(&'{') => {
+                out.push('$');
+                for c in chars.by_ref() {
+                    out.push(c);
+                    if c == '}' {
+                        break;
+                    }
+                }
+            }
+            '$' => {
+                // As Java reads it: the longest run of digits naming an existing group.
+                let mut group = match chars.next().and_then(|d| d.to_digit(10)) {
+                    Some(d) => d as usize,
+                    None => return Err(invalid_argument("Illegal group reference in the replacement")),
+                };
+                while let Some(d) = chars.peek().and_then(|d| d.to_digit(10)) {
+                    if group * 10 + d as usize > groups {
+                        break;
+                    }
+                    group = group * 10 + d as usize;
+                    chars.next();
+                }
+                if group > groups {
+                    return Err(invalid_argument(format!("Illegal group reference: group {group} does not exist")));
+                }
+                out.push_str(&format!("${{{group}}}"));
+            }
+            c => out.push(c),
+        }
+    }
+    Ok(out)
+}
+
+fn regexp_replace(args: &[ArrayRef]) -> Result<ArrayRef> {
+    let (text, pattern) = (strings(&args[0]), strings(&args[1]));
+    let with = args.get(2).map(strings);
+    let mut patterns = Patterns::default();
+    let mut out = StringBuilder::new();
+    for i in 0..text.len() {
+        if text.is_null(i) || pattern.is_null(i) || with.is_some_and(|w| w.is_null(i)) {
+            out.append_null();
+            continue;
+        }
+        let re = patterns.get(pattern.value(i))?;
+        let by = match with {
+            Some(w) => replacement(w.value(i), re.captures_len() - 1)?,
+            None => String::new(),
+        };
+        out.append_value(re.replace_all(text.value(i), by.as_str()));
+    }
+    Ok(Arc::new(out.finish()))
+}
+
+fn group_of(re: &Regex, group: i64) -> Result<usize> {
+    let groups = re.captures_len() - 1;
+    match usize::try_from(group) {
+        Ok(g) if g <= groups => Ok(g),
+        _ => Err(invalid_argument(format!("Pattern has {groups} groups. Cannot access group {group}"))),
+    }
+}
+
+fn regexp_extract(args: &[ArrayRef]) -> Result<ArrayRef> {
+    let (text, pattern) = (strings(&args[0]), strings(&args[1]));
+    let mut patterns = Patterns::default();
+    let mut out = StringBuilder::new();
+    for i in 0..text.len() {
+        let (false, false, Some(group)) = (text.is_null(i), pattern.is_null(i), int_arg(args, 2, i, 0)) else {
+            out.append_null();
+            continue;
+        };
+        let re = patterns.get(pattern.value(i))?;
+        let group = group_of(re, group)?;
+        out.append_option(re.captures(text.value(i)).and_then(|c| c.get(group)).map(|m| m.as_str()));
+    }
+    Ok(Arc::new(out.finish()))
+}
+
+fn regexp_extract_all(args: &[ArrayRef]) -> Result<ArrayRef> {
+    let (text, pattern) = (strings(&args[0]), strings(&args[1]));
+    let mut patterns = Patterns::default();
+    let mut out = ListBuilder::new(StringBuilder::new());
+    for i in 0..text.len() {
+        let (false, false, Some(group)) = (text.is_null(i), pattern.is_null(i), int_arg(args, 2, i, 0)) else {
+            out.append_null();
+            continue;
+        };
+        let re = patterns.get(pattern.value(i))?;
+        let group = group_of(re, group)?;
+        for c in re.captures_iter(text.value(i)) {
+            out.values().append_option(c.get(group).map(|m| m.as_str()));
+        }
+        out.append(true);
+    }
+    Ok(Arc::new(out.finish()))
+}
+
+/// The 1-based character position of the `occurrence`th match at or after the
+/// character `start`, or -1.
+fn position(re: &Regex, text: &str, start: i64, occurrence: i64) -> Result<i64> {
+    if start < 1 {
+        return Err(invalid_argument("start position cannot be smaller than 1"));
+    }
+    if occurrence < 1 {
+        return Err(invalid_argument("occurrence cannot be smaller than 1"));
+    }
+    let Some((from, _)) = text.char_indices().nth(start as usize - 1) else { return Ok(-1) };
+    let Some(m) = re.find_iter(&text[from..]).nth(occurrence as usize - 1) else { return Ok(-1) };
+    Ok(start + text[from..from + m.start()].chars().count() as i64)
+}
+
+fn regexp_position(args: &[ArrayRef]) -> Result<ArrayRef> {
+    let (text, pattern) = (strings(&args[0]), strings(&args[1]));
+    let mut patterns = Patterns::default();
+    let mut out = Vec::with_capacity(text.len());
+    for i in 0..text.len() {
+        let (start, occurrence) = (int_arg(args, 2, i, 1), int_arg(args, 3, i, 1));
+        let (false, false, Some(start), Some(occurrence)) = (text.is_null(i), pattern.is_null(i), start, occurrence)
+        else {
+            out.push(None);
+            continue;
+        };
+        out.push(Some(position(patterns.get(pattern.value(i))?, text.value(i), start, occurrence)?));
+    }
+    Ok(Arc::new(Int64Array::from(out)))
+}
+
+fn regexp_split(args: &[ArrayRef]) -> Result<ArrayRef> {
+    let (text, pattern) = (strings(&args[0]), strings(&args[1]));
+    let mut patterns = Patterns::default();
+    let mut out = ListBuilder::new(StringBuilder::new());
+    for i in 0..text.len() {
+        if text.is_null(i) || pattern.is_null(i) {
+            out.append_null();
+            continue;
+        }
+        for piece in patterns.get(pattern.value(i))?.split(text.value(i)) {
+            out.values().append_value(piece);
+        }
+        out.append(true);
+    }
+    Ok(Arc::new(out.finish()))
+}
+
+/// Exactly `(varchar, varchar)` followed by each of `tails` of `bigint`s.
+fn text_pattern(tails: &[usize]) -> Signature {
+    let forms = tails
+        .iter()
+        .map(|&n| {
+            let mut types = vec![DataType::Utf8, DataType::Utf8];
+            types.extend(std::iter::repeat_n(DataType::Int64, n));
+            TypeSignature::Exact(types)
+        })
+        .collect();
+    Signature::one_of(forms, Volatility::Immutable)
+}
+
+fn varchar(_: &[DataType]) -> Result<DataType> {
+    Ok(DataType::Utf8)
+}
+
+fn varchar_array(_: &[DataType]) -> Result<DataType> {
+    Ok(DataType::new_list(DataType::Utf8, true))
+}
+
+pub fn functions() -> Vec<ScalarUDF> {
+    let replace = Signature::one_of(
+        vec![TypeSignature::Exact(vec![DataType::Utf8; 2]), TypeSignature::Exact(vec![DataType::Utf8; 3])],
+        Volatility::Immutable,
+    );
+    vec![
+        function("regexp_replace", replace, varchar, regexp_replace),
+        function("regexp_extract", text_pattern(&[0, 1]), varchar, regexp_extract),
+        function("regexp_extract_all", text_pattern(&[0, 1]), varchar_array, regexp_extract_all),
+        function("regexp_position", text_pattern(&[0, 1, 2]), |_| Ok(DataType::Int64), regexp_position),
+        function("regexp_split", text_pattern(&[0]), varchar_array, regexp_split),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replacement;
+
+    #[test]
+    fn replacements_read_as_java_reads_them() {
+        assert_eq!(replacement("3c$2 ", 2).unwrap(), "3c${2} ");
+        assert_eq!(replacement("$12", 2).unwrap(), "${1}2");
+        assert_eq!(replacement("$12", 12).unwrap(), "${12}");
+        assert_eq!(replacement(r"\$1 ${name}", 1).unwrap(), "$$1 ${name}");
+        assert!(replacement("$3", 2).is_err());
+    }
+}

@@ -1,0 +1,82 @@
+//! A scalar function computed from whole argument arrays: the plumbing most of Trino's
+//! functions share. A call over constants answers a constant, so the planner folds it.
+
+use std::fmt;
+
+use datafusion::arrow::array::ArrayRef;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::{Result, ScalarValue};
+use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
+
+/// How a function computes its result array from its argument arrays (all of the
+/// batch's length).
+pub type Eval = fn(&[ArrayRef]) -> Result<ArrayRef>;
+
+/// How a function's result type follows from its argument types.
+pub type Returns = fn(&[DataType]) -> Result<DataType>;
+
+pub struct Simple {
+    name: &'static str,
+    signature: Signature,
+    returns: Returns,
+    eval: Eval,
+}
+
+// A function is known by its name: the library registers each name once.
+impl PartialEq for Simple {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.signature == other.signature
+    }
+}
+
+impl Eq for Simple {}
+
+impl std::hash::Hash for Simple {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl fmt::Debug for Simple {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Simple").field("name", &self.name).finish()
+    }
+}
+
+/// A function named `name` taking `signature`, its type from `returns`, computed by `eval`.
+pub fn function(name: &'static str, signature: Signature, returns: Returns, eval: Eval) -> ScalarUDF {
+    ScalarUDF::new_from_impl(Simple { name, signature, returns, eval })
+}
+
+/// The same with a result type that does not depend on the arguments.
+pub fn fixed(name: &'static str, types: Vec<DataType>, returns: DataType, eval: Eval) -> ScalarUDF {
+    let returns: Returns = match returns {
+        DataType::Int64 => |_| Ok(DataType::Int64),
+        DataType::Utf8 => |_| Ok(DataType::Utf8),
+        DataType::Boolean => |_| Ok(DataType::Boolean),
+        DataType::Float64 => |_| Ok(DataType::Float64),
+        other => unimplemented!("a fixed result type of {other}"),
+    };
+    function(name, Signature::exact(types, Volatility::Immutable), returns, eval)
+}
+
+impl ScalarUDFImpl for Simple {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
+        (self.returns)(args)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let constant = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let out = (self.eval)(&arrays)?;
+        match constant && out.len() == 1 {
+            true => Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)),
+            false => Ok(ColumnarValue::Array(out)),
+        }
+    }
+}
