@@ -9,8 +9,10 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, ListBuilder, StringArray, StringBuilder};
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::Result;
-use datafusion::logical_expr::{ScalarUDF, Signature, TypeSignature, Volatility};
+use datafusion::common::{Result, ScalarValue};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature, Volatility,
+};
 use regex::Regex;
 
 use super::invalid_argument;
@@ -220,13 +222,43 @@ fn varchar_array(_: &[DataType]) -> Result<DataType> {
     Ok(DataType::new_list(DataType::Utf8, true))
 }
 
+/// Trino's `regexp_replace`, with DataFusion's four-argument form (flags: `g` for
+/// every match, `i`; `\\1` for a group) kept for the SQL written for it.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct RegexpReplace {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for RegexpReplace {
+    fn name(&self) -> &str {
+        "regexp_replace"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        if args.args.len() == 4 {
+            return datafusion::functions::regex::regexp_replace().invoke_with_args(args);
+        }
+        let constant = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let out = regexp_replace(&ColumnarValue::values_to_arrays(&args.args)?)?;
+        match constant {
+            true => Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)),
+            false => Ok(ColumnarValue::Array(out)),
+        }
+    }
+}
+
 pub fn functions() -> Vec<ScalarUDF> {
     let replace = Signature::one_of(
-        vec![TypeSignature::Exact(vec![DataType::Utf8; 2]), TypeSignature::Exact(vec![DataType::Utf8; 3])],
+        (2..=4).map(|n| TypeSignature::Exact(vec![DataType::Utf8; n])).collect(),
         Volatility::Immutable,
     );
     vec![
-        function("regexp_replace", replace, varchar, regexp_replace),
+        ScalarUDF::new_from_impl(RegexpReplace { signature: replace }),
         function("regexp_extract", text_pattern(&[0, 1]), varchar, regexp_extract),
         function("regexp_extract_all", text_pattern(&[0, 1]), varchar_array, regexp_extract_all),
         function("regexp_position", text_pattern(&[0, 1, 2]), |_| Ok(DataType::Int64), regexp_position),

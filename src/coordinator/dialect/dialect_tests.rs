@@ -20,6 +20,11 @@ fn values_rows_need_no_parentheses() {
     );
     assert_eq!(parsed("VALUES (1) + 2, 3 LIMIT 1"), "VALUES ((1) + 2), (3) LIMIT 1");
     assert_eq!(parsed("SELECT 1 IN (VALUES 1, 2)"), "SELECT 1 IN (VALUES (1), (2))");
+    // DataFusion's table factor: the alias ends the list.
+    assert_eq!(
+        parsed("SELECT * FROM VALUES (1, 2), (3, 4) t(a, b)"),
+        "SELECT * FROM (VALUES (1, 2), (3, 4)) AS t (a, b)"
+    );
 }
 
 #[test]
@@ -57,6 +62,9 @@ fn timestamp_literals_keep_their_zone_and_get_seconds() {
     );
     assert_eq!(parsed("SELECT TIMESTAMP '2020-06-10 15:55'"), "SELECT TIMESTAMP '2020-06-10 15:55:00'");
     assert_eq!(parsed("SELECT TIMESTAMP '2020-06-10 15:55:23'"), "SELECT TIMESTAMP '2020-06-10 15:55:23'");
+    // Forms that are not Trino's stay DataFusion's.
+    assert_eq!(parsed("SELECT TIMESTAMP '2020-06-10T15:55:23+00:00'"), "SELECT TIMESTAMP '2020-06-10T15:55:23+00:00'");
+    assert_eq!(parsed("SELECT TIMESTAMPTZ '2020-06-10 15:55:23+07'"), "SELECT TIMESTAMPTZ '2020-06-10 15:55:23+07'");
     let e = parse("SELECT TIMESTAMP '2020-06-10 15:55:23 Mars/Olympus'", 64).unwrap_err();
     assert!(e.to_string().contains("Time zone not supported: Mars/Olympus"), "{e}");
 }

@@ -13,7 +13,8 @@ use datafusion::common::{plan_datafusion_err, plan_err, DataFusionError, Result}
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken;
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, CaseWhen, DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Value,
+    visit_expressions_mut, CaseWhen, DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, TimezoneInfo,
+    Value,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -44,7 +45,7 @@ fn expression(expr: &mut Expr) -> Result<()> {
             _ => None,
         },
         Expr::TypedString(t) => match (&t.data_type, string_value(&t.value.value)) {
-            (DataType::Timestamp(_, _), Some(text)) => timestamp_literal(text)?,
+            (DataType::Timestamp(None, TimezoneInfo::None), Some(text)) => timestamp_literal(text)?,
             (DataType::Decimal(_), Some(text)) => decimal_literal(text)?,
             _ => None,
         },
@@ -97,19 +98,26 @@ fn if_to_case(f: &datafusion::sql::sqlparser::ast::Function) -> Result<Option<Ex
     }))
 }
 
-/// A Trino timestamp literal's parts: `date time`, with seconds, and its zone if any.
+/// A timestamp literal in Trino's form, `YYYY-MM-DD[ HH:MM[:SS[.fraction]]][ zone]`:
+/// `date time` with seconds, the fraction's digits, and the zone if any. Another
+/// form (`2020-01-01T10:00:00`) is left to DataFusion's reading.
 fn timestamp_parts(text: &str) -> Option<(String, usize, Option<String>)> {
     let text = text.trim();
     let (date, rest) = text.split_once(' ').unwrap_or((text, ""));
+    let date_shaped = date.len() >= 8 && date.chars().all(|c| c.is_ascii_digit() || c == '-');
+    if !date_shaped {
+        return None;
+    }
     let rest = rest.trim_start();
     let time_len = rest.find(|c: char| !(c.is_ascii_digit() || c == ':' || c == '.')).unwrap_or(rest.len());
     let (time, zone) = rest.split_at(time_len);
     let zone = zone.trim();
     let mut time = time.to_string();
-    if time.is_empty() {
-        time = "00:00:00".into();
-    } else if time.matches(':').count() == 1 {
-        time.push_str(":00");
+    match time.matches(':').count() {
+        0 if time.is_empty() && zone.is_empty() => time = "00:00:00".into(),
+        1 => time.push_str(":00"),
+        2 => {}
+        _ => return None,
     }
     let digits = time.split_once('.').map_or(0, |(_, f)| f.len());
     let zone = match zone {

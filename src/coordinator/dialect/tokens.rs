@@ -68,6 +68,16 @@ fn closing(tokens: &[TokenWithSpan], open: usize) -> Option<usize> {
     None
 }
 
+/// Whether the parenthesised row at `from` ends the list where it stands: an alias
+/// follows it (`FROM VALUES (1, 2) t(a, b)`, DataFusion's table factor).
+fn aliased_row(tokens: &[TokenWithSpan], from: usize) -> bool {
+    let after = closing(tokens, from).and_then(|c| significant(tokens, c + 1));
+    after.is_some_and(|a| match &tokens[a].token {
+        Token::Word(w) => w.quote_style.is_some() || w.keyword == Keyword::NoKeyword || w.keyword == Keyword::AS,
+        _ => false,
+    })
+}
+
 /// Whether the element `[from, end)` is already one parenthesised row.
 fn is_parenthesised(tokens: &[TokenWithSpan], from: usize, end: usize) -> bool {
     let last = (from..end).rev().find(|&i| !matches!(tokens[i].token, Token::Whitespace(_)));
@@ -85,6 +95,9 @@ fn values_rows(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
         }
         let mut next = significant(&tokens, i + 1);
         while let Some(from) = next {
+            if tokens[from].token == Token::LParen && aliased_row(&tokens, from) {
+                break;
+            }
             let (end, more) = element_end(&tokens, from);
             if end > from && !is_parenthesised(&tokens, from, end) {
                 open_before.push(from);
