@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs tests/python/test_trino_client.py (Trino's Python client and its SQLAlchemy
-# dialect) against a real cluster: a coordinator and 2 workers of the given binary;
+# dialect) and tests/python/test_trino_docs.py (Trino's documented function examples)
+# against a real cluster: a coordinator and 2 workers of the given binary;
 # then tests/python/test_trino_https.py against a second cluster serving HTTPS with a
 # CA made here by openssl and a password file (PBKDF2 entry).
 #
@@ -113,6 +114,11 @@ echo "$alive workers alive"
 
 FLOTILLA_URL=$URL "$PY" "$HERE/test_trino_client.py"
 status=$?
+# Trino's documented function examples, with a pass count per document.
+if [ "$status" -eq 0 ]; then
+    FLOTILLA_URL=$URL "$PY" "$HERE/test_trino_docs.py"
+    status=$?
+fi
 if [ "$status" -ne 0 ]; then
     echo "--- coordinator stderr (last 30 lines) ---" >&2
     tail -n 30 "$TMP/coordinator.err" >&2

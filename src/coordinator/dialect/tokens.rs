@@ -170,10 +170,12 @@ fn type_syntax(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
                 }
                 stack.push(frame);
             }
+            Token::RParen if stack.last() == Some(&Frame::Angle) => {
+                stack.pop();
+                tokens[i].token = Token::Gt;
+            }
             Token::RParen => {
-                if stack.pop() == Some(Frame::Angle) {
-                    tokens[i].token = Token::Gt;
-                }
+                stack.pop();
             }
             t if is_keyword(t, Keyword::AS) => {
                 if let Some(Frame::Cast { in_type }) = stack.last_mut() {
