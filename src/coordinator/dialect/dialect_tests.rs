@@ -23,7 +23,7 @@ fn values_rows_need_no_parentheses() {
     // DataFusion's table factor: the alias ends the list.
     assert_eq!(
         parsed("SELECT * FROM VALUES (1, 2), (3, 4) t(a, b)"),
-        "SELECT * FROM (VALUES (1, 2), (3, 4)) AS t (a, b)"
+        "SELECT * FROM (VALUES (1, 2), (3, 4)) t (a, b)"
     );
 }
 
