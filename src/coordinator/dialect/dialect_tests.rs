@@ -21,10 +21,7 @@ fn values_rows_need_no_parentheses() {
     assert_eq!(parsed("VALUES (1) + 2, 3 LIMIT 1"), "VALUES ((1) + 2), (3) LIMIT 1");
     assert_eq!(parsed("SELECT 1 IN (VALUES 1, 2)"), "SELECT 1 IN (VALUES (1), (2))");
     // DataFusion's table factor: the alias ends the list.
-    assert_eq!(
-        parsed("SELECT * FROM VALUES (1, 2), (3, 4) t(a, b)"),
-        "SELECT * FROM (VALUES (1, 2), (3, 4)) t (a, b)"
-    );
+    assert_eq!(parsed("SELECT * FROM VALUES (1, 2), (3, 4) t(a, b)"), "SELECT * FROM (VALUES (1, 2), (3, 4)) t (a, b)");
 }
 
 #[test]
