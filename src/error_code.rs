@@ -103,6 +103,12 @@ error_codes! {
     InvalidCastArgument = ("INVALID_CAST_ARGUMENT", 9, UserError, Never),
     /// An integer result (or cast) out of its type's range.
     NumericValueOutOfRange = ("NUMERIC_VALUE_OUT_OF_RANGE", 19, UserError, Never),
+    /// A transaction id the coordinator does not know, or no longer (idle too long).
+    UnknownTransaction = ("UNKNOWN_TRANSACTION", 20, UserError, Never),
+    /// `COMMIT` or `ROLLBACK` without a transaction.
+    NotInTransaction = ("NOT_IN_TRANSACTION", 21, UserError, Never),
+    /// An isolation level this engine cannot keep (`REPEATABLE READ`, `SERIALIZABLE`).
+    UnsupportedIsolationLevel = ("UNSUPPORTED_ISOLATION_LEVEL", 26, UserError, Never),
     NotSupported = ("NOT_SUPPORTED", 13, UserError, Never),
     InvalidSessionProperty = ("INVALID_SESSION_PROPERTY", 14, UserError, Never),
     QueryTextTooLarge = ("QUERY_TEXT_TOO_LARGE", 35, UserError, Never),

@@ -184,7 +184,7 @@ fn statement_kind(sql: &str) -> Result<StatementKind, QueryError> {
         return Ok(StatementKind::ClientSide);
     }
     if let Some(stmt) = super::session_statement::SessionStatement::parse(&sql) {
-        return stmt.map(StatementKind::Session).map_err(|m| QueryError::new(ErrorCode::SyntaxError, m));
+        return stmt.map(StatementKind::Session);
     }
     Ok(match super::metadata::parse(&sql) {
         Some(stmt) => StatementKind::Metadata(stmt),
@@ -209,14 +209,20 @@ async fn execute(
         let who = r.identity(&q.session.user);
         super::planning::AccessCheck { rules: r.clone(), who }
     });
-    match statement_kind(&q.sql)? {
+    let kind = statement_kind(&q.sql)?;
+    // A statement in a transaction names one that is open (ending one checks itself).
+    let ends_or_starts = matches!(&kind, StatementKind::Session(s) if s.is_transaction_control());
+    if let (Some(id), false) = (&q.session.transaction, ends_or_starts) {
+        coord.transactions.touch(id, std::time::Instant::now())?;
+    }
+    match kind {
         StatementKind::ClientSide => {
             q.transition(QueryState::Starting);
             q.transition(QueryState::Running);
             Ok(())
         }
         StatementKind::Session(stmt) => {
-            let changes = stmt.changes(&ctx, &q.session)?;
+            let changes = stmt.changes(&ctx, &q.session, &coord.transactions)?;
             {
                 let mut p = q.progress();
                 p.session_changes = changes;
@@ -244,6 +250,7 @@ async fn execute(
                 workers: workers.len(),
                 single_task_max_rows: usize::try_from(props.single_task_max_rows).unwrap_or(usize::MAX),
                 dynamic_filtering: props.runs_dynamic_filters(),
+                in_transaction: q.session.transaction.is_some(),
             };
             let planned = super::planning::plan(request, sql, props.query_max_planning_time).await?;
             execute_planned(coord, q, run, attempt, ctx, workers, planned).await

@@ -1,6 +1,6 @@
 //! Trino's metadata statements, answered by the coordinator the way Trino answers
 //! them: `SHOW CATALOGS`, `SHOW SCHEMAS [FROM c]`, `SHOW TABLES [FROM [c.]s]`,
-//! `DESCRIBE t` / `SHOW COLUMNS FROM t`, `SHOW SESSION`. DataFusion either lacks them or answers in
+//! `DESCRIBE t` / `SHOW COLUMNS FROM t`, `SHOW SESSION`, `SHOW FUNCTIONS` (`show_functions`). DataFusion either lacks them or answers in
 //! its own shape (Arrow type names, extra columns), which Trino's clients and BI tools
 //! do not expect. Called by the query execution before planning.
 
@@ -31,6 +31,10 @@ pub enum MetadataStatement {
     },
     /// The session properties with their values here, defaults and descriptions.
     ShowSession,
+    /// The functions of the registry, optionally those whose name is `LIKE` a pattern.
+    ShowFunctions {
+        like: Option<super::show_functions::Like>,
+    },
 }
 
 /// Recognizes a metadata statement; anything else is left to DataFusion.
@@ -39,6 +43,16 @@ pub fn parse(sql: &str) -> Option<MetadataStatement> {
     let kw = |i: usize, w: &str| words.get(i).is_some_and(|x| x.eq_ignore_ascii_case(w));
     let name = |i: usize| words.get(i).map(|w| w.trim_matches('"').to_string());
     let from = |i: usize| kw(i, "from") || kw(i, "in");
+    if kw(0, "show") && kw(1, "functions") {
+        let sql = sql.trim().trim_end_matches(';');
+        let rest = &sql[sql.to_lowercase().find("functions")? + "functions".len()..];
+        return match rest.trim().is_empty() {
+            true => Some(MetadataStatement::ShowFunctions { like: None }),
+            false => {
+                super::show_functions::parse_like(rest).map(|l| MetadataStatement::ShowFunctions { like: Some(l) })
+            }
+        };
+    }
     match words.len() {
         2 if kw(0, "show") && kw(1, "catalogs") => Some(MetadataStatement::ShowCatalogs),
         2 if kw(0, "show") && kw(1, "session") => Some(MetadataStatement::ShowSession),
@@ -85,6 +99,7 @@ pub async fn run(
     };
     match stmt {
         MetadataStatement::ShowSession => show_session(spec),
+        MetadataStatement::ShowFunctions { like } => super::show_functions::show_functions(ctx, like.as_ref()),
         MetadataStatement::ShowCatalogs => {
             let mut names = ctx.catalog_names();
             // Catalogs the user may not use are not shown, as in Trino.
@@ -161,6 +176,9 @@ mod tests {
         assert_eq!(parse("describe lineitem"), Some(Describe { table: "lineitem".into() }));
         assert_eq!(parse("SHOW COLUMNS FROM orders"), Some(Describe { table: "orders".into() }));
         assert_eq!(parse("show session"), Some(ShowSession));
+        assert_eq!(parse("SHOW FUNCTIONS"), Some(ShowFunctions { like: None }));
+        let like = Some(crate::coordinator::show_functions::Like { pattern: "array%".into(), escape: None });
+        assert_eq!(parse("show functions like 'array%';"), Some(ShowFunctions { like }));
         assert_eq!(parse("SELECT 1"), None);
         assert_eq!(parse("SHOW TABLES LIKE 'x'"), None);
     }

@@ -20,9 +20,11 @@ pub mod remote_task;
 pub mod root_stage;
 pub mod session_bounds;
 pub mod session_statement;
+mod show_functions;
 pub mod staging;
 pub mod statement;
 pub mod table_commit;
+pub mod transaction;
 pub mod ui;
 pub mod write;
 
@@ -240,6 +242,8 @@ pub struct CoordinatorState {
     bound: std::net::SocketAddr,
     /// Bytes of rows waiting for their clients, over all queries (see `ResultsBudget`).
     results_budget: query::ResultsBudget,
+    /// Open transactions (autocommit: see `transaction`).
+    pub transactions: transaction::Transactions,
 }
 
 impl CoordinatorState {
@@ -509,6 +513,7 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
         history: parking_lot::Mutex::new(VecDeque::new()),
         counter: AtomicU64::new(0),
         results_budget: query::ResultsBudget::for_machine(),
+        transactions: Default::default(),
         bound: addr,
         config,
     });

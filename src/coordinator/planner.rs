@@ -84,6 +84,8 @@ pub struct SessionSpec {
     pub catalog: String,
     pub schema: String,
     pub properties: BTreeMap<String, String>,
+    /// The open transaction the client named (`X-Trino-Transaction-Id`), if any.
+    pub transaction: Option<String>,
 }
 
 impl Default for SessionSpec {
@@ -93,6 +95,7 @@ impl Default for SessionSpec {
             catalog: "tpch".into(),
             schema: "tiny".into(),
             properties: BTreeMap::new(),
+            transaction: None,
         }
     }
 }

@@ -89,6 +89,9 @@ pub struct PlanRequest {
     /// `EXPLAIN` shows the dynamic filters the query would run with
     /// (`SessionProperties::runs_dynamic_filters`).
     pub dynamic_filtering: bool,
+    /// The client is in an explicit transaction, where writes are refused (see
+    /// `transaction`).
+    pub in_transaction: bool,
 }
 
 #[cfg(test)]
@@ -104,6 +107,7 @@ impl PlanRequest {
             workers,
             single_task_max_rows: 0,
             dynamic_filtering: true,
+            in_transaction: false,
         }
     }
 }
@@ -184,6 +188,11 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
         }
     }
     let logical = state.statement_to_plan(statement).await.map_err(|e| planning_error(&e))?;
+    if request.in_transaction && (ctas.is_some() || writes(&logical)) {
+        let m = "Writes are not supported in an explicit transaction: each statement commits on its own \
+                 (autocommit), so a ROLLBACK could not undo one";
+        return Err(QueryError::new(ErrorCode::NotSupported, m));
+    }
     // Rules first: what the location check says (which table lies where) is for
     // those who may write.
     if let Some(access) = &request.access {
@@ -271,6 +280,16 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
         "planned"
     );
     Ok(Planned::Query { physical, fragments, analyze, write: None })
+}
+
+/// Whether running `plan` changes data or metadata: DML, DDL, `COPY`, or an
+/// `EXPLAIN ANALYZE` of one.
+fn writes(plan: &LogicalPlan) -> bool {
+    match plan {
+        LogicalPlan::Dml(_) | LogicalPlan::Ddl(_) | LogicalPlan::Copy(_) => true,
+        LogicalPlan::Analyze(a) => writes(&a.input),
+        _ => false,
+    }
 }
 
 /// The statement with Trino's `FOR VERSION AS OF n` taken out (see

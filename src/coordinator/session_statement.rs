@@ -1,5 +1,6 @@
-//! Trino's session statements: `SET SESSION name = value`, `RESET SESSION name` and
-//! `USE [catalog.]schema`. As in Trino the client keeps the session and sends it with
+//! Trino's session statements: `SET SESSION name = value`, `RESET SESSION name`,
+//! `USE [catalog.]schema`, and `START TRANSACTION`, `COMMIT`, `ROLLBACK` (whose
+//! semantics are in `transaction`). As in Trino the client keeps the session and sends it with
 //! every statement (`X-Trino-Session`, `-Catalog`, `-Schema`); such a statement is
 //! checked here and answered with the headers that change the client's session
 //! (`X-Trino-Set-Session`, `-Clear-Session`, `-Set-Catalog`, `-Set-Schema`), sent on
@@ -9,6 +10,7 @@
 use datafusion::prelude::SessionContext;
 
 use super::planner::{QueryError, SessionSpec};
+use super::transaction::Transactions;
 use crate::error_code::ErrorCode;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,6 +18,9 @@ pub enum SessionStatement {
     SetSession { name: String, value: String },
     ResetSession { name: String },
     Use { catalog: Option<String>, schema: String },
+    StartTransaction,
+    Commit,
+    Rollback,
 }
 
 /// A response header that changes the client's session.
@@ -24,7 +29,22 @@ pub type SessionChange = (&'static str, String);
 impl SessionStatement {
     /// Recognizes a session statement; `Err` for one that starts like it but is
     /// malformed (a syntax error), `None` for any other statement.
-    pub fn parse(sql: &str) -> Option<Result<SessionStatement, String>> {
+    pub fn parse(sql: &str) -> Option<Result<SessionStatement, QueryError>> {
+        let syntax = |m: String| QueryError::new(ErrorCode::SyntaxError, m);
+        let sql = sql.trim().trim_end_matches(';').trim();
+        let words: Vec<&str> = sql.split_whitespace().collect();
+        let kw = |i: usize, w: &str| words.get(i).is_some_and(|x| x.eq_ignore_ascii_case(w));
+        if kw(0, "start") && kw(1, "transaction") {
+            return Some(parse_start_transaction(&words[2..]));
+        }
+        if (kw(0, "commit") || kw(0, "rollback")) && (words.len() == 1 || (words.len() == 2 && kw(1, "work"))) {
+            return Some(Ok(if kw(0, "commit") { SessionStatement::Commit } else { SessionStatement::Rollback }));
+        }
+        Self::parse_session(sql).map(|r| r.map_err(syntax))
+    }
+
+    /// `SET SESSION`, `RESET SESSION` and `USE`; a malformed one's message.
+    fn parse_session(sql: &str) -> Option<Result<SessionStatement, String>> {
         let sql = sql.trim().trim_end_matches(';').trim();
         let words: Vec<&str> = sql.split_whitespace().collect();
         let kw = |i: usize, w: &str| words.get(i).is_some_and(|x| x.eq_ignore_ascii_case(w));
@@ -57,19 +77,41 @@ impl SessionStatement {
         None
     }
 
+    /// `START TRANSACTION`, `COMMIT` or `ROLLBACK`.
+    pub fn is_transaction_control(&self) -> bool {
+        matches!(self, SessionStatement::StartTransaction | SessionStatement::Commit | SessionStatement::Rollback)
+    }
+
     /// Trino's `updateType` for the statement.
     pub fn update_type(&self) -> &'static str {
         match self {
             SessionStatement::SetSession { .. } => "SET SESSION",
             SessionStatement::ResetSession { .. } => "RESET SESSION",
             SessionStatement::Use { .. } => "USE",
+            SessionStatement::StartTransaction => "START TRANSACTION",
+            SessionStatement::Commit => "COMMIT",
+            SessionStatement::Rollback => "ROLLBACK",
         }
     }
 
     /// Checks the statement against the session's catalogs and the property table,
     /// and returns the headers that make the change on the client.
-    pub fn changes(&self, ctx: &SessionContext, session: &SessionSpec) -> Result<Vec<SessionChange>, QueryError> {
+    pub fn changes(
+        &self,
+        ctx: &SessionContext,
+        session: &SessionSpec,
+        transactions: &Transactions,
+    ) -> Result<Vec<SessionChange>, QueryError> {
+        let now = std::time::Instant::now();
         match self {
+            SessionStatement::StartTransaction => {
+                let id = transactions.begin(session.transaction.as_deref(), now)?;
+                Ok(vec![("x-trino-started-transaction-id", id)])
+            }
+            SessionStatement::Commit | SessionStatement::Rollback => {
+                transactions.end(session.transaction.as_deref(), now)?;
+                Ok(vec![("x-trino-clear-transaction-id", "true".to_string())])
+            }
             SessionStatement::SetSession { name, value } => {
                 let one = [(name.clone(), value.clone())].into_iter().collect();
                 crate::config::SessionProperties::parse(&one)
@@ -100,6 +142,24 @@ impl SessionStatement {
             }
         }
     }
+}
+
+/// `START TRANSACTION [mode, ...]`: an access mode (`READ ONLY`, `READ WRITE`) or an
+/// isolation level. Each statement commits on its own here, so the levels a
+/// transaction of several statements would have to keep are refused.
+fn parse_start_transaction(modes: &[&str]) -> Result<SessionStatement, QueryError> {
+    let text = modes.join(" ").to_uppercase();
+    for mode in text.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+        match mode {
+            "READ ONLY" | "READ WRITE" | "ISOLATION LEVEL READ UNCOMMITTED" | "ISOLATION LEVEL READ COMMITTED" => {}
+            "ISOLATION LEVEL REPEATABLE READ" | "ISOLATION LEVEL SERIALIZABLE" => {
+                let m = format!("{} is not supported: each statement of a transaction commits on its own", &mode[16..]);
+                return Err(QueryError::new(ErrorCode::UnsupportedIsolationLevel, m));
+            }
+            other => return Err(QueryError::new(ErrorCode::SyntaxError, format!("unknown transaction mode: {other}"))),
+        }
+    }
+    Ok(SessionStatement::StartTransaction)
 }
 
 /// `SET SESSION name = value`, the value a literal: a quoted string, a number, or a
@@ -173,7 +233,17 @@ mod tests {
             parsed("use TPCH.\"sf1\""),
             SessionStatement::Use { catalog: Some("tpch".into()), schema: "sf1".into() }
         );
+        assert_eq!(parsed("START TRANSACTION"), SessionStatement::StartTransaction);
+        assert_eq!(
+            parsed("start transaction read only, isolation level read committed"),
+            SessionStatement::StartTransaction
+        );
+        assert_eq!(parsed("COMMIT WORK;"), SessionStatement::Commit);
+        assert_eq!(parsed("rollback"), SessionStatement::Rollback);
+        let serializable = SessionStatement::parse("START TRANSACTION ISOLATION LEVEL SERIALIZABLE").unwrap();
+        assert_eq!(serializable.unwrap_err().error_name, "UNSUPPORTED_ISOLATION_LEVEL");
         assert!(SessionStatement::parse("SELECT 1").is_none());
+        assert!(SessionStatement::parse("COMMIT PLEASE").is_none());
         assert!(SessionStatement::parse("SET SESSION x").unwrap().is_err());
         assert!(SessionStatement::parse("USE a.b.c").unwrap().is_err());
         assert!(SessionStatement::parse("SET SESSION x = a b").unwrap().is_err());
@@ -188,19 +258,42 @@ mod tests {
             &crate::connector::Connectors::builtin(),
         );
         let spec = SessionSpec::default();
-        let set = parsed("SET SESSION execution_policy = 'all-at-once'").changes(&ctx, &spec).unwrap();
+        let t = Transactions::default();
+        let set = parsed("SET SESSION execution_policy = 'all-at-once'").changes(&ctx, &spec, &t).unwrap();
         assert_eq!(set, vec![("x-trino-set-session", "execution_policy=all-at-once".to_string())]);
-        let bad = parsed("SET SESSION execution_policy = 'sometimes'").changes(&ctx, &spec).unwrap_err();
+        let bad = parsed("SET SESSION execution_policy = 'sometimes'").changes(&ctx, &spec, &t).unwrap_err();
         assert_eq!(bad.error_name, "INVALID_SESSION_PROPERTY");
-        let unknown = parsed("SET SESSION no_such = 1").changes(&ctx, &spec).unwrap_err();
+        let unknown = parsed("SET SESSION no_such = 1").changes(&ctx, &spec, &t).unwrap_err();
         assert_eq!(unknown.error_name, "INVALID_SESSION_PROPERTY");
-        let reset = parsed("RESET SESSION execution_policy").changes(&ctx, &spec).unwrap();
+        let reset = parsed("RESET SESSION execution_policy").changes(&ctx, &spec, &t).unwrap();
         assert_eq!(reset, vec![("x-trino-clear-session", "execution_policy".to_string())]);
-        let use_schema = parsed("USE sf1").changes(&ctx, &spec).unwrap();
+        let use_schema = parsed("USE sf1").changes(&ctx, &spec, &t).unwrap();
         assert_eq!(use_schema, vec![("x-trino-set-schema", "sf1".to_string())]);
-        let both = parsed("USE tpcds.sf1").changes(&ctx, &spec).unwrap();
+        let both = parsed("USE tpcds.sf1").changes(&ctx, &spec, &t).unwrap();
         assert_eq!(both, vec![("x-trino-set-catalog", "tpcds".to_string()), ("x-trino-set-schema", "sf1".into())]);
-        assert_eq!(parsed("USE nope").changes(&ctx, &spec).unwrap_err().error_name, "SCHEMA_NOT_FOUND");
-        assert_eq!(parsed("USE nope.sf1").changes(&ctx, &spec).unwrap_err().error_name, "CATALOG_NOT_FOUND");
+        assert_eq!(parsed("USE nope").changes(&ctx, &spec, &t).unwrap_err().error_name, "SCHEMA_NOT_FOUND");
+        assert_eq!(parsed("USE nope.sf1").changes(&ctx, &spec, &t).unwrap_err().error_name, "CATALOG_NOT_FOUND");
+    }
+
+    #[test]
+    fn transactions_start_and_end_with_trinos_headers() {
+        let ctx = crate::coordinator::planner::session_context(
+            &SessionSpec::default(),
+            &Default::default(),
+            2,
+            &crate::connector::Connectors::builtin(),
+        );
+        let t = Transactions::default();
+        let started = parsed("START TRANSACTION").changes(&ctx, &SessionSpec::default(), &t).unwrap();
+        assert_eq!(started[0].0, "x-trino-started-transaction-id");
+        let inside = SessionSpec { transaction: Some(started[0].1.clone()), ..Default::default() };
+        let nested = parsed("START TRANSACTION").changes(&ctx, &inside, &t).unwrap_err();
+        assert_eq!(nested.error_name, "NOT_SUPPORTED");
+        let committed = parsed("COMMIT").changes(&ctx, &inside, &t).unwrap();
+        assert_eq!(committed, vec![("x-trino-clear-transaction-id", "true".to_string())]);
+        let again = parsed("ROLLBACK").changes(&ctx, &inside, &t).unwrap_err();
+        assert_eq!(again.error_name, "UNKNOWN_TRANSACTION");
+        let outside = parsed("ROLLBACK").changes(&ctx, &SessionSpec::default(), &t).unwrap_err();
+        assert_eq!(outside.error_name, "NOT_IN_TRANSACTION");
     }
 }

@@ -48,6 +48,7 @@ pub fn session_from_headers(headers: &HeaderMap) -> Result<SessionSpec, Coordina
     if let Some(s) = header(headers, "x-trino-schema")?.filter(|s| !s.is_empty()) {
         spec.schema = s;
     }
+    spec.transaction = super::transaction::named(header(headers, "x-trino-transaction-id")?.as_deref());
     for value in headers.get_all("x-trino-session") {
         let text =
             value.to_str().map_err(|_| CoordinatorError::BadRequest("X-Trino-Session is not valid text".into()))?;

@@ -219,6 +219,66 @@ class DbApiQueries(unittest.TestCase):
         finally:
             conn.close()
 
+    def test_transactions_in_autocommit_semantics(self):
+        # The client starts a transaction for a connection with an isolation level:
+        # START TRANSACTION answers X-Trino-Started-Transaction-Id, the client sends it
+        # with every statement, and COMMIT or ROLLBACK clear it. Reads run in one;
+        # writes are refused (each statement commits on its own, so a ROLLBACK could
+        # not undo one).
+        from trino.transaction import IsolationLevel
+        conn = connect(isolation_level=IsolationLevel.READ_COMMITTED)
+        try:
+            cur = conn.cursor()
+            cur.execute("SELECT count(*) FROM region")
+            self.assertEqual(cur.fetchall(), [[5]])
+            started = conn.transaction.id
+            self.assertNotIn(started, (None, "NONE"))
+            cur.execute("SELECT count(*) FROM nation")
+            self.assertEqual(cur.fetchall(), [[25]])
+            self.assertEqual(conn.transaction.id, started)
+            with self.assertRaises(trino.exceptions.TrinoUserError) as write:
+                cur.execute("CREATE TABLE memory.default.in_transaction AS SELECT 1 AS x")
+                cur.fetchall()
+            self.assertEqual(write.exception.error_name, "NOT_SUPPORTED")
+            conn.commit()
+            self.assertIsNone(conn.transaction)
+            # The next statement starts another transaction, which ROLLBACK ends.
+            cur = conn.cursor()
+            cur.execute("SELECT 1")
+            cur.fetchall()
+            self.assertNotEqual(conn.transaction.id, started)
+            conn.rollback()
+        finally:
+            conn.close()
+        # The table was not made, and a client without a transaction may make it.
+        conn = connect()
+        try:
+            cur = conn.cursor()
+            cur.execute("SHOW TABLES FROM memory.default")
+            self.assertNotIn(["in_transaction"], cur.fetchall())
+            # A transaction id the coordinator never gave is refused.
+            conn._client_session.transaction_id = "f" * 32
+            with self.assertRaises(trino.exceptions.TrinoUserError) as unknown:
+                conn.cursor().execute("SELECT 1").fetchall()
+            self.assertEqual(unknown.exception.error_name, "UNKNOWN_TRANSACTION")
+        finally:
+            conn.close()
+
+    def test_show_functions_lists_the_registry(self):
+        conn = connect()
+        try:
+            cur = conn.cursor()
+            cur.execute("SHOW FUNCTIONS LIKE 'regexp%'")
+            rows = cur.fetchall()
+            self.assertEqual([c[0] for c in cur.description],
+                             ["Function", "Return Type", "Argument Types", "Function Type", "Deterministic",
+                              "Description"])
+            self.assertIn(["regexp_replace", "varchar", "varchar, varchar, varchar", "scalar", True],
+                          [r[:5] for r in rows])
+            self.assertTrue(all(r[0].startswith("regexp") for r in rows))
+        finally:
+            conn.close()
+
     def test_invalid_session_property_is_a_query_error(self):
         # Trino accepts the POST and fails the query (INVALID_SESSION_PROPERTY, a
         # USER_ERROR), so the client raises TrinoUserError; an HTTP 4xx becomes a bare

@@ -1,0 +1,252 @@
+//! Trino's `SHOW FUNCTIONS [LIKE pattern [ESCAPE c]]`, answered from the planning
+//! context's function registry (DataFusion's functions and Trino's library in
+//! `crate::functions`): one row per name and argument form, with Trino's columns
+//! `Function`, `Return Type`, `Argument Types`, `Function Type`, `Deterministic`,
+//! `Description`. Called by `metadata::run`.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{BooleanArray, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::logical_expr::{Signature, TypeSignature, Volatility};
+use datafusion::prelude::SessionContext;
+
+use super::planner::QueryError;
+use crate::error_code::ErrorCode;
+use crate::format::trino_type;
+
+/// `LIKE 'pattern' [ESCAPE 'c']` of the statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Like {
+    pub pattern: String,
+    pub escape: Option<char>,
+}
+
+/// One row of the answer.
+struct Row {
+    name: String,
+    returns: String,
+    arguments: String,
+    kind: &'static str,
+    deterministic: bool,
+    description: String,
+}
+
+/// The argument forms of a signature, each as Trino-style type names with the return
+/// type where the form's types are exact.
+fn forms(signature: &Signature, returns: &dyn Fn(&[DataType]) -> Option<DataType>) -> Vec<(String, String)> {
+    let exact: Vec<Vec<DataType>> = match &signature.type_signature {
+        TypeSignature::Exact(types) => vec![types.clone()],
+        TypeSignature::OneOf(forms) => {
+            forms.iter().filter_map(|f| if let TypeSignature::Exact(t) = f { Some(t.clone()) } else { None }).collect()
+        }
+        TypeSignature::Nullary => vec![vec![]],
+        _ => vec![],
+    };
+    if exact.is_empty() {
+        // Forms DataFusion describes by kind (any numeric, variadic, ...).
+        return signature
+            .type_signature
+            .to_string_repr()
+            .into_iter()
+            .map(|f| (String::new(), f.to_lowercase()))
+            .collect();
+    }
+    exact
+        .into_iter()
+        .map(|types| {
+            let args = types.iter().map(trino_type).collect::<Vec<_>>().join(", ");
+            (returns(&types).map(|t| trino_type(&t)).unwrap_or_default(), args)
+        })
+        .collect()
+}
+
+fn rows(ctx: &SessionContext) -> Vec<Row> {
+    let state = ctx.state();
+    let mut out = Vec::new();
+    let description =
+        |d: Option<&datafusion::logical_expr::Documentation>| d.map(|d| d.description.clone()).unwrap_or_default();
+    let deterministic = |v: Volatility| v != Volatility::Volatile;
+    for (name, f) in state.scalar_functions() {
+        #[allow(deprecated)]
+        let returns = |t: &[DataType]| f.return_type(t).ok();
+        for (ret, args) in forms(f.signature(), &returns) {
+            let (kind, det, desc) = ("scalar", deterministic(f.signature().volatility), description(f.documentation()));
+            out.push(Row {
+                name: name.clone(),
+                returns: ret,
+                arguments: args,
+                kind,
+                deterministic: det,
+                description: desc,
+            });
+        }
+    }
+    for (name, f) in state.aggregate_functions() {
+        let returns = |t: &[DataType]| f.return_type(t).ok();
+        for (ret, args) in forms(f.signature(), &returns) {
+            let (det, desc) = (deterministic(f.signature().volatility), description(f.documentation()));
+            out.push(Row {
+                name: name.clone(),
+                returns: ret,
+                arguments: args,
+                kind: "aggregate",
+                deterministic: det,
+                description: desc,
+            });
+        }
+    }
+    for (name, f) in state.window_functions() {
+        for (ret, args) in forms(f.signature(), &|_| None) {
+            let (det, desc) = (deterministic(f.signature().volatility), description(f.documentation()));
+            out.push(Row {
+                name: name.clone(),
+                returns: ret,
+                arguments: args,
+                kind: "window",
+                deterministic: det,
+                description: desc,
+            });
+        }
+    }
+    for (name, f) in state.higher_order_functions() {
+        let (det, desc) = (deterministic(f.signature().volatility), description(f.documentation()));
+        out.push(Row {
+            name: name.clone(),
+            returns: String::new(),
+            arguments: "array, function".into(),
+            kind: "scalar",
+            deterministic: det,
+            description: desc,
+        });
+    }
+    out.sort_by(|a, b| (&a.name, &a.arguments).cmp(&(&b.name, &b.arguments)));
+    out
+}
+
+/// Whether `name` matches the SQL `LIKE` pattern.
+fn like(name: &str, like: &Like) -> Result<bool, QueryError> {
+    let mut re = String::from("^");
+    let mut chars = like.pattern.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if Some(c) == like.escape => match chars.next() {
+                Some(e) => re.push_str(&regex::escape(&e.to_string())),
+                None => {
+                    return Err(QueryError::new(
+                        ErrorCode::InvalidFunctionArgument,
+                        "Escape character must be followed by '%', '_' or the escape character itself",
+                    ))
+                }
+            },
+            '%' => re.push_str(".*"),
+            '_' => re.push('.'),
+            c => re.push_str(&regex::escape(&c.to_string())),
+        }
+    }
+    re.push('$');
+    let re = regex::Regex::new(&re).map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
+    Ok(re.is_match(name))
+}
+
+pub fn show_functions(ctx: &SessionContext, pattern: Option<&Like>) -> Result<RecordBatch, QueryError> {
+    let mut kept = Vec::new();
+    for row in rows(ctx) {
+        if pattern.map_or(Ok(true), |p| like(&row.name, p))? {
+            kept.push(row);
+        }
+    }
+    let text = |f: fn(&Row) -> &str| Arc::new(StringArray::from_iter_values(kept.iter().map(f))) as _;
+    let schema = Schema::new(vec![
+        Field::new("Function", DataType::Utf8, false),
+        Field::new("Return Type", DataType::Utf8, false),
+        Field::new("Argument Types", DataType::Utf8, false),
+        Field::new("Function Type", DataType::Utf8, false),
+        Field::new("Deterministic", DataType::Boolean, false),
+        Field::new("Description", DataType::Utf8, false),
+    ]);
+    let columns = vec![
+        text(|r| &r.name),
+        text(|r| &r.returns),
+        text(|r| &r.arguments),
+        text(|r| r.kind),
+        Arc::new(BooleanArray::from(kept.iter().map(|r| r.deterministic).collect::<Vec<_>>())) as _,
+        text(|r| &r.description),
+    ];
+    RecordBatch::try_new(Arc::new(schema), columns)
+        .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))
+}
+
+/// `LIKE 'p' [ESCAPE 'c']` after `SHOW FUNCTIONS`; `None` for other text.
+pub fn parse_like(rest: &str) -> Option<Like> {
+    let rest = rest.trim();
+    let after = rest.get(..4).filter(|k| k.eq_ignore_ascii_case("like")).map(|_| rest[4..].trim_start())?;
+    let (pattern, rest) = quoted(after)?;
+    let rest = rest.trim();
+    if rest.is_empty() {
+        return Some(Like { pattern, escape: None });
+    }
+    let after = rest.get(..6).filter(|k| k.eq_ignore_ascii_case("escape")).map(|_| rest[6..].trim_start())?;
+    let (escape, rest) = quoted(after)?;
+    let mut chars = escape.chars();
+    match (chars.next(), chars.next(), rest.trim().is_empty()) {
+        (Some(c), None, true) => Some(Like { pattern, escape: Some(c) }),
+        _ => None,
+    }
+}
+
+/// A single-quoted SQL string at the start of `s`, and what follows it.
+fn quoted(s: &str) -> Option<(String, &str)> {
+    let body = s.strip_prefix('\'')?;
+    let mut out = String::new();
+    let mut chars = body.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if c == '\'' {
+            if chars.peek().map(|(_, n)| *n) == Some('\'') {
+                out.push('\'');
+                chars.next();
+                continue;
+            }
+            return Some((out, &body[i + 1..]));
+        }
+        out.push(c);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn like_clauses_parse() {
+        assert_eq!(parse_like("LIKE 'regexp%'"), Some(Like { pattern: "regexp%".into(), escape: None }));
+        assert_eq!(parse_like("like 'a$_b' ESCAPE '$'"), Some(Like { pattern: "a$_b".into(), escape: Some('$') }));
+        assert_eq!(parse_like("LIKE 'it''s'"), Some(Like { pattern: "it's".into(), escape: None }));
+        assert_eq!(parse_like("LIKE x"), None);
+    }
+
+    #[test]
+    fn the_registry_answers_with_trinos_columns() {
+        let ctx = crate::coordinator::planner::session_context(
+            &Default::default(),
+            &Default::default(),
+            2,
+            &crate::connector::Connectors::builtin(),
+        );
+        let batch = show_functions(&ctx, Some(&Like { pattern: "regexp_extract%".into(), escape: None })).unwrap();
+        let names = batch.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+        let args = batch.column(2).as_any().downcast_ref::<StringArray>().unwrap();
+        let returns = batch.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+        let listed: Vec<(&str, &str, &str)> =
+            (0..batch.num_rows()).map(|i| (names.value(i), args.value(i), returns.value(i))).collect();
+        assert!(listed.contains(&("regexp_extract", "varchar, varchar, bigint", "varchar")), "{listed:?}");
+        assert!(listed.contains(&("regexp_extract_all", "varchar, varchar", "array(varchar)")), "{listed:?}");
+        assert!(listed.iter().all(|(n, _, _)| n.starts_with("regexp_extract")));
+        let all = show_functions(&ctx, None).unwrap();
+        let kinds = all.column(3).as_any().downcast_ref::<StringArray>().unwrap();
+        for kind in ["scalar", "aggregate", "window"] {
+            assert!(kinds.iter().any(|k| k == Some(kind)), "no {kind} function listed");
+        }
+    }
+}
