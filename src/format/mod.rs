@@ -475,6 +475,10 @@ fn column_to_json(array: &dyn Array) -> Result<Vec<Value>, ArrowError> {
         DataType::LargeList(_) => list_values(array.as_list::<i64>())?,
         DataType::FixedSizeList(f, _) => via!(DataType::List(f.clone())),
         DataType::Map(_, _) => nested::map_values(array.as_map())?,
+        DataType::Interval(_) => match nested::interval_values(array) {
+            Some(values) => values,
+            None => string_values(array, &plain, |_| None)?,
+        },
         DataType::Struct(_) => nested::row_values(array.as_struct())?,
         _ => string_values(array, &plain, |_| None)?,
     };

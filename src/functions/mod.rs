@@ -8,9 +8,12 @@
 //! replaces it (the README lists them): `regexp_replace` replaces every match.
 
 mod bitwise;
+mod conversion;
+mod datetime;
 mod lambda;
 mod regexp;
 mod simple;
+mod string;
 mod url;
 
 use std::sync::Arc;
@@ -44,7 +47,17 @@ pub fn invalid_argument_arrow(message: impl Into<String>) -> datafusion::arrow::
 }
 
 fn scalar_functions() -> Vec<ScalarUDF> {
-    [bitwise::functions(), regexp::functions(), url::functions()].into_iter().flatten().collect()
+    [
+        bitwise::functions(),
+        conversion::functions(),
+        datetime::functions(),
+        regexp::functions(),
+        string::functions(),
+        url::functions(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// Registers Trino's functions in `registry`, replacing DataFusion's of the same name.
