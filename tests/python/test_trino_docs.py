@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import trino_doc_cases as cases  # noqa: E402
 
 # The overall pass count this build must reach; raised as functions land.
-FLOOR = 194
+FLOOR = 197
 
 # Wrong answers known and not yet fixed, each with its reason. Each is a defect to
 # remove, listed so that a new one fails the run.

@@ -73,3 +73,11 @@ fn decimal_literals_have_their_digits_precision() {
     assert_eq!(parsed("SELECT DECIMAL '0'"), "SELECT CAST('0' AS DECIMAL(1,0))");
     assert!(parse("SELECT DECIMAL 'x1'", 64).is_err());
 }
+
+#[test]
+fn date_add_with_literals_adds_an_interval() {
+    assert_eq!(parsed("SELECT date_add('day', -1, d)"), "SELECT (d) + INTERVAL '-1 day'");
+    assert_eq!(parsed("SELECT date_add('quarter', 2, d)"), "SELECT (d) + INTERVAL '6 month'");
+    assert_eq!(parsed("SELECT date_add('day', n, d)"), "SELECT date_add('day', n, d)");
+    assert!(parse("SELECT date_add('fortnight', 1, d)", 64).is_err());
+}

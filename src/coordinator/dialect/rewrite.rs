@@ -1,5 +1,6 @@
 //! Rewrites of a parsed statement into what DataFusion plans with Trino's meaning:
 //! digit separators leave numbers (`1_000` is 1000),
+//! `date_add` with literal arguments becomes an interval addition,
 //! `IF(c, a[, b])` becomes a `CASE` (its branches are evaluated only when taken, as
 //! Trino's are), a timestamp literal with a zone becomes that instant in that zone
 //! (DataFusion would drop the zone), one without seconds gets them, and
@@ -37,6 +38,7 @@ pub fn statement(statement: &mut Statement) -> Result<()> {
 fn expression(expr: &mut Expr) -> Result<()> {
     let replacement = match &*expr {
         Expr::Function(f) if f.name.0.len() == 1 && f.name.to_string().eq_ignore_ascii_case("if") => if_to_case(f)?,
+        Expr::Function(f) if f.name.0.len() == 1 && f.name.to_string().eq_ignore_ascii_case("date_add") => date_add(f)?,
         // Digit separators: `1_000` is 1000.
         Expr::Value(v) => match &v.value {
             Value::Number(n, long) if n.contains('_') => {
@@ -95,6 +97,45 @@ fn if_to_case(f: &datafusion::sql::sqlparser::ast::Function) -> Result<Option<Ex
         operand: None,
         conditions: vec![CaseWhen { condition, result }],
         else_result: rest.map(Box::new),
+    }))
+}
+
+/// `date_add('day', -1, x)` as `x + INTERVAL '-1 day'`, when the unit and the amount
+/// are literals (Trino's units; a week is 7 days, a quarter 3 months). Another form is
+/// left as written, and fails as an unknown function.
+fn date_add(f: &datafusion::sql::sqlparser::ast::Function) -> Result<Option<Expr>> {
+    let FunctionArguments::List(list) = &f.args else { return Ok(None) };
+    let args: Vec<&Expr> = list
+        .args
+        .iter()
+        .filter_map(|a| if let FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) = a { Some(e) } else { None })
+        .collect();
+    let [unit, amount, value] = args.as_slice() else { return Ok(None) };
+    let Expr::Value(unit) = unit else { return Ok(None) };
+    let Some(unit) = string_value(&unit.value) else { return Ok(None) };
+    let number = |e: &Expr| match e {
+        Expr::Value(v) => match &v.value {
+            Value::Number(n, _) => n.parse::<i64>().ok(),
+            _ => None,
+        },
+        _ => None,
+    };
+    let amount = match amount {
+        Expr::UnaryOp { op: datafusion::sql::sqlparser::ast::UnaryOperator::Minus, expr } => number(expr).map(|n| -n),
+        e => number(e),
+    };
+    let Some(amount) = amount else { return Ok(None) };
+    let (amount, unit) = match unit.to_lowercase().as_str() {
+        "millisecond" | "second" | "minute" | "hour" | "day" | "month" | "year" => (amount, unit.to_lowercase()),
+        "week" => (amount * 7, "day".into()),
+        "quarter" => (amount * 3, "month".into()),
+        other => return plan_err!("'{other}' is not a valid date_add unit"),
+    };
+    let interval = parse_expr(&format!("INTERVAL '{amount} {unit}'"))?;
+    Ok(Some(Expr::BinaryOp {
+        left: Box::new(Expr::Nested(Box::new((*value).clone()))),
+        op: datafusion::sql::sqlparser::ast::BinaryOperator::Plus,
+        right: Box::new(interval),
     }))
 }
 
