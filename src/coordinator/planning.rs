@@ -168,9 +168,8 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
     let (ctx, connectors, workers) = (&request.ctx, &request.connectors, request.workers);
     let single_task_max_rows = request.single_task_max_rows;
     let state = ctx.state();
-    let dialect = state.config().options().sql_parser.dialect;
     let normalize = state.config().options().sql_parser.enable_ident_normalization;
-    let versioned = versioned_tables(sql, &dialect, normalize, connectors, &state)?;
+    let versioned = versioned_tables(sql, normalize, connectors, &state)?;
     let sql = versioned.as_deref().unwrap_or(sql);
     let recursion_limit = state.config().options().sql_parser.recursion_limit.get();
     let mut statement = super::dialect::parse(sql, recursion_limit).map_err(|e| planning_error(&e))?;
@@ -296,15 +295,13 @@ fn writes(plan: &LogicalPlan) -> bool {
 /// `connector::time_travel`), when it has one; only Delta tables have versions.
 fn versioned_tables(
     sql: &str,
-    dialect: &datafusion::config::Dialect,
     normalize: bool,
     connectors: &Connectors,
     state: &datafusion::execution::SessionState,
 ) -> Result<Option<String>, QueryError> {
     use crate::connector::time_travel;
-    let dialect = datafusion::sql::sqlparser::dialect::dialect_from_str(dialect)
-        .unwrap_or_else(|| Box::new(datafusion::sql::sqlparser::dialect::GenericDialect {}));
-    let rewritten = time_travel::rewrite(sql, dialect.as_ref(), normalize)
+    // Tokenized as the statement itself is parsed next (`dialect::parse`).
+    let rewritten = time_travel::rewrite(sql, &super::dialect::TrinoDialect, normalize)
         .map_err(|e| QueryError::new(ErrorCode::SyntaxError, e))?;
     let Some(rewritten) = rewritten else { return Ok(None) };
     let default_catalog = state.config().options().catalog.default_catalog.clone();

@@ -179,39 +179,26 @@ pub fn show_functions(ctx: &SessionContext, pattern: Option<&Like>) -> Result<Re
 
 /// `LIKE 'p' [ESCAPE 'c']` after `SHOW FUNCTIONS`; `None` for other text.
 pub fn parse_like(rest: &str) -> Option<Like> {
-    let rest = rest.trim();
-    let after = rest.get(..4).filter(|k| k.eq_ignore_ascii_case("like")).map(|_| rest[4..].trim_start())?;
-    let (pattern, rest) = quoted(after)?;
-    let rest = rest.trim();
-    if rest.is_empty() {
-        return Some(Like { pattern, escape: None });
-    }
-    let after = rest.get(..6).filter(|k| k.eq_ignore_ascii_case("escape")).map(|_| rest[6..].trim_start())?;
-    let (escape, rest) = quoted(after)?;
-    let mut chars = escape.chars();
-    match (chars.next(), chars.next(), rest.trim().is_empty()) {
-        (Some(c), None, true) => Some(Like { pattern, escape: Some(c) }),
+    use datafusion::sql::sqlparser::keywords::Keyword;
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    let tokens = Tokenizer::new(&super::dialect::TrinoDialect, rest).tokenize().ok()?;
+    let tokens: Vec<Token> = tokens.into_iter().filter(|t| !matches!(t, Token::Whitespace(_))).collect();
+    let keyword = |t: &Token, k: Keyword| matches!(t, Token::Word(w) if w.keyword == k && w.quote_style.is_none());
+    match tokens.as_slice() {
+        [like, Token::SingleQuotedString(pattern)] if keyword(like, Keyword::LIKE) => {
+            Some(Like { pattern: pattern.clone(), escape: None })
+        }
+        [like, Token::SingleQuotedString(pattern), escape, Token::SingleQuotedString(c)]
+            if keyword(like, Keyword::LIKE) && keyword(escape, Keyword::ESCAPE) =>
+        {
+            let mut chars = c.chars();
+            match (chars.next(), chars.next()) {
+                (Some(c), None) => Some(Like { pattern: pattern.clone(), escape: Some(c) }),
+                _ => None,
+            }
+        }
         _ => None,
     }
-}
-
-/// A single-quoted SQL string at the start of `s`, and what follows it.
-fn quoted(s: &str) -> Option<(String, &str)> {
-    let body = s.strip_prefix('\'')?;
-    let mut out = String::new();
-    let mut chars = body.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        if c == '\'' {
-            if chars.peek().map(|(_, n)| *n) == Some('\'') {
-                out.push('\'');
-                chars.next();
-                continue;
-            }
-            return Some((out, &body[i + 1..]));
-        }
-        out.push(c);
-    }
-    None
 }
 
 #[cfg(test)]

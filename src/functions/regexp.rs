@@ -9,14 +9,14 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, ListBuilder, StringArray, StringBuilder};
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::{Result, ScalarValue};
+use datafusion::common::Result;
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature, Volatility,
 };
 use regex::Regex;
 
 use super::invalid_argument;
-use super::simple::function;
+use super::simple::{evaluate, function};
 
 /// Compiled patterns by their text, for one batch.
 #[derive(Default)]
@@ -119,38 +119,43 @@ fn group_of(re: &Regex, group: i64) -> Result<usize> {
     }
 }
 
-fn regexp_extract(args: &[ArrayRef]) -> Result<ArrayRef> {
+/// Each row of `(text, pattern[, group])` in turn: the compiled pattern, the text and
+/// the group to take (checked against the pattern), or `None` for a NULL argument.
+fn each_group(args: &[ArrayRef], mut row: impl FnMut(Option<(&Regex, &str, usize)>)) -> Result<()> {
     let (text, pattern) = (strings(&args[0]), strings(&args[1]));
     let mut patterns = Patterns::default();
-    let mut out = StringBuilder::new();
     for i in 0..text.len() {
         let (false, false, Some(group)) = (text.is_null(i), pattern.is_null(i), int_arg(args, 2, i, 0)) else {
-            out.append_null();
+            row(None);
             continue;
         };
         let re = patterns.get(pattern.value(i))?;
         let group = group_of(re, group)?;
-        out.append_option(re.captures(text.value(i)).and_then(|c| c.get(group)).map(|m| m.as_str()));
+        row(Some((re, text.value(i), group)));
     }
+    Ok(())
+}
+
+fn regexp_extract(args: &[ArrayRef]) -> Result<ArrayRef> {
+    let mut out = StringBuilder::new();
+    each_group(args, |row| {
+        let found = row.and_then(|(re, text, group)| re.captures(text)?.get(group));
+        out.append_option(found.map(|m| m.as_str()));
+    })?;
     Ok(Arc::new(out.finish()))
 }
 
 fn regexp_extract_all(args: &[ArrayRef]) -> Result<ArrayRef> {
-    let (text, pattern) = (strings(&args[0]), strings(&args[1]));
-    let mut patterns = Patterns::default();
     let mut out = ListBuilder::new(StringBuilder::new());
-    for i in 0..text.len() {
-        let (false, false, Some(group)) = (text.is_null(i), pattern.is_null(i), int_arg(args, 2, i, 0)) else {
-            out.append_null();
-            continue;
-        };
-        let re = patterns.get(pattern.value(i))?;
-        let group = group_of(re, group)?;
-        for c in re.captures_iter(text.value(i)) {
-            out.values().append_option(c.get(group).map(|m| m.as_str()));
+    each_group(args, |row| match row {
+        None => out.append_null(),
+        Some((re, text, group)) => {
+            for c in re.captures_iter(text) {
+                out.values().append_option(c.get(group).map(|m| m.as_str()));
+            }
+            out.append(true);
         }
-        out.append(true);
-    }
+    })?;
     Ok(Arc::new(out.finish()))
 }
 
@@ -243,12 +248,7 @@ impl ScalarUDFImpl for RegexpReplace {
         if args.args.len() == 4 {
             return datafusion::functions::regex::regexp_replace().invoke_with_args(args);
         }
-        let constant = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        let out = regexp_replace(&ColumnarValue::values_to_arrays(&args.args)?)?;
-        match constant {
-            true => Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)),
-            false => Ok(ColumnarValue::Array(out)),
-        }
+        evaluate(&args.args, regexp_replace)
     }
 }
 

@@ -71,12 +71,16 @@ impl ScalarUDFImpl for Simple {
         (self.returns)(args)
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let constant = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let out = (self.eval)(&arrays)?;
-        match constant && out.len() == 1 {
-            true => Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)),
-            false => Ok(ColumnarValue::Array(out)),
-        }
+        evaluate(&args.args, self.eval)
+    }
+}
+
+/// `eval` over the arguments as arrays; over constants only, a constant.
+pub fn evaluate(args: &[ColumnarValue], eval: Eval) -> Result<ColumnarValue> {
+    let constant = args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+    let out = eval(&ColumnarValue::values_to_arrays(args)?)?;
+    match constant && out.len() == 1 {
+        true => Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)),
+        false => Ok(ColumnarValue::Array(out)),
     }
 }
