@@ -15,7 +15,7 @@ use datafusion::catalog::{CatalogProvider, MemTable, SchemaProvider, TableProvid
 use datafusion::error::Result;
 use datafusion::logical_expr::TableType;
 
-use crate::format::trino_type;
+use crate::format::field_type;
 
 pub const NAME: &str = "information_schema";
 const TABLES: [&str; 4] = ["columns", "schemata", "tables", "views"];
@@ -148,7 +148,7 @@ impl TrinoInformationSchema {
                             f.name().clone(),
                             i as i64 + 1,
                             f.is_nullable(),
-                            trino_type(f.data_type()),
+                            field_type(f),
                         ));
                     }
                 }

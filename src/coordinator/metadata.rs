@@ -13,7 +13,7 @@ use datafusion::prelude::SessionContext;
 
 use super::planner::{planning_error, QueryError, SessionSpec};
 use super::planning::AccessCheck;
-use crate::format::trino_type;
+use crate::format::field_type;
 use crate::security::Access;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,7 +139,7 @@ pub async fn run(
                 .schema()
                 .fields()
                 .iter()
-                .map(|f| vec![f.name().clone(), trino_type(f.data_type()), String::new(), String::new()])
+                .map(|f| vec![f.name().clone(), field_type(f), String::new(), String::new()])
                 .collect();
             text_batch(&["Column", "Type", "Extra", "Comment"], rows)
         }

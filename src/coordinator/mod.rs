@@ -7,7 +7,7 @@ pub mod admission;
 mod api;
 pub mod cluster_memory;
 pub mod ddl;
-mod dialect;
+pub(crate) mod dialect;
 pub mod execute_immediate;
 pub mod execution;
 pub mod memory_write;

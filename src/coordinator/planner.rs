@@ -159,6 +159,8 @@ pub fn session_context(
     // Trino's integer arithmetic: overflow is an error (`plan::checked_arithmetic`).
     crate::plan::checked_arithmetic::register(&ctx);
     ctx.add_analyzer_rule(Arc::new(crate::plan::checked_arithmetic::CheckedArithmetic));
+    // Trino's casts to and from JSON and of rows by position (`plan::casts`).
+    ctx.add_analyzer_rule(Arc::new(crate::plan::casts::TrinoCasts));
     if props.early_filter_rewrites {
         ctx.add_optimizer_rule(Arc::new(JoinFilteredScanEarly));
         ctx.add_optimizer_rule(Arc::new(PushDownSemiJoin));

@@ -20,7 +20,7 @@ use super::planner::{QueryError, SessionSpec};
 use super::query::{PageState, QueryExecution};
 use super::{Authenticated, CoordinatorError, CoordinatorState};
 use crate::exchange::page::{frame_pages_after, Page};
-use crate::format::{trino_type, type_signature, write_delimited_rows, write_json_rows, Delimited};
+use crate::format::{field_signature, field_type, write_delimited_rows, write_json_rows, Delimited};
 use crate::protocol::{
     RowsAs, ARROW_RESULTS_CONTENT_TYPE, HEADER_EARLY_RESULTS, HEADER_ROWS_AS, TEXT_RESULTS_CONTENT_TYPE,
 };
@@ -475,7 +475,7 @@ fn results_document(q: &Arc<QueryExecution>, base: &str, token: u64, exhausted: 
         schema
             .fields()
             .iter()
-            .map(|f| json!({"name": f.name(), "type": trino_type(f.data_type()), "typeSignature": type_signature(f.data_type())}))
+            .map(|f| json!({"name": f.name(), "type": field_type(f), "typeSignature": field_signature(f)}))
             .collect::<Vec<_>>()
     });
     if let Some(cols) = &columns {

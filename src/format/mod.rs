@@ -47,6 +47,23 @@ fn time_precision(unit: &TimeUnit) -> u8 {
     }
 }
 
+/// The Trino type name of a field: its Arrow type's, or `json` for JSON text (the
+/// canonical `arrow.json` extension).
+pub fn field_type(field: &Field) -> String {
+    match crate::functions::json::is_json(field) {
+        true => "json".into(),
+        false => trino_type(field.data_type()),
+    }
+}
+
+/// Trino's `typeSignature` of a field (see [`field_type`]).
+pub fn field_signature(field: &Field) -> Value {
+    match crate::functions::json::is_json(field) {
+        true => json!({"rawType": "json", "arguments": []}),
+        false => type_signature(field.data_type()),
+    }
+}
+
 /// The Trino type name of an Arrow type, e.g. `decimal(15,2)` or `array(varchar)`.
 pub fn trino_type(dt: &DataType) -> String {
     match dt {
@@ -78,17 +95,17 @@ pub fn trino_type(dt: &DataType) -> String {
         DataType::Interval(_) => "interval day to second".into(),
         DataType::Dictionary(_, value) => trino_type(value),
         DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
-            format!("array({})", trino_type(f.data_type()))
+            format!("array({})", field_type(f))
         }
         DataType::Map(entries, _) => match entries.data_type() {
             DataType::Struct(kv) if kv.len() == 2 => {
-                format!("map({}, {})", trino_type(kv[0].data_type()), trino_type(kv[1].data_type()))
+                format!("map({}, {})", field_type(&kv[0]), field_type(&kv[1]))
             }
             other => format!("map({other})"),
         },
         DataType::Struct(fields) => {
             let fields: Vec<String> =
-                fields.iter().map(|f| format!("{} {}", row_field_name(f.name()), trino_type(f.data_type()))).collect();
+                fields.iter().map(|f| format!("{} {}", row_field_name(f.name()), field_type(f))).collect();
             format!("row({})", fields.join(", "))
         }
         other => format!("{other:?}").to_lowercase(),
@@ -109,8 +126,8 @@ fn long_arg(v: i64) -> Value {
     json!({"kind": "LONG", "value": v})
 }
 
-fn type_arg(dt: &DataType) -> Value {
-    json!({"kind": "TYPE", "value": type_signature(dt)})
+fn type_arg(field: &Field) -> Value {
+    json!({"kind": "TYPE", "value": field_signature(field)})
 }
 
 /// Trino's `typeSignature` object; clients use it (rather than the type string) to pick decoders.
@@ -131,16 +148,16 @@ pub fn type_signature(dt: &DataType) -> Value {
         DataType::Time32(unit) | DataType::Time64(unit) => ("time".into(), vec![long_arg(time_precision(unit) as i64)]),
         DataType::Dictionary(_, value) => return type_signature(value),
         DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
-            ("array".into(), vec![type_arg(f.data_type())])
+            ("array".into(), vec![type_arg(f)])
         }
         DataType::Map(entries, _) => match entries.data_type() {
             DataType::Struct(kv) if kv.len() == 2 => {
-                ("map".into(), vec![type_arg(kv[0].data_type()), type_arg(kv[1].data_type())])
+                ("map".into(), vec![type_arg(&kv[0]), type_arg(&kv[1])])
             }
             other => (trino_type(other), vec![]),
         },
         DataType::Struct(fields) => {
-            let named = |f: &FieldRef| json!({"kind": "NAMED_TYPE", "value": {"fieldName": {"name": f.name()}, "typeSignature": type_signature(f.data_type())}});
+            let named = |f: &FieldRef| json!({"kind": "NAMED_TYPE", "value": {"fieldName": {"name": f.name()}, "typeSignature": field_signature(f)}});
             ("row".into(), fields.iter().map(named).collect())
         }
         other => (trino_type(other), vec![]),

@@ -7,10 +7,15 @@
 //! Where DataFusion has a function of the same name with other semantics, Trino's
 //! replaces it (the README lists them): `regexp_replace` replaces every match.
 
+mod array;
+mod array_lambda;
 mod bitwise;
 mod conversion;
 mod datetime;
+pub mod json;
+mod higher_order;
 mod lambda;
+mod map_lambda;
 mod regexp;
 mod simple;
 mod string;
@@ -40,6 +45,11 @@ pub fn invalid_argument(message: impl Into<String>) -> DataFusionError {
     }))
 }
 
+/// `INVALID_CAST_ARGUMENT` with `message`: a value that cannot be cast (`CAST(JSON '42' AS DATE)`).
+pub fn invalid_cast(message: impl Into<String>) -> DataFusionError {
+    DataFusionError::External(Box::new(FunctionError { code: ErrorCode::InvalidCastArgument, message: message.into() }))
+}
+
 /// The same inside an Arrow kernel's closure.
 pub fn invalid_argument_arrow(message: impl Into<String>) -> datafusion::arrow::error::ArrowError {
     let error = FunctionError { code: ErrorCode::InvalidFunctionArgument, message: message.into() };
@@ -48,9 +58,11 @@ pub fn invalid_argument_arrow(message: impl Into<String>) -> datafusion::arrow::
 
 fn scalar_functions() -> Vec<ScalarUDF> {
     [
+        array::functions(),
         bitwise::functions(),
         conversion::functions(),
         datetime::functions(),
+        json::functions(),
         regexp::functions(),
         string::functions(),
         url::functions(),
@@ -65,7 +77,7 @@ pub fn register(registry: &mut dyn FunctionRegistry) -> Result<()> {
     for f in scalar_functions() {
         registry.register_udf(Arc::new(f))?;
     }
-    for f in lambda::functions() {
+    for f in [lambda::functions(), array_lambda::functions(), map_lambda::functions()].into_iter().flatten() {
         registry.register_higher_order_function(f)?;
     }
     Ok(())

@@ -2,11 +2,14 @@
 //! functions share. A call over constants answers a constant, so the planner folds it.
 
 use std::fmt;
+use std::sync::Arc;
 
 use datafusion::arrow::array::ArrayRef;
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::{Result, ScalarValue};
-use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
+use datafusion::logical_expr::{
+    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
 
 /// How a function computes its result array from its argument arrays (all of the
 /// batch's length).
@@ -82,5 +85,77 @@ pub fn evaluate(args: &[ColumnarValue], eval: Eval) -> Result<ColumnarValue> {
     match constant && out.len() == 1 {
         true => Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)),
         false => Ok(ColumnarValue::Array(out)),
+    }
+}
+
+/// How a function's result type follows from its call, constant arguments included
+/// (`at_timezone(t, 'UTC')` is a timestamp in that zone).
+pub type ReturnsFromCall = fn(&ReturnFieldArgs) -> Result<DataType>;
+
+/// Computes the result array of the given type from the argument arrays.
+pub type EvalTyped = fn(&[ArrayRef], &DataType) -> Result<ArrayRef>;
+
+/// A function whose result type may depend on its constant arguments.
+pub struct Typed {
+    name: &'static str,
+    signature: Signature,
+    returns: ReturnsFromCall,
+    eval: EvalTyped,
+}
+
+impl PartialEq for Typed {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for Typed {}
+
+impl std::hash::Hash for Typed {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl fmt::Debug for Typed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Typed").field("name", &self.name).finish()
+    }
+}
+
+pub fn typed(name: &'static str, signature: Signature, returns: ReturnsFromCall, eval: EvalTyped) -> ScalarUDF {
+    ScalarUDF::new_from_impl(Typed { name, signature, returns, eval })
+}
+
+/// The constant string argument at `i`, if the call has one there.
+pub fn constant_string<'a>(args: &'a ReturnFieldArgs, i: usize) -> Option<&'a str> {
+    match args.scalar_arguments.get(i) {
+        Some(Some(ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)) | ScalarValue::LargeUtf8(Some(s)))) => {
+            Some(s.as_str())
+        }
+        _ => None,
+    }
+}
+
+impl ScalarUDFImpl for Typed {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
+        datafusion::common::internal_err!("{} answers its type from return_field_from_args", self.name)
+    }
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        Ok(Arc::new(Field::new(self.name, (self.returns)(&args)?, true)))
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let constant = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let out = (self.eval)(&ColumnarValue::values_to_arrays(&args.args)?, args.return_field.data_type())?;
+        match constant && out.len() == 1 {
+            true => Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)),
+            false => Ok(ColumnarValue::Array(out)),
+        }
     }
 }

@@ -16,6 +16,7 @@ pub mod dynamic_filter_exec;
 pub mod explain;
 pub mod fragmenter;
 pub mod join_order;
+pub mod casts;
 pub mod partition_subset;
 pub mod probe_pacer;
 pub mod semi_join;

@@ -7,11 +7,17 @@
 //! reaches is rewritten around the parser: in the token stream before it (`tokens`:
 //! `VALUES 1, 2` without parentheses, Trino's type syntax `ARRAY(T)` and `ROW(a T)`) and
 //! in the statement after it (`rewrite`: `IF(...)`, zoned and short timestamp
-//! literals, `DECIMAL '...'` with the literal's own precision). The README lists each
+//! literals, `DECIMAL '...'` with the literal's own precision, `JSON '...'`), and the
+//! SQL/JSON calls' clauses (`json_clauses`). `types` plans Trino's `JSON` and
+//! `MAP(K, V)` types. The README lists each
 //! spelling where Trino's meaning wins over DataFusion's.
 
+mod json_clauses;
 mod rewrite;
 mod tokens;
+mod types;
+
+pub use types::TrinoTypes;
 
 use datafusion::common::Result;
 use datafusion::sql::parser::{DFParserBuilder, Statement};
@@ -126,7 +132,10 @@ pub fn parse(sql: &str, recursion_limit: usize) -> Result<Statement> {
     let tokens = Tokenizer::new(&dialect, sql)
         .tokenize_with_location()
         .map_err(|e| datafusion::error::DataFusionError::SQL(Box::new(e.into()), None))?;
-    let tokens = tokens::rewrite(tokens);
+    let mut tokens = tokens::rewrite(tokens);
+    if json_clauses::mentions(&tokens) {
+        tokens = json_clauses::rewrite(tokens).map_err(|e| datafusion::common::plan_datafusion_err!("{e}"))?;
+    }
     let mut statements = DFParserBuilder::new(tokens)
         .with_dialect(&dialect)
         .with_recursion_limit(recursion_limit)

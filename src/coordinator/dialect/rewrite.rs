@@ -1,11 +1,13 @@
 //! Rewrites of a parsed statement into what DataFusion plans with Trino's meaning:
 //! digit separators leave numbers (`1_000` is 1000),
 //! `date_add` with literal arguments becomes an interval addition,
+//! `array_sort` with a comparator becomes `array_sort_by`,
 //! `IF(c, a[, b])` becomes a `CASE` (its branches are evaluated only when taken, as
 //! Trino's are), a timestamp literal with a zone becomes that instant in that zone
 //! (DataFusion would drop the zone), one without seconds gets them, and
 //! `DECIMAL '...'` gets the precision and scale of its digits (DataFusion's is
-//! `decimal(38,10)` whatever the literal).
+//! `decimal(38,10)` whatever the literal), `JSON '...'` is the text parsed, and a
+//! cast to `CHAR(n)` pads to its length.
 
 use std::ops::ControlFlow;
 
@@ -14,7 +16,7 @@ use datafusion::common::{plan_datafusion_err, plan_err, DataFusionError, Result}
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken;
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, CaseWhen, DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, TimezoneInfo,
+    visit_expressions_mut, CaseWhen, CharacterLength, DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, TimezoneInfo,
     Value,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
@@ -39,6 +41,9 @@ fn expression(expr: &mut Expr) -> Result<()> {
     let replacement = match &*expr {
         Expr::Function(f) if f.name.0.len() == 1 && f.name.to_string().eq_ignore_ascii_case("if") => if_to_case(f)?,
         Expr::Function(f) if f.name.0.len() == 1 && f.name.to_string().eq_ignore_ascii_case("date_add") => date_add(f)?,
+        Expr::Function(f) if f.name.0.len() == 1 && f.name.to_string().eq_ignore_ascii_case("array_sort") => {
+            with_lambda_renamed(f, "array_sort_by")
+        }
         // Digit separators: `1_000` is 1000.
         Expr::Value(v) => match &v.value {
             Value::Number(n, long) if n.contains('_') => {
@@ -46,9 +51,28 @@ fn expression(expr: &mut Expr) -> Result<()> {
             }
             _ => None,
         },
+        // Trino's `CHAR(n)` pads with spaces (and cuts) to its length; DataFusion's is varchar.
+        Expr::Cast { kind, expr: inner, data_type: DataType::Char(Some(CharacterLength::IntegerLength { length, .. })), format: None, array: false } => {
+            let varchar = Expr::Cast {
+                kind: kind.clone(),
+                expr: inner.clone(),
+                data_type: DataType::Varchar(None),
+                array: false,
+                format: None,
+            };
+            let mut call = parse_expr(&format!("rpad(x, {length})"))?;
+            if let Expr::Function(f) = &mut call {
+                if let FunctionArguments::List(list) = &mut f.args {
+                    list.args[0] = FunctionArg::Unnamed(FunctionArgExpr::Expr(varchar));
+                }
+            }
+            Some(call)
+        }
         Expr::TypedString(t) => match (&t.data_type, string_value(&t.value.value)) {
             (DataType::Timestamp(None, TimezoneInfo::None), Some(text)) => timestamp_literal(text)?,
             (DataType::Decimal(_), Some(text)) => decimal_literal(text)?,
+            // `JSON '[1, 2]'` is the parsed value; a cast would make it a JSON string.
+            (DataType::JSON, Some(text)) => Some(parse_expr(&format!("json_parse({})", quoted(text)))?),
             _ => None,
         },
         _ => None,
@@ -73,6 +97,19 @@ fn parse_expr(text: &str) -> Result<Expr> {
 
 fn quoted(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
+}
+
+/// A call with a lambda argument renamed to the higher-order function of that meaning:
+/// DataFusion looks scalar functions up first, so `array_sort(a, (x, y) -> ...)` would
+/// reach its own `array_sort`.
+fn with_lambda_renamed(f: &datafusion::sql::sqlparser::ast::Function, name: &str) -> Option<Expr> {
+    let FunctionArguments::List(list) = &f.args else { return None };
+    let lambda = list.args.iter().any(|a| matches!(a, FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Lambda(_)))));
+    lambda.then(|| {
+        let mut renamed = f.clone();
+        renamed.name = datafusion::sql::sqlparser::ast::ObjectName::from(vec![datafusion::sql::sqlparser::ast::Ident::new(name)]);
+        Expr::Function(renamed)
+    })
 }
 
 fn if_to_case(f: &datafusion::sql::sqlparser::ast::Function) -> Result<Option<Expr>> {

@@ -1,0 +1,121 @@
+//! Trino's casts where Arrow's differ, rewritten by an analyzer rule that runs on the
+//! coordinator after DataFusion's type coercion, when every cast's input type is
+//! known; what it writes is encoded for workers like any expression.
+//!
+//! - To and from `JSON`, as calls of the JSON library's casts: Arrow's string casts
+//!   would keep the text as it is, where Trino's `CAST('abc' AS JSON)` is the JSON
+//!   string `"abc"`, `CAST(ARRAY[1, 2] AS JSON)` is `[1,2]` and
+//!   `CAST(JSON '[1, 2]' AS ARRAY(INTEGER))` reads the value.
+//! - A row to a row type of other field names: Trino casts rows by position (Arrow
+//!   by name), so `CAST(ROW(1, 'a') AS ROW(x BIGINT, y VARCHAR))` names the fields.
+
+use std::sync::{Arc, OnceLock};
+
+use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::error::Result;
+use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::utils::merge_schema;
+use datafusion::functions::core::expr_fn::{get_field, named_struct};
+use datafusion::logical_expr::{lit, when, Cast, Expr, ExprSchemable, LogicalPlan, ScalarUDF, TryCast};
+use datafusion::optimizer::AnalyzerRule;
+
+use crate::functions::json::is_json;
+
+#[derive(Debug, Default)]
+pub struct TrinoCasts;
+
+fn cast_udf(name: &str) -> Arc<ScalarUDF> {
+    static CASTS: OnceLock<Vec<Arc<ScalarUDF>>> = OnceLock::new();
+    let all = CASTS.get_or_init(|| {
+        crate::functions::json::functions()
+            .into_iter()
+            .filter(|f| f.name().starts_with("cast_"))
+            .map(Arc::new)
+            .collect()
+    });
+    all.iter().find(|f| f.name() == name).cloned().expect("the JSON casts are in the library")
+}
+
+/// The call replacing a cast of `input` to `target`, if either side is JSON.
+fn json_cast(input: &Expr, target: &Field, schema: &DFSchema) -> Result<Option<Expr>> {
+    let (_, source) = input.to_field(schema)?;
+    Ok(match (is_json(&source), is_json(target)) {
+        (true, true) => Some(input.clone()),
+        (false, true) => Some(Expr::ScalarFunction(ScalarFunction::new_udf(cast_udf("cast_to_json"), vec![input.clone()]))),
+        (true, false) => {
+            // The target type travels as a typed NULL, so nested types keep their fields.
+            let target_type = Expr::Literal(ScalarValue::try_new_null(target.data_type())?, None);
+            let args = vec![input.clone(), target_type];
+            Some(Expr::ScalarFunction(ScalarFunction::new_udf(cast_udf("cast_from_json"), args)))
+        }
+        (false, false) => None,
+    })
+}
+
+/// A cast of a row to a row type whose field names differ: a row built field by
+/// field, by position, NULL where the input is.
+fn row_cast(input: &Expr, target: &Field, schema: &DFSchema, try_cast: bool) -> Result<Option<Expr>> {
+    let (DataType::Struct(from), DataType::Struct(to)) = (input.get_type(schema)?, target.data_type().clone()) else {
+        return Ok(None);
+    };
+    let same_names = from.iter().zip(to.iter()).all(|(a, b)| a.name() == b.name());
+    if from.len() != to.len() || same_names {
+        return Ok(None);
+    }
+    let mut args = Vec::with_capacity(2 * to.len());
+    for (source, field) in from.iter().zip(to.iter()) {
+        let value = get_field(input.clone(), source.name().as_str());
+        let cast = match try_cast {
+            true => Expr::TryCast(TryCast::new(Box::new(value), field.data_type().clone())),
+            false => Expr::Cast(Cast::new(Box::new(value), field.data_type().clone())),
+        };
+        args.extend([lit(field.name().as_str()), cast]);
+    }
+    let row = named_struct(args);
+    let null = Expr::Literal(ScalarValue::try_new_null(target.data_type())?, None);
+    Ok(Some(when(input.clone().is_null(), null).otherwise(row)?))
+}
+
+fn rewrite(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    let replacement = match &e {
+        Expr::Cast(Cast { expr, field }) => match json_cast(expr, field, schema)? {
+            Some(r) => Some(r),
+            None => row_cast(expr, field, schema, false)?,
+        },
+        Expr::TryCast(TryCast { expr, field }) => match json_cast(expr, field, schema)? {
+            Some(r) => Some(r),
+            None => row_cast(expr, field, schema, true)?,
+        },
+        _ => None,
+    };
+    Ok(match replacement {
+        Some(r) => Transformed::yes(r),
+        None => Transformed::no(e),
+    })
+}
+
+impl AnalyzerRule for TrinoCasts {
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        plan.transform_up_with_subqueries(|plan| {
+            let mut schema = merge_schema(&plan.inputs());
+            if let LogicalPlan::TableScan(ts) = &plan {
+                schema.merge(&DFSchema::try_from_qualified_schema(ts.table_name.clone(), &ts.source.schema())?);
+            }
+            let names = NamePreserver::new(&plan);
+            plan.map_expressions(|e| {
+                let name = names.save(&e);
+                let out = e.transform_up(|e| rewrite(e, &schema))?;
+                Ok(out.update_data(|e| name.restore(e)))
+            })
+        })
+        .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        "trino_casts"
+    }
+}
