@@ -27,6 +27,7 @@ mod integration {
     pub mod sqllogictest;
     pub mod tpcds;
     pub mod tpch;
+    pub mod trino_functions;
     pub mod web_ui;
     pub mod writes;
 }

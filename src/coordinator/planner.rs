@@ -86,6 +86,8 @@ pub struct SessionSpec {
     pub properties: BTreeMap<String, String>,
     /// The open transaction the client named (`X-Trino-Transaction-Id`), if any.
     pub transaction: Option<String>,
+    /// The session's time zone (`X-Trino-Time-Zone`): where a time without a zone is.
+    pub time_zone: Option<String>,
 }
 
 impl Default for SessionSpec {
@@ -96,6 +98,7 @@ impl Default for SessionSpec {
             schema: "tiny".into(),
             properties: BTreeMap::new(),
             transaction: None,
+            time_zone: None,
         }
     }
 }
@@ -119,6 +122,9 @@ pub fn session_context(
         config = config.with_batch_size(bs);
     }
     let opts = config.options_mut();
+    // The session's zone, for `TIMESTAMP WITH TIME ZONE` types and Trino's functions
+    // that read it (the dialect passes it to them, `coordinator::dialect`).
+    opts.execution.time_zone = spec.time_zone.clone();
     // Dynamic filters are state shared between operators in one process. A hash
     // join's reaches the scans of its probe side: within a fragment they share it on
     // the worker too (the codec keeps one filter one object, and each task runs the

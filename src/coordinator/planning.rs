@@ -172,7 +172,8 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
     let versioned = versioned_tables(sql, normalize, connectors, &state)?;
     let sql = versioned.as_deref().unwrap_or(sql);
     let recursion_limit = state.config().options().sql_parser.recursion_limit.get();
-    let mut statement = super::dialect::parse(sql, recursion_limit).map_err(|e| planning_error(&e))?;
+    let zone = state.config().options().execution.time_zone.clone().unwrap_or_else(|| "UTC".into());
+    let mut statement = super::dialect::parse_in(sql, recursion_limit, &zone).map_err(|e| planning_error(&e))?;
     check_depth(&statement)?;
     let defaults = state.config().options().catalog.clone();
     let (catalog, schema) = (defaults.default_catalog.as_str(), defaults.default_schema.as_str());

@@ -48,6 +48,7 @@ pub fn session_from_headers(headers: &HeaderMap) -> Result<SessionSpec, Coordina
     if let Some(s) = header(headers, "x-trino-schema")?.filter(|s| !s.is_empty()) {
         spec.schema = s;
     }
+    spec.time_zone = header(headers, "x-trino-time-zone")?.filter(|z| !z.is_empty());
     spec.transaction = super::transaction::named(header(headers, "x-trino-transaction-id")?.as_deref());
     for value in headers.get_all("x-trino-session") {
         let text =

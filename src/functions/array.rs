@@ -229,9 +229,8 @@ fn zip(args: &[ArrayRef]) -> Result<ArrayRef> {
 }
 
 fn map_type(key: DataType, value: DataType) -> DataType {
-    // A map of unknown keys (`array_histogram(ARRAY[NULL])`) has no entries to hold NULL keys.
-    let nullable = key == DataType::Null;
-    let kv = Fields::from(vec![Field::new("key", key, nullable), Field::new("value", value, true)]);
+    let key = if key == DataType::Null { DataType::Utf8 } else { key };
+    let kv = Fields::from(vec![Field::new("key", key, false), Field::new("value", value, true)]);
     DataType::Map(Arc::new(Field::new("entries", DataType::Struct(kv), false)), false)
 }
 
@@ -242,6 +241,8 @@ fn histogram_type(args: &[DataType]) -> Result<DataType> {
 /// A map built from per-row lists of (key index into `keys`, value) pairs.
 fn map_of(keys: &ArrayRef, values: ArrayRef, key_indices: Vec<u32>, lengths: Vec<usize>, nulls: Option<datafusion::arrow::buffer::NullBuffer>) -> Result<ArrayRef> {
     let keys = take(keys, &UInt32Array::from(key_indices), None)?;
+    // A map's keys cannot be NULL: keys of unknown type (all NULL, so none) are varchar.
+    let keys = if keys.data_type() == &DataType::Null { cast(&keys, &DataType::Utf8)? } else { keys };
     let DataType::Map(entries, _) = map_type(keys.data_type().clone(), values.data_type().clone()) else {
         return exec_err!("a map type");
     };
@@ -264,7 +265,8 @@ fn array_histogram(args: &[ArrayRef]) -> Result<ArrayRef> {
         let (from, to) = range(&items, row);
         let mut seen: HashMap<ScalarValue, usize> = HashMap::new();
         let start = counts.len();
-        for i in (from..to).filter(|&i| items.values().is_valid(i)) {
+        let nulls = items.values().logical_nulls();
+        for i in (from..to).filter(|&i| nulls.as_ref().is_none_or(|n| n.is_valid(i))) {
             let key = ScalarValue::try_from_array(items.values(), i)?;
             match seen.get(&key) {
                 Some(&at) => counts[at] += 1,

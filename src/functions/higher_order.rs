@@ -34,6 +34,9 @@ pub struct Lambda {
     /// The result field, from the value arguments' and lambdas' result fields.
     returns: fn(&[ValueOrLambda<FieldRef, FieldRef>]) -> Result<FieldRef>,
     eval: fn(&Call) -> Result<ArrayRef>,
+    /// Whether the lambdas' bodies must stay inside the call (not be evaluated ahead of
+    /// it by common subexpression elimination): `try_eval`'s body may fail.
+    lazy: bool,
 }
 
 impl PartialEq for Lambda {
@@ -67,7 +70,19 @@ pub fn lambda(
 ) -> Arc<HigherOrderUDF> {
     let kinds = (0..values).map(|_| ValueOrLambda::Value(())).chain((0..lambdas).map(|_| ValueOrLambda::Lambda(())));
     let signature = HigherOrderSignature::exact(kinds.collect(), Volatility::Immutable);
-    Arc::new(HigherOrderUDF::new_from_impl(Lambda { name, signature, parameters, returns, eval }))
+    Arc::new(HigherOrderUDF::new_from_impl(Lambda { name, signature, parameters, returns, eval, lazy: false }))
+}
+
+/// The same for a function whose lambda may fail where the call catches it.
+pub fn lazy_lambda(
+    name: &'static str,
+    parameters: fn(ArgFields) -> Result<Vec<Vec<FieldRef>>>,
+    returns: fn(&[ValueOrLambda<FieldRef, FieldRef>]) -> Result<FieldRef>,
+    eval: fn(&Call) -> Result<ArrayRef>,
+) -> Arc<HigherOrderUDF> {
+    let kinds = vec![ValueOrLambda::Value(()), ValueOrLambda::Lambda(())];
+    let signature = HigherOrderSignature::exact(kinds, Volatility::Immutable);
+    Arc::new(HigherOrderUDF::new_from_impl(Lambda { name, signature, parameters, returns, eval, lazy: true }))
 }
 
 impl HigherOrderUDFImpl for Lambda {
@@ -76,6 +91,9 @@ impl HigherOrderUDFImpl for Lambda {
     }
     fn signature(&self) -> &HigherOrderSignature {
         &self.signature
+    }
+    fn short_circuits(&self) -> bool {
+        self.lazy
     }
     fn coerce_value_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
         Ok(arg_types.to_vec())

@@ -10,8 +10,10 @@
 mod array;
 mod array_lambda;
 mod bitwise;
+mod conditional;
 mod conversion;
 mod datetime;
+mod format;
 pub mod json;
 mod higher_order;
 mod lambda;
@@ -19,6 +21,7 @@ mod map_lambda;
 mod regexp;
 mod simple;
 mod string;
+mod timestamp;
 mod url;
 
 use std::sync::Arc;
@@ -62,9 +65,11 @@ fn scalar_functions() -> Vec<ScalarUDF> {
         bitwise::functions(),
         conversion::functions(),
         datetime::functions(),
+        format::functions(),
         json::functions(),
         regexp::functions(),
         string::functions(),
+        timestamp::functions(),
         url::functions(),
     ]
     .into_iter()
@@ -77,7 +82,14 @@ pub fn register(registry: &mut dyn FunctionRegistry) -> Result<()> {
     for f in scalar_functions() {
         registry.register_udf(Arc::new(f))?;
     }
-    for f in [lambda::functions(), array_lambda::functions(), map_lambda::functions()].into_iter().flatten() {
+    let lambdas = [
+        lambda::functions(),
+        array_lambda::functions(),
+        map_lambda::functions(),
+        conditional::functions(),
+        regexp::lambda_functions(),
+    ];
+    for f in lambdas.into_iter().flatten() {
         registry.register_higher_order_function(f)?;
     }
     Ok(())

@@ -279,3 +279,77 @@ mod tests {
         assert!(replacement("$3", 2).is_err());
     }
 }
+
+/// `regexp_replace(s, pattern, x -> ...)` (planned as `regexp_replace_by`): each match
+/// replaced by the lambda's value for the array of its capture groups. The lambda is
+/// evaluated once per batch over every match of every row.
+pub fn lambda_functions() -> Vec<Arc<datafusion::logical_expr::HigherOrderUDF>> {
+    use super::higher_order::lambda;
+    let groups = |_: super::higher_order::ArgFields| {
+        let item = Arc::new(datafusion::arrow::datatypes::Field::new("item", DataType::Utf8, true));
+        let groups = datafusion::arrow::datatypes::Field::new("groups", DataType::List(item), true);
+        Ok(vec![vec![Arc::new(groups)]])
+    };
+    let returns = |_: &[datafusion::logical_expr::ValueOrLambda<_, _>]| {
+        Ok(Arc::new(datafusion::arrow::datatypes::Field::new("regexp_replace", DataType::Utf8, true)))
+    };
+    vec![lambda("regexp_replace_by", 2, 1, groups, returns, regexp_replace_by)]
+}
+
+fn regexp_replace_by(call: &super::higher_order::Call) -> Result<ArrayRef> {
+    use datafusion::arrow::compute::cast;
+    let text = cast(&call.values[0], &DataType::Utf8)?;
+    let pattern = cast(&call.values[1], &DataType::Utf8)?;
+    let (text, pattern) = (strings(&text), strings(&pattern));
+    let mut patterns = Patterns::default();
+    // Every match: its row, its byte range, its groups.
+    let mut matches: Vec<(usize, usize, usize)> = Vec::new();
+    let mut groups = ListBuilder::new(StringBuilder::new());
+    for i in 0..text.len() {
+        if text.is_null(i) || pattern.is_null(i) {
+            continue;
+        }
+        let re = patterns.get(pattern.value(i))?;
+        for caps in re.captures_iter(text.value(i)) {
+            let whole = caps.get(0).expect("group 0 is the match");
+            matches.push((i, whole.start(), whole.end()));
+            for g in 1..caps.len() {
+                groups.values().append_option(caps.get(g).map(|m| m.as_str()));
+            }
+            groups.append(true);
+        }
+    }
+    let rows = datafusion::arrow::array::UInt32Array::from(matches.iter().map(|m| m.0 as u32).collect::<Vec<_>>());
+    let groups: ArrayRef = Arc::new(groups.finish());
+    let replaced = cast(&super::higher_order::apply(call.lambdas[0], &[groups], &rows)?, &DataType::Utf8)?;
+    let replaced = strings(&replaced);
+    let mut out = StringBuilder::new();
+    let mut next = 0usize;
+    for i in 0..text.len() {
+        if text.is_null(i) || pattern.is_null(i) {
+            out.append_null();
+            continue;
+        }
+        let value = text.value(i);
+        let mut result = String::with_capacity(value.len());
+        let mut at = 0;
+        let mut null = false;
+        while next < matches.len() && matches[next].0 == i {
+            let (_, start, end) = matches[next];
+            result.push_str(&value[at..start]);
+            match replaced.is_null(next) {
+                true => null = true,
+                false => result.push_str(replaced.value(next)),
+            }
+            at = end;
+            next += 1;
+        }
+        result.push_str(&value[at..]);
+        if null {
+            out.append_null();
+        } else {
+            out.append_value(result);
+        }
+    }
+    Ok(Arc::new(out.finish()))
+}

@@ -1,8 +1,9 @@
-//! Trino's string functions (`string.md`) that DataFusion lacks: `luhn_check`.
+//! Trino's string functions (`string.md`) that DataFusion lacks: `luhn_check` and
+//! `title_case`.
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, AsArray, BooleanArray};
+use datafusion::arrow::array::{ArrayRef, AsArray, BooleanArray, StringArray};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::logical_expr::ScalarUDF;
 
@@ -30,11 +31,32 @@ fn luhn(text: &str) -> Option<bool> {
     Some(sum.is_multiple_of(10))
 }
 
+/// Each word's first letter upper case, the others lower case; a word starts after
+/// white space.
+fn title_case(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut start = true;
+    for c in text.chars() {
+        match start {
+            true => out.extend(c.to_uppercase()),
+            false => out.extend(c.to_lowercase()),
+        }
+        start = c.is_whitespace();
+    }
+    out
+}
+
 pub fn functions() -> Vec<ScalarUDF> {
-    vec![fixed("luhn_check", vec![DataType::Utf8], DataType::Boolean, |args| {
-        let out: BooleanArray = args[0].as_string::<i32>().iter().map(|v| v.and_then(luhn)).collect();
-        Ok(Arc::new(out) as ArrayRef)
-    })]
+    vec![
+        fixed("luhn_check", vec![DataType::Utf8], DataType::Boolean, |args| {
+            let out: BooleanArray = args[0].as_string::<i32>().iter().map(|v| v.and_then(luhn)).collect();
+            Ok(Arc::new(out) as ArrayRef)
+        }),
+        fixed("title_case", vec![DataType::Utf8], DataType::Utf8, |args| {
+            let out: StringArray = args[0].as_string::<i32>().iter().map(|v| v.map(title_case)).collect();
+            Ok(Arc::new(out) as ArrayRef)
+        }),
+    ]
 }
 
 #[cfg(test)]
@@ -44,5 +66,11 @@ mod tests {
         assert_eq!(super::luhn("79927398713"), Some(true));
         assert_eq!(super::luhn("79927398714"), Some(false));
         assert_eq!(super::luhn("12a"), None);
+    }
+
+    #[test]
+    fn title_case_as_documented() {
+        assert_eq!(super::title_case("hello world"), "Hello World");
+        assert_eq!(super::title_case("hELLO  wORLD"), "Hello  World");
     }
 }

@@ -64,6 +64,7 @@ async fn tpch_on_three_workers_matches_datafusion() {
     assert!(q22_tasks(&cluster, "0").await > 3, "stages of tasks");
     super::dynamic_filters::check(&cluster).await;
     super::shapes::check(&cluster).await;
+    super::trino_functions::check(&cluster).await;
     cluster.assert_no_tasks_left().await;
 }
 

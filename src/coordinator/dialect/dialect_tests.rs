@@ -69,7 +69,8 @@ fn timestamp_literals_keep_their_zone_and_get_seconds() {
 #[test]
 fn decimal_literals_have_their_digits_precision() {
     assert_eq!(parsed("SELECT DECIMAL '12345'"), "SELECT CAST('12345' AS DECIMAL(5,0))");
-    assert_eq!(parsed("SELECT DECIMAL '-0.50'"), "SELECT CAST('-0.50' AS DECIMAL(2,2))");
+    // Every digit written counts (Trino's `DECIMAL '0000012345.1234500000'` is decimal(20,10)).
+    assert_eq!(parsed("SELECT DECIMAL '-0.50'"), "SELECT CAST('-0.50' AS DECIMAL(3,2))");
     assert_eq!(parsed("SELECT DECIMAL '0'"), "SELECT CAST('0' AS DECIMAL(1,0))");
     assert!(parse("SELECT DECIMAL 'x1'", 64).is_err());
 }

@@ -12,6 +12,7 @@
 //! `MAP(K, V)` types. The README lists each
 //! spelling where Trino's meaning wins over DataFusion's.
 
+mod calls;
 mod json_clauses;
 mod rewrite;
 mod tokens;
@@ -126,8 +127,16 @@ impl Dialect for TrinoDialect {
     );
 }
 
-/// One statement of Trino's SQL, parsed and rewritten for DataFusion's planner.
+/// One statement of Trino's SQL, parsed and rewritten for DataFusion's planner, in a
+/// session whose time zone is UTC.
+#[cfg(test)]
 pub fn parse(sql: &str, recursion_limit: usize) -> Result<Statement> {
+    parse_in(sql, recursion_limit, "UTC")
+}
+
+/// One statement of Trino's SQL, parsed and rewritten for DataFusion's planner, in a
+/// session whose time zone is `time_zone`.
+pub fn parse_in(sql: &str, recursion_limit: usize, time_zone: &str) -> Result<Statement> {
     let dialect = TrinoDialect;
     let tokens = Tokenizer::new(&dialect, sql)
         .tokenize_with_location()
@@ -147,7 +156,7 @@ pub fn parse(sql: &str, recursion_limit: usize) -> Result<Statement> {
     let mut statement = statements.pop_front().ok_or_else(|| {
         datafusion::common::plan_datafusion_err!("No SQL statements were provided in the query string")
     })?;
-    rewrite::statement(&mut statement)?;
+    rewrite::statement(&mut statement, time_zone)?;
     Ok(statement)
 }
 

@@ -1,7 +1,7 @@
-//! Rewrites of a parsed statement into what DataFusion plans with Trino's meaning:
+//! Rewrites of a parsed statement into what DataFusion plans with Trino's meaning
+//! (the calls renamed or reshaped are in `calls`):
 //! digit separators leave numbers (`1_000` is 1000),
 //! `date_add` with literal arguments becomes an interval addition,
-//! `array_sort` with a comparator becomes `array_sort_by`,
 //! `IF(c, a[, b])` becomes a `CASE` (its branches are evaluated only when taken, as
 //! Trino's are), a timestamp literal with a zone becomes that instant in that zone
 //! (DataFusion would drop the zone), one without seconds gets them, and
@@ -19,16 +19,15 @@ use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, CaseWhen, CharacterLength, DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, TimezoneInfo,
     Value,
 };
-use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
-/// Applies every rewrite to `statement` in place.
-pub fn statement(statement: &mut Statement) -> Result<()> {
+/// Applies every rewrite to `statement` in place, in a session of `time_zone`.
+pub fn statement(statement: &mut Statement, time_zone: &str) -> Result<()> {
     let flow = match statement {
-        Statement::Statement(s) => {
-            visit_expressions_mut(s.as_mut(), |e| expression(e).map_or_else(ControlFlow::Break, ControlFlow::Continue))
-        }
-        Statement::Explain(explain) => return self::statement(explain.statement.as_mut()),
+        Statement::Statement(s) => visit_expressions_mut(s.as_mut(), |e| {
+            expression(e, time_zone).map_or_else(ControlFlow::Break, ControlFlow::Continue)
+        }),
+        Statement::Explain(explain) => return self::statement(explain.statement.as_mut(), time_zone),
         _ => ControlFlow::Continue(()),
     };
     match flow {
@@ -37,20 +36,26 @@ pub fn statement(statement: &mut Statement) -> Result<()> {
     }
 }
 
-fn expression(expr: &mut Expr) -> Result<()> {
+fn expression(expr: &mut Expr, time_zone: &str) -> Result<()> {
     let replacement = match &*expr {
         Expr::Function(f) if f.name.0.len() == 1 && f.name.to_string().eq_ignore_ascii_case("if") => if_to_case(f)?,
         Expr::Function(f) if f.name.0.len() == 1 && f.name.to_string().eq_ignore_ascii_case("date_add") => date_add(f)?,
-        Expr::Function(f) if f.name.0.len() == 1 && f.name.to_string().eq_ignore_ascii_case("array_sort") => {
-            with_lambda_renamed(f, "array_sort_by")
+        Expr::Function(f) => super::calls::call(f, time_zone)?,
+        Expr::Lambda(l) => {
+            let mut l = l.clone();
+            super::calls::lambda_fields(&mut l)?;
+            Some(Expr::Lambda(l))
         }
         // Digit separators: `1_000` is 1000.
         Expr::Value(v) => match &v.value {
             Value::Number(n, long) if n.contains('_') => {
                 Some(Expr::Value(Value::Number(n.replace('_', ""), *long).with_empty_span()))
             }
+            // `U&'\+01F600'`: the parser decoded the escapes; it is a string.
+            Value::UnicodeStringLiteral(s) => Some(Expr::Value(Value::SingleQuotedString(s.clone()).with_empty_span())),
             _ => None,
         },
+        Expr::Interval(i) => year_month_interval(i)?,
         // Trino's `CHAR(n)` pads with spaces (and cuts) to its length; DataFusion's is varchar.
         Expr::Cast { kind, expr: inner, data_type: DataType::Char(Some(CharacterLength::IntegerLength { length, .. })), format: None, array: false } => {
             let varchar = Expr::Cast {
@@ -90,26 +95,35 @@ fn string_value(v: &Value) -> Option<&str> {
     }
 }
 
-/// An expression of the generic dialect, from text this module wrote.
-fn parse_expr(text: &str) -> Result<Expr> {
-    Ok(Parser::new(&GenericDialect).try_with_sql(text)?.parse_expr()?)
+/// An expression of Trino's dialect, from text this module wrote.
+pub(super) fn parse_expr(text: &str) -> Result<Expr> {
+    Ok(Parser::new(&super::TrinoDialect).try_with_sql(text)?.parse_expr()?)
 }
 
 fn quoted(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
 }
 
-/// A call with a lambda argument renamed to the higher-order function of that meaning:
-/// DataFusion looks scalar functions up first, so `array_sort(a, (x, y) -> ...)` would
-/// reach its own `array_sort`.
-fn with_lambda_renamed(f: &datafusion::sql::sqlparser::ast::Function, name: &str) -> Option<Expr> {
-    let FunctionArguments::List(list) = &f.args else { return None };
-    let lambda = list.args.iter().any(|a| matches!(a, FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Lambda(_)))));
-    lambda.then(|| {
-        let mut renamed = f.clone();
-        renamed.name = datafusion::sql::sqlparser::ast::ObjectName::from(vec![datafusion::sql::sqlparser::ast::Ident::new(name)]);
-        Expr::Function(renamed)
-    })
+/// `INTERVAL '3' YEAR`, `INTERVAL '5' MONTH`, `INTERVAL '1-2' YEAR TO MONTH`: Trino's
+/// `interval year to month`, where DataFusion makes every interval a month-day-nano one
+/// (and a sum of two prints as `41 mons`).
+fn year_month_interval(i: &datafusion::sql::sqlparser::ast::Interval) -> Result<Option<Expr>> {
+    use datafusion::sql::sqlparser::ast::DateTimeField;
+    let Expr::Value(v) = i.value.as_ref() else { return Ok(None) };
+    let Some(text) = string_value(&v.value) else { return Ok(None) };
+    let text = text.trim();
+    let (negative, digits) = text.strip_prefix('-').map_or((false, text), |d| (true, d));
+    let months = match (&i.leading_field, &i.last_field) {
+        (Some(DateTimeField::Year), None) => digits.parse::<i64>().ok().map(|y| y * 12),
+        (Some(DateTimeField::Month), None) => digits.parse::<i64>().ok(),
+        (Some(DateTimeField::Year), Some(DateTimeField::Month)) => digits
+            .split_once('-')
+            .and_then(|(y, m)| Some(y.parse::<i64>().ok()? * 12 + m.parse::<i64>().ok()?)),
+        _ => return Ok(None),
+    };
+    let Some(months) = months else { return Ok(None) };
+    let months = if negative { -months } else { months };
+    parse_expr(&format!("arrow_cast('{months} months', 'Interval(YearMonth)')")).map(Some)
 }
 
 fn if_to_case(f: &datafusion::sql::sqlparser::ast::Function) -> Result<Option<Expr>> {
@@ -242,8 +256,8 @@ fn decimal_literal(text: &str) -> Result<Option<Expr>> {
     {
         return Err(plan_datafusion_err!("'{text}' is not a valid decimal literal"));
     }
-    let significant = int.trim_start_matches('0').len();
-    let precision = (significant + frac.len()).max(1);
+    // Every digit written counts, leading zeros too: `DECIMAL '007.5'` is decimal(4,1).
+    let precision = (int.len() + frac.len()).max(1);
     if precision > 38 {
         return plan_err!("decimal literal '{text}' has more than 38 digits");
     }

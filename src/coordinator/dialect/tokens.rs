@@ -1,15 +1,45 @@
 //! Rewrites of the token stream for Trino spellings sqlparser cannot be configured to
 //! read: the rows of `VALUES 1, 2` (Trino's rows need no parentheses) and Trino's type
 //! syntax in casts, `ARRAY(T)` and `ROW(a T, ...)`, which become the `ARRAY<T>` and
-//! `STRUCT<a T, ...>` the generic dialect reads. Tokens keep their source spans; the
-//! ones added here have none.
+//! `STRUCT<a T, ...>` the generic dialect reads, and `TRIM(LEADING FROM x)` (spaces).
+//! Tokens keep their source spans; the ones added here have none.
 
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Word};
 
-/// The token stream with both rewrites applied.
+/// The token stream with every rewrite applied.
 pub fn rewrite(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
-    type_syntax(values_rows(tokens))
+    trim_spaces(type_syntax(values_rows(tokens)))
+}
+
+/// `TRIM(LEADING FROM x)` -> `TRIM(LEADING ' ' FROM x)`: Trino's trim of spaces names
+/// no characters, sqlparser's wants them.
+fn trim_spaces(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let words: Vec<usize> = (0..tokens.len()).filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_))).collect();
+    let mut insert_before = Vec::new();
+    for w in words.windows(4) {
+        let [trim, open, side, from] = [w[0], w[1], w[2], w[3]];
+        let sided = [Keyword::LEADING, Keyword::TRAILING, Keyword::BOTH].iter().any(|k| is_keyword(&tokens[side].token, *k));
+        if is_keyword(&tokens[trim].token, Keyword::TRIM)
+            && tokens[open].token == Token::LParen
+            && sided
+            && is_keyword(&tokens[from].token, Keyword::FROM)
+        {
+            insert_before.push(from);
+        }
+    }
+    if insert_before.is_empty() {
+        return tokens;
+    }
+    let mut out = Vec::with_capacity(tokens.len() + 2 * insert_before.len());
+    for (i, t) in tokens.into_iter().enumerate() {
+        if insert_before.contains(&i) {
+            out.push(TokenWithSpan::wrap(Token::SingleQuotedString(" ".into())));
+            out.push(TokenWithSpan::wrap(Token::Whitespace(datafusion::sql::sqlparser::tokenizer::Whitespace::Space)));
+        }
+        out.push(t);
+    }
+    out
 }
 
 fn is_keyword(t: &Token, k: Keyword) -> bool {

@@ -1,0 +1,66 @@
+//! Trino's `TRY(e)`: `e`'s value, or NULL where evaluating it fails with one of the
+//! errors Trino's `TRY` catches (division by zero, an invalid cast or function
+//! argument, a value out of range). The dialect writes `TRY(e)` as
+//! `try_eval(0, _ -> e)` so that `e` comes as a lambda, evaluated here: once over the
+//! batch, and only if that fails, row by row to find the rows that fail.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{new_null_array, Array, ArrayRef, UInt32Array};
+use datafusion::arrow::compute::{cast, concat};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion::common::{DataFusionError, Result};
+use datafusion::logical_expr::{HigherOrderUDF, ValueOrLambda};
+
+use super::higher_order::{apply, lazy_lambda, lambda_field, value_fields, ArgFields, Call};
+use crate::error_code::ErrorCode;
+
+pub fn functions() -> Vec<Arc<HigherOrderUDF>> {
+    vec![lazy_lambda("try_eval", parameters, returns, try_eval)]
+}
+
+fn parameters(fields: ArgFields) -> Result<Vec<Vec<FieldRef>>> {
+    Ok(vec![value_fields(fields)])
+}
+
+fn returns(fields: &[ValueOrLambda<FieldRef, FieldRef>]) -> Result<FieldRef> {
+    Ok(Arc::new(Field::new("try", lambda_field(fields, 0)?.data_type().clone(), true)))
+}
+
+/// Whether `e` is one of the failures `TRY` turns into NULL.
+fn caught(e: &DataFusionError) -> bool {
+    matches!(
+        crate::plan::checked_arithmetic::arithmetic_error_code(e),
+        Some(
+            ErrorCode::DivisionByZero
+                | ErrorCode::InvalidCastArgument
+                | ErrorCode::InvalidFunctionArgument
+                | ErrorCode::NumericValueOutOfRange
+        )
+    ) || matches!(e.find_root(), DataFusionError::ArrowError(a, _) if matches!(a.as_ref(),
+        datafusion::arrow::error::ArrowError::CastError(_) | datafusion::arrow::error::ArrowError::ParseError(_)))
+}
+
+fn try_eval(call: &Call) -> Result<ArrayRef> {
+    let rows = call.values[0].len();
+    let data_type: &DataType = call.return_field.data_type();
+    let all = UInt32Array::from((0..rows as u32).collect::<Vec<_>>());
+    match apply(call.lambdas[0], &[call.values[0].clone()], &all) {
+        Ok(out) => Ok(cast(&out, data_type)?),
+        Err(e) if caught(&e) => {
+            let mut pieces = Vec::with_capacity(rows);
+            for row in 0..rows as u32 {
+                let one = UInt32Array::from(vec![row]);
+                let param = call.values[0].slice(row as usize, 1);
+                pieces.push(match apply(call.lambdas[0], &[param], &one) {
+                    Ok(v) => cast(&v, data_type)?,
+                    Err(e) if caught(&e) => new_null_array(data_type, 1),
+                    Err(e) => return Err(e),
+                });
+            }
+            let refs: Vec<&dyn Array> = pieces.iter().map(|p| p.as_ref()).collect();
+            Ok(concat(&refs)?)
+        }
+        Err(e) => Err(e),
+    }
+}
