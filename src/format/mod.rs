@@ -151,9 +151,7 @@ pub fn type_signature(dt: &DataType) -> Value {
             ("array".into(), vec![type_arg(f)])
         }
         DataType::Map(entries, _) => match entries.data_type() {
-            DataType::Struct(kv) if kv.len() == 2 => {
-                ("map".into(), vec![type_arg(&kv[0]), type_arg(&kv[1])])
-            }
+            DataType::Struct(kv) if kv.len() == 2 => ("map".into(), vec![type_arg(&kv[0]), type_arg(&kv[1])]),
             other => (trino_type(other), vec![]),
         },
         DataType::Struct(fields) => {

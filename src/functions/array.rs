@@ -58,7 +58,9 @@ fn same_list(args: &[DataType]) -> Result<DataType> {
 /// `array` as a `List`.
 fn list(array: &ArrayRef) -> Result<ListArray> {
     let f = item(array.data_type())?;
-    Ok(cast(array, &DataType::List(Arc::new(Field::new("item", f.data_type().clone(), true))))?.as_list::<i32>().clone())
+    Ok(cast(array, &DataType::List(Arc::new(Field::new("item", f.data_type().clone(), true))))?
+        .as_list::<i32>()
+        .clone())
 }
 
 fn range(list: &ListArray, row: usize) -> (usize, usize) {
@@ -94,7 +96,12 @@ fn list_of_lists(values: &ArrayRef, rows: Vec<Option<Vec<Vec<u32>>>>) -> Result<
     let inner_field = Arc::new(Field::new("item", values.data_type().clone(), true));
     let inner = ListArray::try_new(inner_field.clone(), OffsetBuffer::from_lengths(inner_lengths), taken, None)?;
     let outer_field = Arc::new(Field::new("item", DataType::List(inner_field), true));
-    Ok(Arc::new(ListArray::try_new(outer_field, OffsetBuffer::from_lengths(outer_lengths), Arc::new(inner), nulls.finish())?))
+    Ok(Arc::new(ListArray::try_new(
+        outer_field,
+        OffsetBuffer::from_lengths(outer_lengths),
+        Arc::new(inner),
+        nulls.finish(),
+    )?))
 }
 
 fn ngrams(args: &[ArrayRef]) -> Result<ArrayRef> {
@@ -111,7 +118,11 @@ fn ngrams(args: &[ArrayRef]) -> Result<ArrayRef> {
         }
         let (from, to) = range(&items, row);
         let size = (size as usize).min(to - from).max(if to == from { 0 } else { 1 });
-        let windows = if to == from { vec![vec![]] } else { (from..=to - size).map(|s| (s as u32..(s + size) as u32).collect()).collect() };
+        let windows = if to == from {
+            vec![vec![]]
+        } else {
+            (from..=to - size).map(|s| (s as u32..(s + size) as u32).collect()).collect()
+        };
         rows.push(Some(windows));
     }
     list_of_lists(items.values(), rows)
@@ -169,7 +180,9 @@ fn trim_array(args: &[ArrayRef]) -> Result<ArrayRef> {
         }
         let cut = n.value(row);
         if cut < 0 || cut as usize > to - from {
-            return Err(invalid_argument(format!("size must not be negative or exceed the array's cardinality: {cut}")));
+            return Err(invalid_argument(format!(
+                "size must not be negative or exceed the array's cardinality: {cut}"
+            )));
         }
         nulls.append_non_null();
         let keep = to - from - cut as usize;
@@ -239,7 +252,13 @@ fn histogram_type(args: &[DataType]) -> Result<DataType> {
 }
 
 /// A map built from per-row lists of (key index into `keys`, value) pairs.
-fn map_of(keys: &ArrayRef, values: ArrayRef, key_indices: Vec<u32>, lengths: Vec<usize>, nulls: Option<datafusion::arrow::buffer::NullBuffer>) -> Result<ArrayRef> {
+fn map_of(
+    keys: &ArrayRef,
+    values: ArrayRef,
+    key_indices: Vec<u32>,
+    lengths: Vec<usize>,
+    nulls: Option<datafusion::arrow::buffer::NullBuffer>,
+) -> Result<ArrayRef> {
     let keys = take(keys, &UInt32Array::from(key_indices), None)?;
     // A map's keys cannot be NULL: keys of unknown type (all NULL, so none) are varchar.
     let keys = if keys.data_type() == &DataType::Null { cast(&keys, &DataType::Utf8)? } else { keys };
@@ -300,10 +319,15 @@ fn multimap_type(args: &[DataType]) -> Result<DataType> {
 }
 
 /// The entries of each row: (key position, value positions) in first-seen key order.
-fn grouped_entries(items: &ListArray, unique: bool) -> Result<(Vec<u32>, Vec<Vec<u32>>, Vec<usize>)> {
+/// Each distinct key's first position, the positions of its entries, and each row's
+/// count of distinct keys.
+type Grouped = (Vec<u32>, Vec<Vec<u32>>, Vec<usize>);
+
+fn grouped_entries(items: &ListArray, unique: bool) -> Result<Grouped> {
     let rows = items.values().as_struct();
     let keys = rows.column(0);
-    let (mut key_at, mut groups, mut lengths): (Vec<u32>, Vec<Vec<u32>>, Vec<usize>) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut key_at, mut groups, mut lengths): (Vec<u32>, Vec<Vec<u32>>, Vec<usize>) =
+        (Vec::new(), Vec::new(), Vec::new());
     for row in 0..items.len() {
         let (from, to) = range(items, row);
         let start = groups.len();
@@ -314,7 +338,9 @@ fn grouped_entries(items: &ListArray, unique: bool) -> Result<(Vec<u32>, Vec<Vec
             }
             let key = ScalarValue::try_from_array(keys, i)?;
             match seen.get(&key) {
-                Some(_) if unique => return Err(invalid_argument(format!("Duplicate map keys ({key}) are not allowed"))),
+                Some(_) if unique => {
+                    return Err(invalid_argument(format!("Duplicate map keys ({key}) are not allowed")))
+                }
                 Some(&g) => groups[g].push(i as u32),
                 None => {
                     seen.insert(key, groups.len());
@@ -345,7 +371,8 @@ fn multimap_from_entries(args: &[ArrayRef]) -> Result<ArrayRef> {
     let flat: Vec<u32> = groups.into_iter().flatten().collect();
     let values = take(rows.column(1), &UInt32Array::from(flat), None)?;
     let field = Arc::new(Field::new("item", values.data_type().clone(), true));
-    let values: ArrayRef = Arc::new(ListArray::try_new(field, OffsetBuffer::from_lengths(group_lengths), values, None)?);
+    let values: ArrayRef =
+        Arc::new(ListArray::try_new(field, OffsetBuffer::from_lengths(group_lengths), values, None)?);
     map_of(rows.column(0), values, keys, lengths, items.logical_nulls())
 }
 
@@ -354,17 +381,19 @@ fn vector_pairs(a: &ArrayRef, b: &ArrayRef, row: usize) -> Result<Option<Vec<(f6
     if a.is_null(row) || b.is_null(row) {
         return Ok(None);
     }
-    let floats = |x: ArrayRef| -> Result<Vec<Option<f64>>> { Ok(cast(&x, &DataType::Float64)?.as_primitive::<datafusion::arrow::datatypes::Float64Type>().iter().collect()) };
+    let floats = |x: ArrayRef| -> Result<Vec<Option<f64>>> {
+        Ok(cast(&x, &DataType::Float64)?.as_primitive::<datafusion::arrow::datatypes::Float64Type>().iter().collect())
+    };
     match (a.data_type(), b.data_type()) {
         (DataType::Map(..), DataType::Map(..)) => {
             let (ma, mb) = (a.as_map().value(row), b.as_map().value(row));
             let (xa, xb) = (floats(ma.column(1).clone())?, floats(mb.column(1).clone())?);
             let mut by_key: HashMap<ScalarValue, (f64, f64)> = HashMap::new();
-            for i in 0..ma.len() {
-                by_key.entry(ScalarValue::try_from_array(ma.column(0), i)?).or_default().0 = xa[i].unwrap_or(0.0);
+            for (i, x) in xa.iter().enumerate() {
+                by_key.entry(ScalarValue::try_from_array(ma.column(0), i)?).or_default().0 = x.unwrap_or(0.0);
             }
-            for i in 0..mb.len() {
-                by_key.entry(ScalarValue::try_from_array(mb.column(0), i)?).or_default().1 = xb[i].unwrap_or(0.0);
+            for (i, y) in xb.iter().enumerate() {
+                by_key.entry(ScalarValue::try_from_array(mb.column(0), i)?).or_default().1 = y.unwrap_or(0.0);
             }
             Ok(Some(by_key.into_values().collect()))
         }
@@ -384,7 +413,10 @@ fn vector_pairs(a: &ArrayRef, b: &ArrayRef, row: usize) -> Result<Option<Vec<(f6
 
 fn euclidean_distance(args: &[ArrayRef]) -> Result<ArrayRef> {
     let out: Float64Array = (0..args[0].len())
-        .map(|r| Ok(vector_pairs(&args[0], &args[1], r)?.map(|p| p.iter().map(|(x, y)| (x - y) * (x - y)).sum::<f64>().sqrt())))
+        .map(|r| {
+            Ok(vector_pairs(&args[0], &args[1], r)?
+                .map(|p| p.iter().map(|(x, y)| (x - y) * (x - y)).sum::<f64>().sqrt()))
+        })
         .collect::<Result<_>>()?;
     Ok(Arc::new(out))
 }
@@ -394,7 +426,10 @@ fn cosine_similarity(args: &[ArrayRef]) -> Result<ArrayRef> {
         .map(|r| {
             Ok(vector_pairs(&args[0], &args[1], r)?.and_then(|p| {
                 let dot: f64 = p.iter().map(|(x, y)| x * y).sum();
-                let (na, nb) = (p.iter().map(|(x, _)| x * x).sum::<f64>().sqrt(), p.iter().map(|(_, y)| y * y).sum::<f64>().sqrt());
+                let (na, nb) = (
+                    p.iter().map(|(x, _)| x * x).sum::<f64>().sqrt(),
+                    p.iter().map(|(_, y)| y * y).sum::<f64>().sqrt(),
+                );
                 (na > 0.0 && nb > 0.0).then(|| dot / (na * nb))
             }))
         })
@@ -404,6 +439,10 @@ fn cosine_similarity(args: &[ArrayRef]) -> Result<ArrayRef> {
 
 fn cosine_distance(args: &[ArrayRef]) -> Result<ArrayRef> {
     let similarity = cosine_similarity(args)?;
-    let out: Float64Array = similarity.as_primitive::<datafusion::arrow::datatypes::Float64Type>().iter().map(|s| s.map(|s| 1.0 - s)).collect();
+    let out: Float64Array = similarity
+        .as_primitive::<datafusion::arrow::datatypes::Float64Type>()
+        .iter()
+        .map(|s| s.map(|s| 1.0 - s))
+        .collect();
     Ok(Arc::new(out))
 }

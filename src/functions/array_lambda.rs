@@ -81,7 +81,12 @@ fn zip_with(call: &Call) -> Result<ArrayRef> {
     let out = apply(call.lambdas[0], &[left, right], &UInt32Array::from(rows))?;
     let DataType::List(item) = call.return_field.data_type() else { return exec_err!("zip_with answers an array") };
     let out = cast(&out, item.data_type())?;
-    Ok(Arc::new(GenericListArray::<i32>::try_new(item.clone(), OffsetBuffer::from_lengths(lengths), out, nulls.finish())?))
+    Ok(Arc::new(GenericListArray::<i32>::try_new(
+        item.clone(),
+        OffsetBuffer::from_lengths(lengths),
+        out,
+        nulls.finish(),
+    )?))
 }
 
 fn reduce_parameters(fields: ArgFields) -> Result<Vec<Vec<FieldRef>>> {
@@ -102,7 +107,9 @@ fn reduce(call: &Call) -> Result<ArrayRef> {
     let items = list(&call.values[0])?;
     let mut state = call.values[1].clone();
     let state_type = state.data_type().clone();
-    let lengths: Vec<usize> = (0..items.len()).map(|r| if is_null(&items, r) { 0 } else { range(&items, r).1 - range(&items, r).0 }).collect();
+    let lengths: Vec<usize> = (0..items.len())
+        .map(|r| if is_null(&items, r) { 0 } else { range(&items, r).1 - range(&items, r).0 })
+        .collect();
     let longest = lengths.iter().copied().max().unwrap_or(0);
     for position in 0..longest {
         let active: Vec<u32> = (0..items.len()).filter(|&r| lengths[r] > position).map(|r| r as u32).collect();
@@ -128,7 +135,8 @@ fn reduce(call: &Call) -> Result<ArrayRef> {
     }
     let all = UInt32Array::from((0..items.len() as u32).collect::<Vec<_>>());
     let out = cast(&apply(call.lambdas[1], &[state], &all)?, call.return_field.data_type())?;
-    let null_rows: datafusion::arrow::array::BooleanArray = (0..items.len()).map(|r| Some(is_null(&items, r))).collect();
+    let null_rows: datafusion::arrow::array::BooleanArray =
+        (0..items.len()).map(|r| Some(is_null(&items, r))).collect();
     Ok(nullif(&out, &null_rows)?)
 }
 
@@ -169,7 +177,8 @@ fn array_sort_by(call: &Call) -> Result<ArrayRef> {
             }
         }
     }
-    let (l, r) = (take(items.values(), &UInt32Array::from(left), None)?, take(items.values(), &UInt32Array::from(right), None)?);
+    let (l, r) =
+        (take(items.values(), &UInt32Array::from(left), None)?, take(items.values(), &UInt32Array::from(right), None)?);
     let answers = cast(&apply(call.lambdas[0], &[l, r], &UInt32Array::from(rows))?, &DataType::Int64)?;
     let answers: &Int64Array = answers.as_primitive();
     if answers.null_count() > 0 {
@@ -189,7 +198,9 @@ fn array_sort_by(call: &Call) -> Result<ArrayRef> {
         order.extend(sorted.into_iter().map(|i| (from + i) as u32));
     }
     // Values of NULL rows are not taken; their offsets collapse.
-    let lengths: Vec<usize> = (0..items.len()).map(|r| if is_null(&items, r) { 0 } else { range(&items, r).1 - range(&items, r).0 }).collect();
+    let lengths: Vec<usize> = (0..items.len())
+        .map(|r| if is_null(&items, r) { 0 } else { range(&items, r).1 - range(&items, r).0 })
+        .collect();
     let values = take(items.values(), &UInt32Array::from(order), None)?;
     let DataType::List(item) = items.data_type() else { return exec_err!("array_sort sorts arrays") };
     let sorted = ListArray::try_new(item.clone(), OffsetBuffer::from_lengths(lengths), values, items.nulls().cloned())?;
@@ -221,6 +232,17 @@ fn merge_sort(items: Vec<usize>, after: &dyn Fn(usize, usize) -> bool) -> Vec<us
 }
 
 #[cfg(test)]
-pub(super) fn merge_sort_for_tests(items: Vec<usize>, after: &dyn Fn(usize, usize) -> bool) -> Vec<usize> {
-    merge_sort(items, after)
+mod tests {
+    use super::merge_sort;
+
+    #[test]
+    fn merge_sort_is_stable_and_survives_a_comparator_that_is_no_order() {
+        let keys = [3, 1, 3, 2, 1];
+        let after = |p: usize, q: usize| keys[p] > keys[q];
+        assert_eq!(merge_sort((0..5).collect(), &after), vec![1, 4, 3, 0, 2]);
+        // "Everything sorts after everything": any order, but every element once.
+        let mut out = merge_sort((0..7).collect(), &|_, _| true);
+        out.sort();
+        assert_eq!(out, (0..7).collect::<Vec<_>>());
+    }
 }

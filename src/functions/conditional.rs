@@ -12,7 +12,7 @@ use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::logical_expr::{HigherOrderUDF, ValueOrLambda};
 
-use super::higher_order::{apply, lazy_lambda, lambda_field, value_fields, ArgFields, Call};
+use super::higher_order::{apply, lambda_field, lazy_lambda, value_fields, ArgFields, Call};
 use crate::error_code::ErrorCode;
 
 pub fn functions() -> Vec<Arc<HigherOrderUDF>> {

@@ -159,9 +159,26 @@ fn apply(spec: &Spec, value: &ScalarValue) -> Result<String> {
             let ScalarValue::TimestampNanosecond(Some(ns), _) = ts else { return Ok("null".into()) };
             let t = chrono::DateTime::from_timestamp_nanos(ns).naive_utc();
             let pattern = match d {
-                'A' => "%A", 'a' => "%a", 'B' => "%B", 'b' | 'h' => "%b", 'e' => "%-d", 'd' => "%d", 'Y' => "%Y",
-                'y' => "%y", 'm' => "%m", 'H' => "%H", 'M' => "%M", 'S' => "%S", 'j' => "%j", 'p' => "%P",
-                'I' => "%I", 'L' => "%3f", 'F' => "%Y-%m-%d", 'T' => "%H:%M:%S", 'D' => "%m/%d/%y", 'R' => "%H:%M",
+                'A' => "%A",
+                'a' => "%a",
+                'B' => "%B",
+                'b' | 'h' => "%b",
+                'e' => "%-d",
+                'd' => "%d",
+                'Y' => "%Y",
+                'y' => "%y",
+                'm' => "%m",
+                'H' => "%H",
+                'M' => "%M",
+                'S' => "%S",
+                'j' => "%j",
+                'p' => "%P",
+                'I' => "%I",
+                'L' => "%3f",
+                'F' => "%Y-%m-%d",
+                'T' => "%H:%M:%S",
+                'D' => "%m/%d/%y",
+                'R' => "%H:%M",
                 other => return Err(invalid_argument(format!("unknown date conversion %t{other}"))),
             };
             t.format(pattern).to_string()
@@ -169,21 +186,31 @@ fn apply(spec: &Spec, value: &ScalarValue) -> Result<String> {
         _ if null => "null".into(),
         ('s' | 'S', _) => {
             let text = match value {
-                ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => s.clone(),
+                ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => {
+                    s.clone()
+                }
                 other => other.to_string(),
             };
             let text = match spec.precision {
                 Some(p) => text.chars().take(p).collect(),
                 None => text,
             };
-            if spec.conversion == 'S' { text.to_uppercase() } else { text }
+            if spec.conversion == 'S' {
+                text.to_uppercase()
+            } else {
+                text
+            }
         }
         ('d', _) => {
             let v = value.cast_to(&DataType::Int64)?;
             let ScalarValue::Int64(Some(n)) = v else { return Err(invalid_argument("%d needs an integer")) };
             let text = n.to_string();
             let text = if spec.flags.contains(',') { grouped(&text) } else { text };
-            if spec.flags.contains('+') && n >= 0 { format!("+{text}") } else { text }
+            if spec.flags.contains('+') && n >= 0 {
+                format!("+{text}")
+            } else {
+                text
+            }
         }
         ('f' | 'e' | 'E', _) => {
             let n = number(value).ok_or_else(|| invalid_argument("%f needs a number"))?;
@@ -195,16 +222,28 @@ fn apply(spec: &Spec, value: &ScalarValue) -> Result<String> {
                     let (m, e) = t.split_once('e').unwrap_or((&t, "0"));
                     let e: i32 = e.parse().unwrap_or(0);
                     let t = format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs());
-                    if spec.conversion == 'E' { t.to_uppercase() } else { t }
+                    if spec.conversion == 'E' {
+                        t.to_uppercase()
+                    } else {
+                        t
+                    }
                 }
             };
             let text = if spec.flags.contains(',') { grouped(&text) } else { text };
-            if spec.flags.contains('+') && n >= 0.0 { format!("+{text}") } else { text }
+            if spec.flags.contains('+') && n >= 0.0 {
+                format!("+{text}")
+            } else {
+                text
+            }
         }
         ('x' | 'X', _) => {
             let ScalarValue::Int64(Some(n)) = value.cast_to(&DataType::Int64)? else { return Ok("null".into()) };
             let t = format!("{n:x}");
-            if spec.conversion == 'X' { t.to_uppercase() } else { t }
+            if spec.conversion == 'X' {
+                t.to_uppercase()
+            } else {
+                t
+            }
         }
         ('b' | 'B', _) => match value {
             ScalarValue::Boolean(Some(b)) => b.to_string(),

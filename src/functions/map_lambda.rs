@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, MapArray, NullBufferBuilder, StructArray, UInt32Array};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, MapArray, NullBufferBuilder, StructArray, UInt32Array,
+};
 use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::compute::{cast, filter, interleave, take};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
@@ -77,7 +79,13 @@ fn flatten(array: &ArrayRef) -> Result<Flat> {
     })
 }
 
-fn build(field: &FieldRef, keys: ArrayRef, values: ArrayRef, lengths: Vec<usize>, nulls: Option<datafusion::arrow::buffer::NullBuffer>) -> Result<ArrayRef> {
+fn build(
+    field: &FieldRef,
+    keys: ArrayRef,
+    values: ArrayRef,
+    lengths: Vec<usize>,
+    nulls: Option<datafusion::arrow::buffer::NullBuffer>,
+) -> Result<ArrayRef> {
     let DataType::Map(entries, _) = field.data_type() else { return exec_err!("expected a map type") };
     let DataType::Struct(kv) = entries.data_type() else { return exec_err!("a map's entries are a struct") };
     let keys = cast(&keys, kv[0].data_type())?;
@@ -148,7 +156,8 @@ fn map_zip_with_returns(fields: &[ValueOrLambda<FieldRef, FieldRef>]) -> Result<
 /// each (NULL where the map lacks the key); NULL where either map is.
 fn map_zip_with(call: &Call) -> Result<ArrayRef> {
     let (a, b) = (flatten(&call.values[0])?, flatten(&call.values[1])?);
-    let (mut keys, mut left, mut right, mut rows, mut lengths) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut keys, mut left, mut right, mut rows, mut lengths) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut nulls = NullBufferBuilder::new(a.lengths.len());
     let (mut at_a, mut at_b) = (0usize, 0usize);
     for row in 0..a.lengths.len() {

@@ -266,20 +266,6 @@ pub fn functions() -> Vec<ScalarUDF> {
     ]
 }
 
-#[cfg(test)]
-mod tests {
-    use super::replacement;
-
-    #[test]
-    fn replacements_read_as_java_reads_them() {
-        assert_eq!(replacement("3c$2 ", 2).unwrap(), "3c${2} ");
-        assert_eq!(replacement("$12", 2).unwrap(), "${1}2");
-        assert_eq!(replacement("$12", 12).unwrap(), "${12}");
-        assert_eq!(replacement(r"\$1 ${name}", 1).unwrap(), "$$1 ${name}");
-        assert!(replacement("$3", 2).is_err());
-    }
-}
-
 /// `regexp_replace(s, pattern, x -> ...)` (planned as `regexp_replace_by`): each match
 /// replaced by the lambda's value for the array of its capture groups. The lambda is
 /// evaluated once per batch over every match of every row.
@@ -352,4 +338,18 @@ fn regexp_replace_by(call: &super::higher_order::Call) -> Result<ArrayRef> {
         }
     }
     Ok(Arc::new(out.finish()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replacement;
+
+    #[test]
+    fn replacements_read_as_java_reads_them() {
+        assert_eq!(replacement("3c$2 ", 2).unwrap(), "3c${2} ");
+        assert_eq!(replacement("$12", 2).unwrap(), "${1}2");
+        assert_eq!(replacement("$12", 12).unwrap(), "${12}");
+        assert_eq!(replacement(r"\$1 ${name}", 1).unwrap(), "$$1 ${name}");
+        assert!(replacement("$3", 2).is_err());
+    }
 }

@@ -11,8 +11,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Datelike, FixedOffset, NaiveDate, NaiveDateTime};
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Date32Array, Int64Array, StringArray, TimestampMillisecondArray,
-    TimestampNanosecondArray,
+    Array, ArrayRef, AsArray, Date32Array, Int64Array, StringArray, TimestampMillisecondArray, TimestampNanosecondArray,
 };
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type, TimeUnit, TimestampNanosecondType};
@@ -28,7 +27,12 @@ pub fn functions() -> Vec<ScalarUDF> {
     vec![
         typed("from_iso8601_timestamp", one_or_two(), |a| iso_type(a, TimeUnit::Millisecond), from_iso8601),
         typed("from_iso8601_timestamp_nanos", one_or_two(), |a| iso_type(a, TimeUnit::Nanosecond), from_iso8601),
-        function("from_iso8601_date", Signature::any(1, Volatility::Immutable), |_| Ok(DataType::Date32), from_iso8601_date),
+        function(
+            "from_iso8601_date",
+            Signature::any(1, Volatility::Immutable),
+            |_| Ok(DataType::Date32),
+            from_iso8601_date,
+        ),
         typed("at_timezone", two_or_three(), zone_from_argument, at_timezone),
         typed("with_timezone", Signature::any(2, Volatility::Immutable), zone_from_argument, with_timezone),
         function("timezone", Signature::any(1, Volatility::Immutable), |_| Ok(DataType::Utf8), timezone),
@@ -133,8 +137,7 @@ fn from_iso8601_date(args: &[ArrayRef]) -> Result<ArrayRef> {
 
 /// The zone named by the constant second argument, on the first argument's unit.
 fn zone_from_argument(args: &ReturnFieldArgs) -> Result<DataType> {
-    let zone = constant_string(args, 1)
-        .ok_or_else(|| invalid_argument("the time zone must be a constant"))?;
+    let zone = constant_string(args, 1).ok_or_else(|| invalid_argument("the time zone must be a constant"))?;
     let unit = match args.arg_fields[0].data_type() {
         DataType::Timestamp(unit, _) => *unit,
         _ => TimeUnit::Millisecond,
@@ -241,9 +244,24 @@ fn chrono_format(mysql: &str) -> Result<String> {
         }
         let Some(spec) = chars.next() else { return Err(invalid_argument("a format ends with %")) };
         out.push_str(match spec {
-            'Y' => "%Y", 'y' => "%y", 'm' | 'c' => "%m", 'd' | 'e' => "%d", 'H' | 'k' => "%H", 'h' | 'I' | 'l' => "%I",
-            'i' => "%M", 's' | 'S' => "%S", 'f' => "%6f", 'p' => "%p", 'M' => "%B", 'b' => "%b", 'W' => "%A",
-            'a' => "%a", 'j' => "%j", 'T' => "%H:%M:%S", 'r' => "%I:%M:%S %p", '%' => "%%",
+            'Y' => "%Y",
+            'y' => "%y",
+            'm' | 'c' => "%m",
+            'd' | 'e' => "%d",
+            'H' | 'k' => "%H",
+            'h' | 'I' | 'l' => "%I",
+            'i' => "%M",
+            's' | 'S' => "%S",
+            'f' => "%6f",
+            'p' => "%p",
+            'M' => "%B",
+            'b' => "%b",
+            'W' => "%A",
+            'a' => "%a",
+            'j' => "%j",
+            'T' => "%H:%M:%S",
+            'r' => "%I:%M:%S %p",
+            '%' => "%%",
             other => return Err(invalid_argument(format!("%{other} is not a supported format specifier"))),
         });
     }

@@ -16,10 +16,10 @@ use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::error::Result;
+use datafusion::functions::core::expr_fn::{get_field, named_struct};
 use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::merge_schema;
-use datafusion::functions::core::expr_fn::{get_field, named_struct};
 use datafusion::logical_expr::{lit, when, Cast, Expr, ExprSchemable, LogicalPlan, ScalarUDF, TryCast};
 use datafusion::optimizer::AnalyzerRule;
 
@@ -45,7 +45,9 @@ fn json_cast(input: &Expr, target: &Field, schema: &DFSchema) -> Result<Option<E
     let (_, source) = input.to_field(schema)?;
     Ok(match (is_json(&source), is_json(target)) {
         (true, true) => Some(input.clone()),
-        (false, true) => Some(Expr::ScalarFunction(ScalarFunction::new_udf(cast_udf("cast_to_json"), vec![input.clone()]))),
+        (false, true) => {
+            Some(Expr::ScalarFunction(ScalarFunction::new_udf(cast_udf("cast_to_json"), vec![input.clone()])))
+        }
         (true, false) => {
             // The target type travels as a typed NULL, so nested types keep their fields.
             let target_type = Expr::Literal(ScalarValue::try_new_null(target.data_type())?, None);

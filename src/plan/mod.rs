@@ -8,6 +8,7 @@
 //! It imports nothing from the coordinator or the schedulers: the dependency kinds
 //! between fragments that the phased schedule reads are defined here.
 
+pub mod casts;
 pub mod checked_arithmetic;
 pub mod checked_sum;
 pub mod distribute;
@@ -16,7 +17,6 @@ pub mod dynamic_filter_exec;
 pub mod explain;
 pub mod fragmenter;
 pub mod join_order;
-pub mod casts;
 pub mod partition_subset;
 pub mod probe_pacer;
 pub mod semi_join;

@@ -97,7 +97,7 @@ fn try_call(f: &Function) -> Result<Option<Expr>> {
     if let Expr::Function(g) = &mut call {
         if let FunctionArguments::List(list) = &mut g.args {
             if let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Lambda(l)))) = list.args.get_mut(1) {
-                l.body = Box::new(inner.clone());
+                *l.body = inner.clone();
             }
         }
     }

@@ -99,10 +99,7 @@ fn words_are(tokens: &[TokenWithSpan], words: &[&str]) -> bool {
 
 /// The clause words as one normalised string (`WITH ARRAY WRAPPER NULL ON ERROR`).
 fn clause_text(tokens: &[TokenWithSpan]) -> String {
-    let parts: Vec<String> = tokens
-        .iter()
-        .map(|t| word(&t.token).unwrap_or_else(|| t.token.to_string()))
-        .collect();
+    let parts: Vec<String> = tokens.iter().map(|t| word(&t.token).unwrap_or_else(|| t.token.to_string())).collect();
     parts.join(" ")
 }
 

@@ -16,8 +16,8 @@ use datafusion::common::{plan_datafusion_err, plan_err, DataFusionError, Result}
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken;
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, CaseWhen, CharacterLength, DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, TimezoneInfo,
-    Value,
+    visit_expressions_mut, CaseWhen, CharacterLength, DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments,
+    TimezoneInfo, Value,
 };
 use datafusion::sql::sqlparser::parser::Parser;
 
@@ -57,7 +57,13 @@ fn expression(expr: &mut Expr, time_zone: &str) -> Result<()> {
         },
         Expr::Interval(i) => year_month_interval(i)?,
         // Trino's `CHAR(n)` pads with spaces (and cuts) to its length; DataFusion's is varchar.
-        Expr::Cast { kind, expr: inner, data_type: DataType::Char(Some(CharacterLength::IntegerLength { length, .. })), format: None, array: false } => {
+        Expr::Cast {
+            kind,
+            expr: inner,
+            data_type: DataType::Char(Some(CharacterLength::IntegerLength { length, .. })),
+            format: None,
+            array: false,
+        } => {
             let varchar = Expr::Cast {
                 kind: kind.clone(),
                 expr: inner.clone(),
@@ -116,9 +122,9 @@ fn year_month_interval(i: &datafusion::sql::sqlparser::ast::Interval) -> Result<
     let months = match (&i.leading_field, &i.last_field) {
         (Some(DateTimeField::Year), None) => digits.parse::<i64>().ok().map(|y| y * 12),
         (Some(DateTimeField::Month), None) => digits.parse::<i64>().ok(),
-        (Some(DateTimeField::Year), Some(DateTimeField::Month)) => digits
-            .split_once('-')
-            .and_then(|(y, m)| Some(y.parse::<i64>().ok()? * 12 + m.parse::<i64>().ok()?)),
+        (Some(DateTimeField::Year), Some(DateTimeField::Month)) => {
+            digits.split_once('-').and_then(|(y, m)| Some(y.parse::<i64>().ok()? * 12 + m.parse::<i64>().ok()?))
+        }
         _ => return Ok(None),
     };
     let Some(months) = months else { return Ok(None) };

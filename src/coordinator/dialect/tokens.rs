@@ -19,7 +19,8 @@ fn trim_spaces(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
     let mut insert_before = Vec::new();
     for w in words.windows(4) {
         let [trim, open, side, from] = [w[0], w[1], w[2], w[3]];
-        let sided = [Keyword::LEADING, Keyword::TRAILING, Keyword::BOTH].iter().any(|k| is_keyword(&tokens[side].token, *k));
+        let sided =
+            [Keyword::LEADING, Keyword::TRAILING, Keyword::BOTH].iter().any(|k| is_keyword(&tokens[side].token, *k));
         if is_keyword(&tokens[trim].token, Keyword::TRIM)
             && tokens[open].token == Token::LParen
             && sided

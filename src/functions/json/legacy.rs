@@ -19,10 +19,7 @@ use super::{any, function, string_at, text, Returns};
 use crate::functions::invalid_argument;
 
 pub fn functions() -> Vec<ScalarUDF> {
-    let parse_signature = Signature::one_of(
-        vec![TypeSignature::Any(1), TypeSignature::Any(2)],
-        Volatility::Immutable,
-    );
+    let parse_signature = Signature::one_of(vec![TypeSignature::Any(1), TypeSignature::Any(2)], Volatility::Immutable);
     vec![
         function("json_parse", parse_signature, Returns::Json, json_parse),
         any("json_format", 1, Returns::Fixed(|| DataType::Utf8), json_format),
@@ -78,8 +75,10 @@ fn json_parse(args: &[ArrayRef], _: &[FieldRef]) -> Result<ArrayRef> {
             (0..t.len()).map(|i| string_at(&t, i).map(str::to_string)).collect()
         }
     };
-    let out: Vec<Option<String>> =
-        texts.iter().map(|t| t.as_deref().map(|t| parse(t).map(|v| canonical(&v))).transpose()).collect::<Result<_>>()?;
+    let out: Vec<Option<String>> = texts
+        .iter()
+        .map(|t| t.as_deref().map(|t| parse(t).map(|v| canonical(&v))).transpose())
+        .collect::<Result<_>>()?;
     Ok(Arc::new(StringArray::from(out)))
 }
 

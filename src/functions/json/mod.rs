@@ -87,7 +87,9 @@ impl ScalarUDFImpl for JsonFunction {
         Ok(match self.returns {
             Returns::Json => Arc::new(json_field(self.name)),
             Returns::Fixed(t) => Arc::new(Field::new(self.name, t(), true)),
-            Returns::Argument(i) => Arc::new(args.arg_fields[i].as_ref().clone().with_name(self.name).with_nullable(true)),
+            Returns::Argument(i) => {
+                Arc::new(args.arg_fields[i].as_ref().clone().with_name(self.name).with_nullable(true))
+            }
             Returns::Options(i) => {
                 let options = match args.scalar_arguments.get(i) {
                     Some(Some(ScalarValue::Utf8(Some(s)))) => s.clone(),

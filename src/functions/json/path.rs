@@ -131,7 +131,8 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
                     }
                 }
                 let text: String = chars[start..i].iter().collect();
-                let number = serde_json::from_str(text.trim_start_matches('+')).map_err(|_| format!("bad number {text}"))?;
+                let number =
+                    serde_json::from_str(text.trim_start_matches('+')).map_err(|_| format!("bad number {text}"))?;
                 out.push(Token::Num(number));
             }
             _ if c.is_alphabetic() || c == '_' => {
@@ -574,7 +575,11 @@ fn test(cx: &Context, p: &Predicate, current: &Value) -> Option<bool> {
                     _ => unknown = true,
                 }
             }
-            if unknown { None } else { Some(false) }
+            if unknown {
+                None
+            } else {
+                Some(false)
+            }
         }
         Predicate::Compare(l, op, r) => {
             let (l, r) = (eval(cx, l, at, None).ok()?, eval(cx, r, at, None).ok()?);
@@ -589,7 +594,11 @@ fn test(cx: &Context, p: &Predicate, current: &Value) -> Option<bool> {
                     }
                 }
             }
-            if unknown { None } else { Some(false) }
+            if unknown {
+                None
+            } else {
+                Some(false)
+            }
         }
     }
 }

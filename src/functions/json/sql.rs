@@ -18,7 +18,8 @@ use super::{any, function, string_at, text, Returns};
 use crate::functions::invalid_argument;
 
 pub fn functions() -> Vec<ScalarUDF> {
-    let variadic = || Signature::one_of(vec![TypeSignature::VariadicAny, TypeSignature::Nullary], Volatility::Immutable);
+    let variadic =
+        || Signature::one_of(vec![TypeSignature::VariadicAny, TypeSignature::Nullary], Volatility::Immutable);
     vec![
         any("json_exists", 3, Returns::Fixed(|| DataType::Boolean), json_exists),
         any("json_query", 3, Returns::Json, json_query),

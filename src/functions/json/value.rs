@@ -108,8 +108,13 @@ fn element_values(array: &ArrayRef, field: &Field) -> Result<Vec<Value>> {
                 out.push(null_or(i, &|i| Ok(Value::from(n.value(i))))?);
             }
         }
-        DataType::Float16 | DataType::Float32 | DataType::Float64 | DataType::Decimal32(..)
-        | DataType::Decimal64(..) | DataType::Decimal128(..) | DataType::Decimal256(..) => {
+        DataType::Float16
+        | DataType::Float32
+        | DataType::Float64
+        | DataType::Decimal32(..)
+        | DataType::Decimal64(..)
+        | DataType::Decimal128(..)
+        | DataType::Decimal256(..) => {
             // Decimals keep their digits: their text is read back as a JSON number.
             let formatter = ArrayFormatter::try_new(array.as_ref(), &FormatOptions::default())?;
             for i in 0..len {
@@ -134,7 +139,8 @@ fn element_values(array: &ArrayRef, field: &Field) -> Result<Vec<Value>> {
             let offsets = map.value_offsets();
             for i in 0..len {
                 let (from, to) = (offsets[i] as usize, offsets[i + 1] as usize);
-                let object: serde_json::Map<String, Value> = (from..to).map(|k| (key_text(&keys[k]), values[k].clone())).collect();
+                let object: serde_json::Map<String, Value> =
+                    (from..to).map(|k| (key_text(&keys[k]), values[k].clone())).collect();
                 out.push(null_or(i, &|_| Ok(Value::Object(object.clone())))?);
             }
         }
@@ -143,7 +149,8 @@ fn element_values(array: &ArrayRef, field: &Field) -> Result<Vec<Value>> {
             let columns: Vec<Vec<Value>> =
                 row.columns().iter().zip(fields.iter()).map(|(c, f)| element_values(c, f)).collect::<Result<_>>()?;
             for i in 0..len {
-                let object: serde_json::Map<String, Value> = fields.iter().zip(&columns).map(|(f, c)| (f.name().clone(), c[i].clone())).collect();
+                let object: serde_json::Map<String, Value> =
+                    fields.iter().zip(&columns).map(|(f, c)| (f.name().clone(), c[i].clone())).collect();
                 out.push(null_or(i, &|_| Ok(Value::Object(object.clone())))?);
             }
         }
