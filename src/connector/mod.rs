@@ -137,7 +137,7 @@ impl Connectors {
                     .with_config(datafusion::prelude::SessionConfig::new())
                     .with_runtime_env(self.runtime.clone())
                     .with_default_features()
-                    .with_type_planner(Arc::new(crate::coordinator::dialect::TrinoTypes))
+                    .with_type_planner(Arc::new(crate::functions::types::TrinoTypes))
                     .build();
                 // Trino's functions, over DataFusion's of the same name.
                 crate::functions::register(&mut state).expect("registering functions cannot fail");

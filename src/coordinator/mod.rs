@@ -7,7 +7,7 @@ pub mod admission;
 mod api;
 pub mod cluster_memory;
 pub mod ddl;
-pub(crate) mod dialect;
+mod dialect;
 pub mod execute_immediate;
 pub mod execution;
 pub mod memory_write;

@@ -47,10 +47,15 @@ fn time_precision(unit: &TimeUnit) -> u8 {
     }
 }
 
+/// Whether a field holds JSON text: its Arrow extension is the canonical `arrow.json`.
+fn is_json(field: &Field) -> bool {
+    field.extension_type_name() == Some("arrow.json")
+}
+
 /// The Trino type name of a field: its Arrow type's, or `json` for JSON text (the
 /// canonical `arrow.json` extension).
 pub fn field_type(field: &Field) -> String {
-    match crate::functions::json::is_json(field) {
+    match is_json(field) {
         true => "json".into(),
         false => trino_type(field.data_type()),
     }
@@ -58,7 +63,7 @@ pub fn field_type(field: &Field) -> String {
 
 /// Trino's `typeSignature` of a field (see [`field_type`]).
 pub fn field_signature(field: &Field) -> Value {
-    match crate::functions::json::is_json(field) {
+    match is_json(field) {
         true => json!({"rawType": "json", "arguments": []}),
         false => type_signature(field.data_type()),
     }

@@ -1,7 +1,8 @@
 //! Trino's array and map functions that DataFusion lacks (`array.md`, `map.md`):
 //! `ngrams`, `combinations`, `trim_array`, `zip`, `array_histogram`,
 //! `map_from_entries`, `multimap_from_entries`, `euclidean_distance`,
-//! `cosine_similarity` and `cosine_distance` (Trino's also take maps). Each builds its result from index arrays over the input's
+//! `cosine_similarity` and `cosine_distance` (Trino's also take maps),
+//! `contains_sequence`, `shuffle`, `map_concat`. Each builds its result from index arrays over the input's
 //! flattened values, so the values are copied once, by `take`.
 
 use std::collections::HashMap;
@@ -33,6 +34,9 @@ pub fn functions() -> Vec<ScalarUDF> {
         function("euclidean_distance", any(2), |_| Ok(DataType::Float64), euclidean_distance),
         function("cosine_similarity", any(2), |_| Ok(DataType::Float64), cosine_similarity),
         function("cosine_distance", any(2), |_| Ok(DataType::Float64), cosine_distance),
+        function("contains_sequence", any(2), |_| Ok(DataType::Boolean), contains_sequence),
+        function("shuffle", Signature::any(1, Volatility::Volatile), same_list, shuffle),
+        function("map_concat", Signature::variadic_any(Volatility::Immutable), |t| Ok(t[0].clone()), map_concat),
     ]
 }
 
@@ -445,4 +449,93 @@ fn cosine_distance(args: &[ArrayRef]) -> Result<ArrayRef> {
         .map(|s| s.map(|s| 1.0 - s))
         .collect();
     Ok(Arc::new(out))
+}
+
+/// Whether the second array occurs in the first as consecutive elements.
+fn contains_sequence(args: &[ArrayRef]) -> Result<ArrayRef> {
+    let (items, sequence) = (list(&args[0])?, list(&args[1])?);
+    let out: datafusion::arrow::array::BooleanArray = (0..items.len())
+        .map(|r| {
+            if items.is_null(r) || sequence.is_null(r) {
+                return Ok(None);
+            }
+            let (a, b) = (items.value(r), sequence.value(r));
+            let keys =
+                |x: &ArrayRef| (0..x.len()).map(|i| ScalarValue::try_from_array(x, i)).collect::<Result<Vec<_>>>();
+            let (a, b) = (keys(&a)?, keys(&b)?);
+            Ok(Some(b.is_empty() || a.windows(b.len()).any(|w| w == b.as_slice())))
+        })
+        .collect::<Result<_>>()?;
+    Ok(Arc::new(out))
+}
+
+/// Each array's elements in a random order (Fisher-Yates over a seeded generator).
+fn shuffle(args: &[ArrayRef]) -> Result<ArrayRef> {
+    let items = list(&args[0])?;
+    let mut state =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64) | 1;
+    let mut next = move || {
+        // xorshift64*: enough to shuffle, not for secrets.
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    };
+    let mut indices = Vec::with_capacity(items.values().len());
+    let mut lengths = Vec::with_capacity(items.len());
+    for r in 0..items.len() {
+        let (from, to) = range(&items, r);
+        let mut row: Vec<u32> = (from as u32..to as u32).collect();
+        for i in (1..row.len()).rev() {
+            row.swap(i, (next() % (i as u64 + 1)) as usize);
+        }
+        lengths.push(row.len());
+        indices.extend(row);
+    }
+    let values = take(items.values(), &UInt32Array::from(indices), None)?;
+    let field = Arc::new(Field::new("item", values.data_type().clone(), true));
+    Ok(Arc::new(ListArray::try_new(field, OffsetBuffer::from_lengths(lengths), values, items.nulls().cloned())?))
+}
+
+/// The maps' entries together; a key in several maps takes the last one's value.
+fn map_concat(args: &[ArrayRef]) -> Result<ArrayRef> {
+    let maps: Vec<&MapArray> = args.iter().map(|a| a.as_map()).collect();
+    let rows = maps[0].len();
+    let (mut picks, mut lengths) = (Vec::new(), Vec::with_capacity(rows));
+    let mut nulls = NullBufferBuilder::new(rows);
+    for r in 0..rows {
+        if maps.iter().any(|m| m.is_null(r)) {
+            nulls.append_null();
+            lengths.push(0);
+            continue;
+        }
+        nulls.append_non_null();
+        let mut order: Vec<ScalarValue> = Vec::new();
+        let mut at: HashMap<ScalarValue, (usize, usize)> = HashMap::new();
+        for (m, map) in maps.iter().enumerate() {
+            let offsets = map.value_offsets();
+            for e in offsets[r] as usize..offsets[r + 1] as usize {
+                let key = ScalarValue::try_from_array(map.keys(), e)?;
+                if at.insert(key.clone(), (m, e)).is_none() {
+                    order.push(key);
+                }
+            }
+        }
+        lengths.push(order.len());
+        picks.extend(order.iter().map(|k| at[k]));
+    }
+    let keys: Vec<&dyn Array> = maps.iter().map(|m| m.keys().as_ref()).collect();
+    let values: Vec<&dyn Array> = maps.iter().map(|m| m.values().as_ref()).collect();
+    let keys = datafusion::arrow::compute::interleave(&keys, &picks)?;
+    let values = datafusion::arrow::compute::interleave(&values, &picks)?;
+    let DataType::Map(entries, sorted) = maps[0].data_type() else { return exec_err!("map_concat takes maps") };
+    let DataType::Struct(kv) = entries.data_type() else { return exec_err!("a map's entries") };
+    let entries_array = StructArray::try_new(kv.clone(), vec![keys, values], None)?;
+    Ok(Arc::new(MapArray::try_new(
+        entries.clone(),
+        OffsetBuffer::from_lengths(lengths),
+        entries_array,
+        nulls.finish(),
+        *sorted,
+    )?))
 }

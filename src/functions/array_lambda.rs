@@ -1,5 +1,5 @@
 //! Trino's array functions taking lambdas that DataFusion lacks: `zip_with`,
-//! `reduce`, and `array_sort` with a comparator (planned as `array_sort_by`: the
+//! `reduce`, `all_match`, `none_match`, and `array_sort` with a comparator (planned as `array_sort_by`: the
 //! dialect renames the call, DataFusion's `array_sort` keeps its own).
 
 use std::sync::Arc;
@@ -20,6 +20,8 @@ pub fn functions() -> Vec<Arc<HigherOrderUDF>> {
         lambda("zip_with", 2, 1, zip_with_parameters, zip_with_returns, zip_with),
         lambda("reduce", 2, 2, reduce_parameters, reduce_returns, reduce),
         lambda("array_sort_by", 1, 1, sort_parameters, sort_returns, array_sort_by),
+        lambda("all_match", 1, 1, match_parameters, boolean_result, |c| quantified(c, true)),
+        lambda("none_match", 1, 1, match_parameters, boolean_result, |c| quantified(c, false)),
     ]
 }
 
@@ -205,6 +207,50 @@ fn array_sort_by(call: &Call) -> Result<ArrayRef> {
     let DataType::List(item) = items.data_type() else { return exec_err!("array_sort sorts arrays") };
     let sorted = ListArray::try_new(item.clone(), OffsetBuffer::from_lengths(lengths), values, items.nulls().cloned())?;
     Ok(cast(&(Arc::new(sorted) as ArrayRef), call.return_field.data_type())?)
+}
+
+fn match_parameters(fields: ArgFields) -> Result<Vec<Vec<FieldRef>>> {
+    Ok(vec![vec![element(&value_fields(fields)[0], "all_match")?]])
+}
+
+fn boolean_result(_: &[ValueOrLambda<FieldRef, FieldRef>]) -> Result<FieldRef> {
+    Ok(Arc::new(Field::new("match", DataType::Boolean, true)))
+}
+
+/// Each array's predicate values: `all` decides true unless one is false (NULL if
+/// one is NULL), `none` true unless one is true. Empty arrays: true.
+fn quantified(call: &Call, all: bool) -> Result<ArrayRef> {
+    let items = list(&call.values[0])?;
+    let offsets = items.value_offsets();
+    let (first, last) = (offsets[0] as usize, offsets[items.len()] as usize);
+    let values = items.values().slice(first, last - first);
+    let rows: Vec<u32> =
+        (0..items.len()).flat_map(|r| std::iter::repeat_n(r as u32, range(&items, r).1 - range(&items, r).0)).collect();
+    let tested = apply(call.lambdas[0], &[values], &UInt32Array::from(rows))?;
+    let tested = tested.as_boolean();
+    let decisive = !all;
+    let out: datafusion::arrow::array::BooleanArray = (0..items.len())
+        .map(|r| {
+            if is_null(&items, r) {
+                return None;
+            }
+            let (from, to) = range(&items, r);
+            let mut unknown = false;
+            for i in from - first..to - first {
+                match tested.is_valid(i).then(|| tested.value(i)) {
+                    Some(v) if v == decisive => return Some(false),
+                    Some(_) => {}
+                    None => unknown = true,
+                }
+            }
+            if unknown {
+                None
+            } else {
+                Some(true)
+            }
+        })
+        .collect();
+    Ok(Arc::new(out))
 }
 
 /// A stable merge sort of `items` where `after(p, q)` says `p` sorts after `q`.

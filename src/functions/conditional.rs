@@ -13,6 +13,7 @@ use datafusion::common::{DataFusionError, Result};
 use datafusion::logical_expr::{HigherOrderUDF, ValueOrLambda};
 
 use super::higher_order::{apply, lambda_field, lazy_lambda, value_fields, ArgFields, Call};
+use super::FunctionError;
 use crate::error_code::ErrorCode;
 
 pub fn functions() -> Vec<Arc<HigherOrderUDF>> {
@@ -27,18 +28,35 @@ fn returns(fields: &[ValueOrLambda<FieldRef, FieldRef>]) -> Result<FieldRef> {
     Ok(Arc::new(Field::new("try", lambda_field(fields, 0)?.data_type().clone(), true)))
 }
 
-/// Whether `e` is one of the failures `TRY` turns into NULL.
+/// Whether `e` is one of the failures `TRY` turns into NULL: a function's invalid
+/// argument or cast, a division by zero, a value out of range, a failed cast.
 fn caught(e: &DataFusionError) -> bool {
-    matches!(
-        crate::plan::checked_arithmetic::arithmetic_error_code(e),
-        Some(
-            ErrorCode::DivisionByZero
-                | ErrorCode::InvalidCastArgument
-                | ErrorCode::InvalidFunctionArgument
-                | ErrorCode::NumericValueOutOfRange
-        )
-    ) || matches!(e.find_root(), DataFusionError::ArrowError(a, _) if matches!(a.as_ref(),
-        datafusion::arrow::error::ArrowError::CastError(_) | datafusion::arrow::error::ArrowError::ParseError(_)))
+    use datafusion::arrow::error::ArrowError;
+    let function_error = |inner: &(dyn std::error::Error + Send + Sync + 'static)| {
+        inner.downcast_ref::<FunctionError>().is_some_and(|f| {
+            matches!(
+                f.code,
+                ErrorCode::InvalidFunctionArgument
+                    | ErrorCode::InvalidCastArgument
+                    | ErrorCode::DivisionByZero
+                    | ErrorCode::NumericValueOutOfRange
+            )
+        })
+    };
+    match e.find_root() {
+        DataFusionError::External(inner) => function_error(inner.as_ref()),
+        DataFusionError::ArrowError(a, _) => match a.as_ref() {
+            ArrowError::ExternalError(inner) => function_error(inner.as_ref()),
+            ArrowError::DivideByZero
+            | ArrowError::ArithmeticOverflow(_)
+            | ArrowError::CastError(_)
+            | ArrowError::ParseError(_)
+            | ArrowError::ComputeError(_) => true,
+            _ => false,
+        },
+        DataFusionError::Execution(m) => m.contains("overflow") || m.contains("Overflow"),
+        _ => false,
+    }
 }
 
 fn try_eval(call: &Call) -> Result<ArrayRef> {

@@ -13,15 +13,19 @@ mod bitwise;
 mod conditional;
 mod conversion;
 mod datetime;
+mod fields;
 mod format;
 mod higher_order;
 pub mod json;
 mod lambda;
 mod map_lambda;
+mod math;
 mod regexp;
 mod simple;
 mod string;
+mod text;
 mod timestamp;
+pub mod types;
 mod url;
 
 use std::sync::Arc;
@@ -65,6 +69,9 @@ fn scalar_functions() -> Vec<ScalarUDF> {
         bitwise::functions(),
         conversion::functions(),
         datetime::functions(),
+        fields::functions(),
+        math::functions(),
+        text::functions(),
         format::functions(),
         json::functions(),
         regexp::functions(),
@@ -77,8 +84,37 @@ fn scalar_functions() -> Vec<ScalarUDF> {
     .collect()
 }
 
+/// Trino's names of DataFusion's scalar functions: (Trino's, DataFusion's).
+const SCALAR_ALIASES: [(&str, &str); 6] = [
+    ("ceiling", "ceil"),
+    ("sign", "signum"),
+    ("truncate", "trunc"),
+    ("is_nan", "isnan"),
+    ("levenshtein_distance", "levenshtein"),
+    ("sequence", "generate_series"),
+];
+
+/// Trino's names of DataFusion's aggregate functions.
+const AGGREGATE_ALIASES: [(&str, &str); 7] = [
+    ("arbitrary", "any_value"),
+    ("every", "bool_and"),
+    ("variance", "var"),
+    ("bitwise_and_agg", "bit_and"),
+    ("bitwise_or_agg", "bit_or"),
+    ("bitwise_xor_agg", "bit_xor"),
+    ("approx_percentile", "approx_percentile_cont"),
+];
+
 /// Registers Trino's functions in `registry`, replacing DataFusion's of the same name.
 pub fn register(registry: &mut dyn FunctionRegistry) -> Result<()> {
+    for (alias, name) in SCALAR_ALIASES {
+        let f = registry.udf(name)?;
+        registry.register_udf(Arc::new(f.as_ref().clone().with_aliases([alias])))?;
+    }
+    for (alias, name) in AGGREGATE_ALIASES {
+        let f = registry.udaf(name)?;
+        registry.register_udaf(Arc::new(f.as_ref().clone().with_aliases([alias])))?;
+    }
     for f in scalar_functions() {
         registry.register_udf(Arc::new(f))?;
     }

@@ -37,14 +37,15 @@ use datafusion::prelude::SessionContext;
 
 use crate::error_code::ErrorCode;
 
-/// An integer result out of its type's range (Trino's `NUMERIC_VALUE_OUT_OF_RANGE`).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct NumericValueOutOfRange(pub String);
+/// An integer result out of its type's range (Trino's `NUMERIC_VALUE_OUT_OF_RANGE`):
+/// a function error of that code, as `TRY` and the error mapping read it.
+pub struct NumericValueOutOfRange;
 
 impl NumericValueOutOfRange {
     pub fn error(message: impl Into<String>) -> DataFusionError {
-        DataFusionError::External(Box::new(NumericValueOutOfRange(message.into())))
+        let error =
+            crate::functions::FunctionError { code: ErrorCode::NumericValueOutOfRange, message: message.into() };
+        DataFusionError::External(Box::new(error))
     }
 }
 
@@ -62,7 +63,6 @@ pub fn is_out_of_range(e: &DataFusionError) -> bool {
 pub fn arithmetic_error_code(e: &DataFusionError) -> Option<ErrorCode> {
     let out_of_range = Some(ErrorCode::NumericValueOutOfRange);
     match e.find_root() {
-        DataFusionError::External(inner) if inner.is::<NumericValueOutOfRange>() => out_of_range,
         DataFusionError::External(inner) => inner.downcast_ref::<crate::functions::FunctionError>().map(|f| f.code),
         DataFusionError::ArrowError(a, _) => match a.as_ref() {
             ArrowError::ExternalError(inner) => inner.downcast_ref::<crate::functions::FunctionError>().map(|f| f.code),

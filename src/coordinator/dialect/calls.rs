@@ -12,6 +12,9 @@
 //! - `TRY(e)` becomes `try_eval(0, _ -> e)`, a lambda, so that `e` is evaluated by the
 //!   function that catches its errors;
 //! - inside a lambda, `p.f` of a row parameter `p` becomes `p['f']`;
+//! - Trino's functions that are DataFusion's under another shape (`RESHAPED`:
+//!   `mod(a, b)` is `a % b`, `max_by(x, y)` is `first_value(x ORDER BY y DESC)`,
+//!   `histogram(x)` is `array_histogram(array_agg(x))`, ...);
 //! - the functions that read the session's time zone (`from_iso8601_timestamp` of a
 //!   text without an offset, `at_timezone` of a timestamp without a zone) get it as a
 //!   last argument.
@@ -55,7 +58,10 @@ pub fn call(f: &Function, time_zone: &str) -> Result<Option<Expr>> {
             Some(with_zone(f, time_zone))
         }
         "at_timezone" if arguments(f).len() == 2 => Some(with_zone(f, time_zone)),
-        _ => None,
+        "current_timezone" if arguments(f).is_empty() => {
+            Some(parse_expr(&format!("'{}'", time_zone.replace('\'', "''")))?)
+        }
+        _ => reshaped(&name, &arguments(f))?,
     })
 }
 
@@ -68,6 +74,38 @@ fn with_zone(f: &Function, time_zone: &str) -> Expr {
         list.args.push(FunctionArg::Unnamed(FunctionArgExpr::Expr(zone)));
     }
     Expr::Function(out)
+}
+
+/// Trino's functions written with DataFusion's: (name, arity, the text with `{0}`,
+/// `{1}`, ... for the arguments).
+const RESHAPED: [(&str, usize, &str); 12] = [
+    ("mod", 2, "(({0}) % ({1}))"),
+    ("count_if", 1, "count(CASE WHEN {0} THEN 1 END)"),
+    ("max_by", 2, "first_value({0} ORDER BY {1} DESC NULLS LAST)"),
+    ("min_by", 2, "first_value({0} ORDER BY {1} ASC NULLS LAST)"),
+    ("geometric_mean", 1, "exp(avg(ln({0})))"),
+    ("histogram", 1, "array_histogram(array_agg({0}))"),
+    ("multimap_agg", 2, "multimap_from_entries(array_agg(struct({0}, {1})))"),
+    (
+        "map_agg",
+        2,
+        "transform_values(multimap_from_entries(array_agg(struct({0}, {1}))), (\"$k\", \"$v\") -> \"$v\"[1])",
+    ),
+    ("date", 1, "CAST({0} AS DATE)"),
+    ("slice", 3, "array_slice({0}, {1}, ({1}) + ({2}) - 1)"),
+    ("to_utf8", 1, "CAST({0} AS BYTEA)"),
+    ("array_last", 1, "array_element({0}, -1)"),
+];
+
+fn reshaped(name: &str, args: &[&Expr]) -> Result<Option<Expr>> {
+    let Some((_, _, text)) = RESHAPED.iter().find(|(n, arity, _)| *n == name && *arity == args.len()) else {
+        return Ok(None);
+    };
+    let mut out = text.to_string();
+    for (i, a) in args.iter().enumerate() {
+        out = out.replace(&format!("{{{i}}}"), &a.to_string());
+    }
+    parse_expr(&out).map(Some)
 }
 
 fn listagg(f: &Function) -> Expr {

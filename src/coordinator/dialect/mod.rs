@@ -8,17 +8,14 @@
 //! `VALUES 1, 2` without parentheses, Trino's type syntax `ARRAY(T)` and `ROW(a T)`) and
 //! in the statement after it (`rewrite`: `IF(...)`, zoned and short timestamp
 //! literals, `DECIMAL '...'` with the literal's own precision, `JSON '...'`), and the
-//! SQL/JSON calls' clauses (`json_clauses`). `types` plans Trino's `JSON` and
-//! `MAP(K, V)` types. The README lists each
+//! SQL/JSON calls' clauses (`json_clauses`). Trino's `JSON` and `MAP(K, V)` types
+//! are planned by `functions::types`. The README lists each
 //! spelling where Trino's meaning wins over DataFusion's.
 
 mod calls;
 mod json_clauses;
 mod rewrite;
 mod tokens;
-mod types;
-
-pub use types::TrinoTypes;
 
 use datafusion::common::Result;
 use datafusion::sql::parser::{DFParserBuilder, Statement};

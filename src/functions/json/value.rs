@@ -343,6 +343,10 @@ pub fn from_json(values: &[Option<&Value>], field: &Field) -> Result<ArrayRef> {
     })
 }
 
+/// The target's name in a cast's error: `json` or the Arrow type.
 fn trino_name(field: &Field) -> String {
-    crate::format::field_type(field)
+    match is_json(field) {
+        true => "json".into(),
+        false => field.data_type().to_string(),
+    }
 }

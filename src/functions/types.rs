@@ -1,7 +1,7 @@
 //! Trino's types that DataFusion's SQL planner does not know, planned to Arrow
 //! fields: `JSON` (a string field with the canonical `arrow.json` extension name),
-//! `MAP(K, V)` and `TIME(p)`. Installed on the session as its type planner; DataFusion asks it
-//! first, also for the elements of `ARRAY(...)`.
+//! `MAP(K, V)` and `TIME(p)`. The sessions' template (`connector`) installs it as the
+//! type planner; DataFusion asks it first, also for the elements of `ARRAY(...)`.
 
 use std::sync::Arc;
 
@@ -10,7 +10,7 @@ use datafusion::common::{not_impl_err, Result};
 use datafusion::logical_expr::planner::TypePlanner;
 use datafusion::sql::sqlparser::ast::{self, ArrayElemTypeDef, ExactNumberInfo};
 
-use crate::functions::json::json_field;
+use super::json::json_field;
 
 #[derive(Debug, Default)]
 pub struct TrinoTypes;
