@@ -254,11 +254,24 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
     }
     let pending = super::ddl::before(&logical, connectors, catalog, schema);
     let logical_done = started.elapsed();
-    let df = ctx.execute_logical_plan(logical.clone()).await.map_err(|e| planning_error(&e))?;
+    // A query plans on the state cloned above; DataFusion's `execute_logical_plan`
+    // (which runs DDL) would clone the state, function registry and all, once more.
+    let df = match &logical {
+        LogicalPlan::Ddl(_) | LogicalPlan::Statement(_) => {
+            Some(ctx.execute_logical_plan(logical.clone()).await.map_err(|e| planning_error(&e))?)
+        }
+        _ => None,
+    };
     super::ddl::after(ctx, &logical, pending, connectors, catalog, schema).await?;
-    let (physical, in_one_task) = match has_unbounded_scalar_subquery(&logical) {
-        true => (with_scalar_subqueries(ctx, &logical).await?, true),
-        false => match df.create_physical_plan().await {
+    let unbounded = has_unbounded_scalar_subquery(&logical);
+    let planned = match (unbounded, df) {
+        (true, _) => None,
+        (false, Some(df)) => Some(df.create_physical_plan().await),
+        (false, None) => Some(state.create_physical_plan(&logical).await),
+    };
+    let (physical, in_one_task) = match planned {
+        None => (with_scalar_subqueries(ctx, &logical).await?, true),
+        Some(planned) => match planned {
             Ok(physical) => (physical, false),
             Err(e) if needs_scalar_subquery_exec(&e) => (with_scalar_subqueries(ctx, &logical).await?, true),
             Err(e) => return Err(planning_error(&e)),
@@ -495,8 +508,8 @@ fn cut(
     {
         return single_task_plan(physical, connectors).map_err(|e| planning_error(&e));
     }
-    let physical =
-        prepare_for_distribution(physical, ctx.state().config().options()).map_err(|e| planning_error(&e))?;
+    // The configuration only: a state's clone copies the function registry too.
+    let physical = prepare_for_distribution(physical, ctx.copied_config().options()).map_err(|e| planning_error(&e))?;
     fragment_plan(physical, connectors).map_err(|e| planning_error(&e))
 }
 
