@@ -104,11 +104,27 @@ impl S3Settings {
             max_retries: 3,
             retry_timeout: Duration::from_secs(15),
         };
+        // These options replace the ones `from_env` read: plain HTTP is decided again here.
+        let env = |k: &str| std::env::var(k).ok();
         let client = ClientOptions::new()
             .with_connect_timeout(Duration::from_secs(5))
             .with_timeout(Duration::from_secs(60))
-            .with_allow_http(self.endpoint.as_deref().is_some_and(|e| e.starts_with("http://")));
+            .with_allow_http(allows_http(self.endpoint.as_deref(), env));
         Ok(Arc::new(b.with_retry(retry).with_client_options(client).build()?))
+    }
+}
+
+/// Whether a client may speak plain HTTP: the catalog's endpoint is `http://`, or,
+/// without one, the environment's (`AWS_ENDPOINT_URL`, `AWS_ENDPOINT`) is, or the
+/// environment allows it (`AWS_ALLOW_HTTP=true`).
+fn allows_http(endpoint: Option<&str>, env: impl Fn(&str) -> Option<String>) -> bool {
+    let http = |e: &str| e.starts_with("http://");
+    match endpoint {
+        Some(e) => http(e),
+        None => {
+            ["AWS_ENDPOINT_URL", "AWS_ENDPOINT"].iter().filter_map(|k| env(k)).any(|e| http(&e))
+                || env("AWS_ALLOW_HTTP").is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        }
     }
 }
 
@@ -208,6 +224,20 @@ impl ObjectStoreRegistry for ObjectStores {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn plain_http_follows_the_catalog_or_else_the_environment() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
+        assert!(super::allows_http(Some("http://127.0.0.1:9000"), env(&[])));
+        assert!(!super::allows_http(Some("https://s3.example"), env(&[("AWS_ALLOW_HTTP", "true")])));
+        assert!(super::allows_http(None, env(&[("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")])));
+        assert!(super::allows_http(None, env(&[("AWS_ENDPOINT", "http://moto:5000")])));
+        assert!(super::allows_http(None, env(&[("AWS_ALLOW_HTTP", "true")])));
+        assert!(!super::allows_http(None, env(&[("AWS_ENDPOINT_URL", "https://s3.example")])));
+        assert!(!super::allows_http(None, env(&[])));
+    }
+
     use super::*;
 
     #[test]
