@@ -72,9 +72,7 @@ fn range(list: &ListArray, row: usize) -> (usize, usize) {
     (o[row] as usize, o[row + 1] as usize)
 }
 
-fn integer(array: &ArrayRef) -> Result<Int64Array> {
-    Ok(cast(array, &DataType::Int64)?.as_primitive().clone())
-}
+use super::simple::int64 as integer;
 
 /// Arrays of arrays: for each row, `groups` lists index groups into `values`.
 fn list_of_lists(values: &ArrayRef, rows: Vec<Option<Vec<Vec<u32>>>>) -> Result<ArrayRef> {

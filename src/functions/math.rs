@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, StringArray};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type};
+use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::common::Result;
 use datafusion::logical_expr::{ScalarUDF, Signature, Volatility};
 
@@ -19,9 +19,7 @@ fn floats(a: &ArrayRef) -> Result<Float64Array> {
     Ok(cast(a, &DataType::Float64)?.as_primitive::<Float64Type>().clone())
 }
 
-fn ints(a: &ArrayRef) -> Result<Int64Array> {
-    Ok(cast(a, &DataType::Int64)?.as_primitive::<Int64Type>().clone())
-}
+use super::simple::int64 as ints;
 
 fn constant(value: f64) -> ArrayRef {
     Arc::new(Float64Array::from(vec![value]))

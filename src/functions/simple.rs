@@ -79,7 +79,7 @@ impl ScalarUDFImpl for Simple {
 }
 
 /// `eval` over the arguments as arrays; over constants only, a constant.
-pub fn evaluate(args: &[ColumnarValue], eval: Eval) -> Result<ColumnarValue> {
+pub fn evaluate(args: &[ColumnarValue], eval: impl FnOnce(&[ArrayRef]) -> Result<ArrayRef>) -> Result<ColumnarValue> {
     let constant = args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
     let out = eval(&ColumnarValue::values_to_arrays(args)?)?;
     match constant && out.len() == 1 {
@@ -151,11 +151,19 @@ impl ScalarUDFImpl for Typed {
         Ok(Arc::new(Field::new(self.name, (self.returns)(&args)?, true)))
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let constant = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        let out = (self.eval)(&ColumnarValue::values_to_arrays(&args.args)?, args.return_field.data_type())?;
-        match constant && out.len() == 1 {
-            true => Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)),
-            false => Ok(ColumnarValue::Array(out)),
-        }
+        evaluate(&args.args, |arrays| (self.eval)(arrays, args.return_field.data_type()))
     }
+}
+
+/// A string argument's array as `Utf8`, whatever string type it came as.
+pub fn utf8(array: &ArrayRef) -> Result<datafusion::arrow::array::StringArray> {
+    use datafusion::arrow::array::AsArray;
+    Ok(datafusion::arrow::compute::cast(array, &DataType::Utf8)?.as_string::<i32>().clone())
+}
+
+/// An integer argument's array as `Int64`.
+pub fn int64(array: &ArrayRef) -> Result<datafusion::arrow::array::Int64Array> {
+    use datafusion::arrow::array::AsArray;
+    let cast = datafusion::arrow::compute::cast(array, &DataType::Int64)?;
+    Ok(cast.as_primitive::<datafusion::arrow::datatypes::Int64Type>().clone())
 }

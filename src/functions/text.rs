@@ -15,9 +15,7 @@ use datafusion::logical_expr::{ScalarUDF, Signature, TypeSignature, Volatility};
 use super::invalid_argument;
 use super::simple::function;
 
-fn text(a: &ArrayRef) -> Result<StringArray> {
-    Ok(cast(a, &DataType::Utf8)?.as_string::<i32>().clone())
-}
+use super::simple::utf8 as text;
 
 fn list_of_strings() -> DataType {
     DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)))

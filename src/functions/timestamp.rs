@@ -52,9 +52,7 @@ pub fn functions() -> Vec<ScalarUDF> {
     ]
 }
 
-fn strings(array: &ArrayRef) -> Result<StringArray> {
-    Ok(cast(array, &DataType::Utf8)?.as_string::<i32>().clone())
-}
+use super::simple::utf8 as strings;
 
 /// What an ISO 8601 text names: an instant with its offset, or a local date-time
 /// (nanoseconds of the naive time) to be read in the session's zone.

@@ -39,23 +39,7 @@ fn significant(tokens: &[TokenWithSpan]) -> Tokens {
     tokens.iter().filter(|t| !matches!(t.token, Token::Whitespace(_))).cloned().collect()
 }
 
-/// The index of the parenthesis closing the one at `open`.
-fn closing(tokens: &[TokenWithSpan], open: usize) -> Option<usize> {
-    let mut depth = 0usize;
-    for (i, t) in tokens.iter().enumerate().skip(open) {
-        match t.token {
-            Token::LParen => depth += 1,
-            Token::RParen => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(i);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
-}
+use super::tokens::closing;
 
 /// `tokens` split at commas outside parentheses and brackets.
 fn arguments(tokens: &[TokenWithSpan]) -> Vec<Tokens> {

@@ -82,7 +82,7 @@ fn element_end(tokens: &[TokenWithSpan], from: usize) -> (usize, bool) {
 }
 
 /// The index of the parenthesis closing the one at `open`.
-fn closing(tokens: &[TokenWithSpan], open: usize) -> Option<usize> {
+pub(super) fn closing(tokens: &[TokenWithSpan], open: usize) -> Option<usize> {
     let mut depth = 0usize;
     for (i, t) in tokens.iter().enumerate().skip(open) {
         match t.token {

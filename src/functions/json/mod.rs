@@ -11,8 +11,7 @@ pub mod value;
 use std::fmt;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, AsArray, StringArray};
-use datafusion::arrow::compute::cast;
+use datafusion::arrow::array::{ArrayRef, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::{
@@ -103,20 +102,12 @@ impl ScalarUDFImpl for JsonFunction {
         })
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let constant = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let out = (self.eval)(&arrays, &args.arg_fields)?;
-        match constant && out.len() == 1 {
-            true => Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)),
-            false => Ok(ColumnarValue::Array(out)),
-        }
+        super::simple::evaluate(&args.args, |arrays| (self.eval)(arrays, &args.arg_fields))
     }
 }
 
-/// `array` as text (JSON given as `json` or `varchar`).
-fn text(array: &ArrayRef) -> Result<StringArray> {
-    Ok(cast(array, &DataType::Utf8)?.as_string::<i32>().clone())
-}
+// JSON given as `json` or `varchar`, read as text.
+use super::simple::utf8 as text;
 
 /// The value of a constant-per-batch string argument at `row` (paths, options).
 fn string_at(array: &StringArray, row: usize) -> Option<&str> {
