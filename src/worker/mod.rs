@@ -5,6 +5,7 @@
 pub mod api;
 pub mod budgeted;
 pub mod failure_injector;
+pub mod heartbeat;
 pub mod memory;
 pub mod task;
 pub mod task_manager;
@@ -298,12 +299,29 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
     let period = config.heartbeat;
     let draining = manager.clone();
     tokio::spawn(async move {
+        let mut log = heartbeat::HeartbeatLog::default();
         loop {
             announcement.shutting_down = draining.is_shutting_down();
             announcement.query_memory = draining.memory().query_reservations();
             let sent = http.post(&target).json(&announcement).timeout(Duration::from_secs(2)).send().await;
-            if let Err(e) = sent {
-                tracing::debug!("heartbeat to {target} failed: {e}");
+            let notice = match sent {
+                Ok(r) if r.status().is_success() => log.succeeded(),
+                Ok(r) => {
+                    let status = r.status();
+                    let body = r.text().await.unwrap_or_default();
+                    let cause = format!("{status}: {}", body.chars().take(300).collect::<String>());
+                    log.failed(cause, std::time::Instant::now())
+                }
+                Err(e) => log.failed(heartbeat::with_sources(&e), std::time::Instant::now()),
+            };
+            match notice {
+                heartbeat::HeartbeatNotice::Quiet => {}
+                heartbeat::HeartbeatNotice::Failing { cause, repeated } => {
+                    tracing::warn!("cannot announce this worker to {target} (attempt {repeated}): {cause}")
+                }
+                heartbeat::HeartbeatNotice::Joined { after_failures } => {
+                    tracing::info!("announced to {target} (after {after_failures} failed attempts)")
+                }
             }
             tokio::select! {
                 _ = tokio::time::sleep(period) => {}

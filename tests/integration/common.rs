@@ -28,8 +28,16 @@ impl Drop for Proc {
 
 /// Starts `flotilla <args>` and reads the URL it prints on its first line.
 pub fn spawn(args: &[&str]) -> Proc {
-    let mut child =
-        Command::new(BIN).args(args).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("spawn flotilla");
+    spawn_with_stderr(args, Stdio::inherit())
+}
+
+/// `spawn`, its log (standard error) written to `log`.
+pub fn spawn_logging_to(args: &[&str], log: &std::path::Path) -> Proc {
+    spawn_with_stderr(args, Stdio::from(std::fs::File::create(log).expect("create the log file")))
+}
+
+fn spawn_with_stderr(args: &[&str], stderr: Stdio) -> Proc {
+    let mut child = Command::new(BIN).args(args).stdout(Stdio::piped()).stderr(stderr).spawn().expect("spawn flotilla");
     let stdout = child.stdout.take().expect("stdout");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -56,12 +64,43 @@ pub fn spawn(args: &[&str]) -> Proc {
 }
 
 /// A test whose outside service (a package, a server) is missing: under `CI=true`
-/// that is a failure, elsewhere the test says it skipped and why.
+/// that is a failure, elsewhere the test says it skipped and why, and the skip is
+/// listed again when the test binary exits (see `list_skipped_at_exit`).
 pub fn missing_service(test: &str, why: &str) {
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("{test}: {why} (CI=true: a missing service is a failure)");
     }
     println!("SKIPPED {test}: {why}");
+    SKIPPED.lock().unwrap_or_else(|e| e.into_inner()).push(format!("{test}: {why}"));
+    list_skipped_at_exit();
+}
+
+static SKIPPED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Registers, once, a handler that prints the skipped tests after the test harness's
+/// own summary: the integration binary is the last thing `cargo test` runs, so the
+/// list ends the README's test command, where it is seen. Output a passing test
+/// prints is captured and never shown, hence the handler.
+fn list_skipped_at_exit() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    extern "C" fn print_skipped() {
+        use std::io::Write;
+        let skipped = SKIPPED.lock().unwrap_or_else(|e| e.into_inner());
+        let mut text = format!(
+            "\n{} integration test(s) skipped for want of a service (.ci/run installs them all; under CI=true \
+             a skip is a failure):\n",
+            skipped.len()
+        );
+        for s in skipped.iter() {
+            text.push_str(&format!("  SKIPPED {s}\n"));
+        }
+        // Straight to the file descriptor: the harness's capture is gone by now.
+        let _ = std::io::stderr().write_all(text.as_bytes());
+    }
+    // SAFETY: registers a plain function without arguments, as atexit requires.
+    ONCE.call_once(|| unsafe {
+        libc::atexit(print_skipped);
+    });
 }
 
 pub struct Cluster {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::common::{oracle, spawn, BIN};
+use super::common::{oracle, spawn, spawn_logging_to, BIN};
 
 const SECRET: &str = "security-test-secret";
 
@@ -227,6 +227,24 @@ async fn https_logins_and_access_rules() {
     let started = Instant::now();
     let r = reqwest::Client::new().get(format!("{plain}/v1/info")).timeout(Duration::from_secs(10)).send().await;
     assert!(r.is_err() && started.elapsed() < Duration::from_secs(10), "plain HTTP to HTTPS: {r:?}");
+    // A worker that cannot complete the TLS handshake with the coordinator (here it
+    // trusts the node's certificate instead of the CA that issued it) never joins; it
+    // says why at the default log level, and not at every heartbeat.
+    let log = dir.join("untrusting-worker.log");
+    let untrusting = ["worker", "--coordinator", &coordinator.url, "--bind", "127.0.0.1:0"];
+    let tls = ["--shared-secret", SECRET, "--https-cert", &node_s, "--truststore", &node_s];
+    let untrusting = spawn_logging_to(&[&untrusting[..], &tls[..]].concat(), &log);
+    let warned = |text: &str| text.lines().filter(|l| l.contains("cannot announce this worker")).count();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while warned(&std::fs::read_to_string(&log).unwrap_or_default()) == 0 {
+        assert!(Instant::now() < deadline, "no warning: {}", std::fs::read_to_string(&log).unwrap_or_default());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(warned(&text), 1, "warned once in 3 s of heartbeats: {text}");
+    assert!(text.contains("certificate") && text.contains("WARN"), "the cause, as a warning: {text}");
+    drop(untrusting);
     // Internal TLS: workers answer only over HTTPS.
     let worker_plain = workers[0].url.replacen("https://", "http://", 1);
     assert!(reqwest::Client::new()

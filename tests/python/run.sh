@@ -17,7 +17,7 @@ if ! command -v python3 >/dev/null 2>&1; then
         echo "python3 not found (CI=true: a missing service is a failure)" >&2
         exit 2
     fi
-    echo "python3 not found; skipping the Trino Python client test"
+    echo "SKIPPED trino_python_client: python3 not found (Debian's python3 and python3-venv)"
     exit 0
 fi
 BIN=${1:?usage: $0 path/to/flotilla}
@@ -127,7 +127,7 @@ fi
 
 # --- The same client over HTTPS with a password, against a second cluster. -----------
 if ! command -v openssl >/dev/null 2>&1; then
-    echo "SKIPPED the HTTPS part: openssl not found to make a test CA"
+    echo "SKIPPED trino_python_client over HTTPS: openssl not found to make a test CA (Debian's openssl)"
     exit 0
 fi
 TLS=$TMP/tls
