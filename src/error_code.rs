@@ -115,6 +115,9 @@ error_codes! {
     CatalogNotFound = ("CATALOG_NOT_FOUND", 44, UserError, Never),
     SchemaNotFound = ("SCHEMA_NOT_FOUND", 45, UserError, Never),
     TableNotFound = ("TABLE_NOT_FOUND", 46, UserError, Never),
+    ColumnNotFound = ("COLUMN_NOT_FOUND", 47, UserError, Never),
+    /// A table or view of the name exists already (`CREATE`, `ALTER ... RENAME TO`).
+    TableAlreadyExists = ("TABLE_ALREADY_EXISTS", 50, UserError, Never),
     /// A bug or an unexpected state: running the same thing again would hit it again.
     GenericInternalError = ("GENERIC_INTERNAL_ERROR", 65536, InternalError, Never),
     TooManyRequestsFailed = ("TOO_MANY_REQUESTS_FAILED", 65537, InternalError, Retryable),

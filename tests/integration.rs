@@ -4,6 +4,7 @@
 
 mod integration {
     pub mod common;
+    pub mod dbt;
     #[cfg(feature = "delta-lake")]
     pub mod delta_lake;
     pub mod deployment;

@@ -142,6 +142,36 @@ impl FilesConnector {
         Ok(self.warehouse.as_ref().map(|w| format!("{w}/{schema}/{table}/")))
     }
 
+    /// Where a new table's files go: `managed_location`, unless a table renamed away
+    /// from that name still keeps its files there; then a directory beside it with
+    /// a random suffix (`WAREHOUSE/SCHEMA/TABLE-x7k2qa/`).
+    pub fn new_managed_location(&self, schema: &str, table: &str) -> Result<Option<String>, String> {
+        let Some(plain) = self.managed_location(schema, table)? else { return Ok(None) };
+        let taken = |l: &str| self.metastore.tables().iter().any(|t| t.location == l);
+        if !taken(&plain) {
+            return Ok(Some(plain));
+        }
+        let base = plain.trim_end_matches('/');
+        loop {
+            let candidate = format!("{base}-{}/", crate::util::random_suffix(6));
+            if !taken(&candidate) {
+                return Ok(Some(candidate));
+            }
+        }
+    }
+
+    /// Whether `location` is one this catalog gives a table it writes
+    /// (`WAREHOUSE/SCHEMA/DIRECTORY/`): only such files are removed with their table.
+    /// A table keeps its directory when renamed, so the name need not match.
+    pub fn is_managed_location(&self, location: &str) -> bool {
+        let Some(w) = &self.warehouse else { return false };
+        let Some(rest) = location.strip_prefix(w.as_str()).and_then(|r| r.strip_prefix('/')) else { return false };
+        let Some(rest) = rest.strip_suffix('/') else { return false };
+        let segments: Vec<&str> = rest.split('/').collect();
+        let plain = |s: &&str| !s.is_empty() && *s != "." && *s != ".." && !s.contains(['\\', '%']);
+        segments.len() == 2 && segments.iter().all(plain)
+    }
+
     /// `files.warehouse`, without a trailing `/`.
     pub fn warehouse(&self) -> Option<&str> {
         self.warehouse.as_deref()
@@ -308,6 +338,14 @@ fn local_path(location: &str) -> Option<PathBuf> {
 impl Connector for FilesConnector {
     fn catalog_name(&self) -> &str {
         &self.name
+    }
+
+    fn connector_name(&self) -> &str {
+        if self.delta_lake {
+            "delta_lake"
+        } else {
+            "files"
+        }
     }
 
     fn allows_location(&self, location: &str) -> bool {

@@ -1,6 +1,7 @@
 //! `information_schema` of every catalog, in Trino's shape: `schemata`, `tables`,
 //! `columns` (with 1-based `ordinal_position`, `comment`, and Trino type names in
-//! `data_type`), `views`. BI tools and Trino's SQLAlchemy dialect reflect tables by
+//! `data_type`), `views` (with `view_owner` and `view_definition`). Comments and
+//! view definitions come from the catalog's metastore, when it has one. BI tools and Trino's SQLAlchemy dialect reflect tables by
 //! querying these; DataFusion's own information schema has Arrow type names and other
 //! columns. `WithInformationSchema` wraps a connector's catalog and adds the schema,
 //! built on demand from that catalog's schemas and tables as small in-memory tables,
@@ -15,7 +16,9 @@ use datafusion::catalog::{CatalogProvider, MemTable, SchemaProvider, TableProvid
 use datafusion::error::Result;
 use datafusion::logical_expr::TableType;
 
+use super::metastore::Metastore;
 use crate::format::field_type;
+use datafusion::catalog::view::ViewTable;
 
 pub const NAME: &str = "information_schema";
 const TABLES: [&str; 4] = ["columns", "schemata", "tables", "views"];
@@ -25,11 +28,18 @@ const TABLES: [&str; 4] = ["columns", "schemata", "tables", "views"];
 pub struct WithInformationSchema {
     name: String,
     inner: Arc<dyn CatalogProvider>,
+    metastore: Option<Arc<Metastore>>,
 }
 
 impl WithInformationSchema {
     pub fn new(name: &str, inner: Arc<dyn CatalogProvider>) -> Self {
-        WithInformationSchema { name: name.to_string(), inner }
+        WithInformationSchema { name: name.to_string(), inner, metastore: None }
+    }
+
+    /// Comments and view definitions from `metastore`.
+    pub fn with_metastore(mut self, metastore: Option<Arc<Metastore>>) -> Self {
+        self.metastore = metastore;
+        self
     }
 }
 
@@ -42,7 +52,11 @@ impl CatalogProvider for WithInformationSchema {
 
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
         if name == NAME {
-            return Some(Arc::new(TrinoInformationSchema { catalog: self.name.clone(), inner: self.inner.clone() }));
+            return Some(Arc::new(TrinoInformationSchema {
+                catalog: self.name.clone(),
+                inner: self.inner.clone(),
+                metastore: self.metastore.clone(),
+            }));
         }
         self.inner.schema(name)
     }
@@ -61,13 +75,15 @@ struct Listed {
     schema: String,
     table: String,
     layout: SchemaRef,
-    view: bool,
+    /// A view's definition (None for a table): its query.
+    view: Option<String>,
 }
 
 #[derive(Debug)]
 pub struct TrinoInformationSchema {
     catalog: String,
     inner: Arc<dyn CatalogProvider>,
+    metastore: Option<Arc<Metastore>>,
 }
 
 impl TrinoInformationSchema {
@@ -87,13 +103,17 @@ impl TrinoInformationSchema {
             names.sort();
             for t in names {
                 if let Some(table) = provider.table(&t).await? {
-                    let view = table.table_type() == TableType::View;
+                    let view = (table.table_type() == TableType::View).then(|| {
+                        let kept = self.metastore.as_ref().and_then(|m| m.view(&s, &t)).map(|v| v.query);
+                        let planned = || table.downcast_ref::<ViewTable>().and_then(|v| v.definition().cloned());
+                        kept.or_else(planned).unwrap_or_default()
+                    });
                     out.push(Listed { schema: s.clone(), table: t, layout: table.schema(), view });
                 }
             }
         }
         for t in TABLES {
-            out.push(Listed { schema: NAME.to_string(), table: t.to_string(), layout: self.layout(t), view: false });
+            out.push(Listed { schema: NAME.to_string(), table: t.to_string(), layout: self.layout(t), view: None });
         }
         Ok(out)
     }
@@ -102,7 +122,10 @@ impl TrinoInformationSchema {
         let s = |n: &str| Field::new(n, DataType::Utf8, true);
         let fields = match table {
             "schemata" => vec![s("catalog_name"), s("schema_name")],
-            "tables" | "views" => vec![s("table_catalog"), s("table_schema"), s("table_name"), s("table_type")],
+            "tables" => vec![s("table_catalog"), s("table_schema"), s("table_name"), s("table_type")],
+            "views" => {
+                vec![s("table_catalog"), s("table_schema"), s("table_name"), s("view_owner"), s("view_definition")]
+            }
             _ => vec![
                 s("table_catalog"),
                 s("table_schema"),
@@ -128,9 +151,9 @@ impl TrinoInformationSchema {
                 let names = self.schemas();
                 vec![cat(names.len()), text(names.into_iter().map(Some).collect())]
             }
-            "tables" | "views" => {
-                let t: Vec<Listed> = self.tables().await?.into_iter().filter(|t| table == "tables" || t.view).collect();
-                let kind = |t: &Listed| Some(if t.view { "VIEW" } else { "BASE TABLE" }.to_string());
+            "tables" => {
+                let t: Vec<Listed> = self.tables().await?;
+                let kind = |t: &Listed| Some(if t.view.is_some() { "VIEW" } else { "BASE TABLE" }.to_string());
                 vec![
                     cat(t.len()),
                     text(t.iter().map(|x| Some(x.schema.clone())).collect()),
@@ -138,18 +161,30 @@ impl TrinoInformationSchema {
                     text(t.iter().map(kind).collect()),
                 ]
             }
+            "views" => {
+                let t: Vec<Listed> = self.tables().await?.into_iter().filter(|t| t.view.is_some()).collect();
+                let owner =
+                    |x: &Listed| self.metastore.as_ref().and_then(|m| m.view(&x.schema, &x.table)).map(|v| v.owner);
+                vec![
+                    cat(t.len()),
+                    text(t.iter().map(|x| Some(x.schema.clone())).collect()),
+                    text(t.iter().map(|x| Some(x.table.clone())).collect()),
+                    text(t.iter().map(owner).collect()),
+                    text(t.iter().map(|x| x.view.clone()).collect()),
+                ]
+            }
             _ => {
-                let mut rows: Vec<(String, String, String, i64, bool, String)> = Vec::new();
+                // One row per column: schema, table, its field, position, comment.
+                let mut rows: Vec<(String, String, Field, i64, Option<String>)> = Vec::new();
                 for Listed { schema: schema_name, table: table_name, layout, .. } in self.tables().await? {
+                    let comments = self
+                        .metastore
+                        .as_ref()
+                        .map(|m| m.column_comments(&schema_name, &table_name))
+                        .unwrap_or_default();
                     for (i, f) in layout.fields().iter().enumerate() {
-                        rows.push((
-                            schema_name.clone(),
-                            table_name.clone(),
-                            f.name().clone(),
-                            i as i64 + 1,
-                            f.is_nullable(),
-                            field_type(f),
-                        ));
+                        let comment = comments.get(f.name()).cloned();
+                        rows.push((schema_name.clone(), table_name.clone(), f.as_ref().clone(), i as i64 + 1, comment));
                     }
                 }
                 let n = rows.len();
@@ -157,12 +192,12 @@ impl TrinoInformationSchema {
                     cat(n),
                     text(rows.iter().map(|r| Some(r.0.clone())).collect()),
                     text(rows.iter().map(|r| Some(r.1.clone())).collect()),
-                    text(rows.iter().map(|r| Some(r.2.clone())).collect()),
+                    text(rows.iter().map(|r| Some(r.2.name().clone())).collect()),
                     Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.3))),
                     text(vec![None; n]),
-                    text(rows.iter().map(|r| Some(if r.4 { "YES" } else { "NO" }.to_string())).collect()),
-                    text(rows.iter().map(|r| Some(r.5.clone())).collect()),
-                    text(vec![None; n]),
+                    text(rows.iter().map(|r| Some(if r.2.is_nullable() { "YES" } else { "NO" }.to_string())).collect()),
+                    text(rows.iter().map(|r| Some(field_type(&r.2))).collect()),
+                    text(rows.iter().map(|r| r.4.clone()).collect()),
                     text(vec![None; n]),
                 ]
             }
@@ -196,7 +231,7 @@ mod tests {
     use crate::connector::tpch::{TpchCatalog, LISTED_SCHEMAS};
 
     fn tpch() -> TrinoInformationSchema {
-        TrinoInformationSchema { catalog: "tpch".into(), inner: Arc::new(TpchCatalog::default()) }
+        TrinoInformationSchema { catalog: "tpch".into(), inner: Arc::new(TpchCatalog::default()), metastore: None }
     }
 
     #[tokio::test]

@@ -1,7 +1,9 @@
-//! The metastore of a catalog of files: its schemas and tables, kept by the
-//! coordinator in one JSON file per catalog so that they outlive the process. The
-//! planning of `CREATE SCHEMA`, `CREATE EXTERNAL TABLE`, `CREATE TABLE ... AS` and
-//! `DROP TABLE` writes it; `Connectors::restore` replays it at start-up.
+//! The metastore of a catalog of files: its schemas, tables and views, and their
+//! comments, kept by the coordinator in one JSON file per catalog so that they
+//! outlive the process. The planning of `CREATE SCHEMA`, `CREATE EXTERNAL TABLE`,
+//! `CREATE TABLE ... AS`, `CREATE VIEW`, `ALTER ... RENAME TO`, `COMMENT ON` and the
+//! `DROP`s writes it; `Connectors::restore` replays its tables at start-up, the
+//! coordinator its views (they are planned in Trino's dialect).
 //!
 //! Every change rewrites the whole file atomically (a temporary file, synced, renamed
 //! over the old one), so a crash leaves either the old catalog or the new one. A
@@ -10,7 +12,7 @@
 //! the readable facts a person looking at the file wants.
 
 use datafusion::common::plan_datafusion_err;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -34,6 +36,33 @@ pub struct TableEntry {
     pub managed: bool,
     /// The `CREATE EXTERNAL TABLE` plan, in DataFusion's protobuf encoding, base64.
     pub definition: String,
+    /// `COMMENT ON TABLE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    /// `COMMENT ON COLUMN`, by column name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub column_comments: BTreeMap<String, String>,
+}
+
+/// A view: the query it stands for, as the statement that makes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ViewEntry {
+    pub schema: String,
+    pub name: String,
+    /// The view's query, in Trino's dialect, as `information_schema.views` shows it.
+    pub query: String,
+    /// Who made it: under `SECURITY DEFINER` the tables it reads are read as them.
+    pub owner: String,
+    /// The session's catalog and schema when it was made: the query's unqualified
+    /// names are theirs.
+    pub session_catalog: String,
+    pub session_schema: String,
+    /// `DEFINER` or `INVOKER`.
+    pub security: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub column_comments: BTreeMap<String, String>,
 }
 
 impl TableEntry {
@@ -48,6 +77,8 @@ impl TableEntry {
             partition_columns: create.table_partition_cols.clone(),
             managed,
             definition: base64::engine::general_purpose::STANDARD.encode(bytes),
+            comment: None,
+            column_comments: BTreeMap::new(),
         })
     }
 
@@ -65,6 +96,16 @@ struct Contents {
     version: u32,
     schemas: BTreeSet<String>,
     tables: Vec<TableEntry>,
+    /// In the order they were made: a view may read the views before it.
+    #[serde(default)]
+    views: Vec<ViewEntry>,
+}
+
+/// What a comment is on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CommentTarget {
+    Relation,
+    Column(String),
 }
 
 #[derive(Debug)]
@@ -112,6 +153,99 @@ impl Metastore {
         self.contents.lock().tables.iter().find(|t| t.schema == schema && t.name == name).cloned()
     }
 
+    pub fn views(&self) -> Vec<ViewEntry> {
+        self.contents.lock().views.clone()
+    }
+
+    pub fn view(&self, schema: &str, name: &str) -> Option<ViewEntry> {
+        self.contents.lock().views.iter().find(|v| v.schema == schema && v.name == name).cloned()
+    }
+
+    /// The comment on a table or view.
+    pub fn comment(&self, schema: &str, name: &str) -> Option<String> {
+        let c = self.contents.lock();
+        let table = c.tables.iter().find(|t| t.schema == schema && t.name == name).map(|t| t.comment.clone());
+        table.or_else(|| c.views.iter().find(|v| v.schema == schema && v.name == name).map(|v| v.comment.clone()))?
+    }
+
+    /// The comments on a table's or view's columns.
+    pub fn column_comments(&self, schema: &str, name: &str) -> BTreeMap<String, String> {
+        let c = self.contents.lock();
+        let table = c.tables.iter().find(|t| t.schema == schema && t.name == name).map(|t| &t.column_comments);
+        let view = || c.views.iter().find(|v| v.schema == schema && v.name == name).map(|v| &v.column_comments);
+        table.or_else(view).cloned().unwrap_or_default()
+    }
+
+    /// Sets (or with None, removes) a comment; false when no such table or view.
+    pub fn set_comment(
+        &self,
+        schema: &str,
+        name: &str,
+        target: &CommentTarget,
+        comment: Option<String>,
+    ) -> std::io::Result<bool> {
+        let mut found = false;
+        self.change(|c| {
+            let table = c.tables.iter_mut().find(|t| t.schema == schema && t.name == name);
+            let (relation, columns) = match table {
+                Some(t) => (&mut t.comment, &mut t.column_comments),
+                None => match c.views.iter_mut().find(|v| v.schema == schema && v.name == name) {
+                    Some(v) => (&mut v.comment, &mut v.column_comments),
+                    None => return,
+                },
+            };
+            found = true;
+            match (target, comment) {
+                (CommentTarget::Relation, comment) => *relation = comment,
+                (CommentTarget::Column(col), Some(text)) => {
+                    columns.insert(col.clone(), text);
+                }
+                (CommentTarget::Column(col), None) => {
+                    columns.remove(col);
+                }
+            }
+        })?;
+        Ok(found)
+    }
+
+    /// Adds the view, replacing one of the same name (`CREATE OR REPLACE VIEW`); a
+    /// replaced view keeps its place in the order.
+    pub fn put_view(&self, entry: ViewEntry) -> std::io::Result<()> {
+        self.change(|c| match c.views.iter_mut().find(|v| v.schema == entry.schema && v.name == entry.name) {
+            Some(v) => *v = entry,
+            None => c.views.push(entry),
+        })
+    }
+
+    pub fn remove_view(&self, schema: &str, name: &str) -> std::io::Result<Option<ViewEntry>> {
+        let mut removed = None;
+        self.change(|c| {
+            if let Some(i) = c.views.iter().position(|v| v.schema == schema && v.name == name) {
+                removed = Some(c.views.remove(i));
+            }
+        })?;
+        Ok(removed)
+    }
+
+    /// Renames a table or view (possibly into another schema); its files stay where
+    /// they are. False when there is no such table or view.
+    pub fn rename(&self, from: (&str, &str), to: (&str, &str), definition: Option<String>) -> std::io::Result<bool> {
+        let mut found = false;
+        self.change(|c| {
+            if let Some(t) = c.tables.iter_mut().find(|t| t.schema == from.0 && t.name == from.1) {
+                (t.schema, t.name) = (to.0.to_string(), to.1.to_string());
+                if let Some(d) = definition {
+                    t.definition = d;
+                }
+                found = true;
+            } else if let Some(v) = c.views.iter_mut().find(|v| v.schema == from.0 && v.name == from.1) {
+                (v.schema, v.name) = (to.0.to_string(), to.1.to_string());
+                found = true;
+            }
+        })
+        .map(|_| found)
+    }
+
     pub fn put_schema(&self, schema: &str) -> std::io::Result<()> {
         self.change(|c| {
             c.schemas.insert(schema.to_string());
@@ -122,6 +256,7 @@ impl Metastore {
         self.change(|c| {
             c.schemas.remove(schema);
             c.tables.retain(|t| t.schema != schema);
+            c.views.retain(|v| v.schema != schema);
         })
     }
 

@@ -20,6 +20,7 @@ pub mod memory;
 pub mod metastore;
 pub mod object_storage;
 pub mod postgresql;
+pub mod system;
 pub mod time_travel;
 pub mod tpcds;
 pub mod tpch;
@@ -41,6 +42,9 @@ use information_schema::WithInformationSchema;
 pub trait Connector: Send + Sync + fmt::Debug {
     /// The catalog's name in SQL (`tpch.sf1.lineitem`).
     fn catalog_name(&self) -> &str;
+
+    /// Its `connector.name`, as `system.metadata.catalogs` lists it.
+    fn connector_name(&self) -> &str;
 
     /// The catalog as DataFusion sees it; the same object for every session, so
     /// tables created in it stay.
@@ -237,6 +241,11 @@ impl Connectors {
         Ok(Connectors::new(list))
     }
 
+    /// Every catalog, in registration order.
+    pub fn list(&self) -> &[Arc<dyn Connector>] {
+        &self.list
+    }
+
     /// The catalogs of files among them.
     pub fn files_catalogs(&self) -> impl Iterator<Item = &files::FilesConnector> {
         self.list.iter().filter_map(|c| c.files())
@@ -266,7 +275,9 @@ impl Connectors {
     /// formats they declare tables in.
     pub fn register(&self, ctx: &SessionContext) {
         for c in &self.list {
-            ctx.register_catalog(c.catalog_name(), Arc::new(WithInformationSchema::new(c.catalog_name(), c.catalog())));
+            let metastore = c.files().and_then(|f| f.metastore()).cloned();
+            let catalog = WithInformationSchema::new(c.catalog_name(), c.catalog()).with_metastore(metastore);
+            ctx.register_catalog(c.catalog_name(), Arc::new(catalog));
         }
         #[cfg(feature = "delta-lake")]
         if self.list.iter().any(|c| c.files().is_some_and(|f| f.is_delta_lake())) {

@@ -1,8 +1,9 @@
 //! Keeps a catalog's metastore in step with the DDL DataFusion has just run against
-//! the catalog in memory: `CREATE SCHEMA`, `CREATE EXTERNAL TABLE`, `DROP TABLE`
-//! (which, for a table `CREATE TABLE ... AS` wrote, also removes its files) and
-//! `DROP SCHEMA`. The planning phase calls `before` and `after` around running the
-//! statement; catalogs without a metastore are left alone.
+//! the catalog in memory: `CREATE SCHEMA`, `CREATE EXTERNAL TABLE`, `CREATE VIEW`,
+//! `DROP TABLE` (which, for a table `CREATE TABLE ... AS` wrote, also removes its
+//! files), `DROP VIEW` and `DROP SCHEMA`. The planning phase calls `before` and
+//! `after` around running the statement; catalogs without a metastore are left
+//! alone. At start-up `restore_views` makes the metastores' views again.
 
 use datafusion::common::{SchemaReference, TableReference};
 use datafusion::datasource::listing::ListingTableUrl;
@@ -11,8 +12,9 @@ use datafusion::prelude::SessionContext;
 use futures::StreamExt;
 use object_store::ObjectStoreExt;
 
-use super::planner::QueryError;
-use crate::connector::metastore::{Metastore, TableEntry};
+use super::planner::{QueryError, SessionSpec};
+use super::relations::ViewClauses;
+use crate::connector::metastore::{Metastore, TableEntry, ViewEntry};
 use crate::connector::Connectors;
 use crate::error_code::ErrorCode;
 
@@ -55,17 +57,44 @@ fn recording_error(m: &Metastore, e: std::io::Error) -> QueryError {
     QueryError::new(ErrorCode::GenericInternalError, format!("cannot update {}: {e}", m.describe()))
 }
 
+/// A `CREATE VIEW` being run: its Trino clauses and who makes it.
+pub struct NewView {
+    pub clauses: ViewClauses,
+    pub owner: String,
+}
+
 /// Records what the statement did, once it has run.
 pub async fn after(
     ctx: &SessionContext,
     logical: &LogicalPlan,
     pending: Pending,
     connectors: &Connectors,
-    catalog: &str,
-    schema: &str,
+    (catalog, schema): (&str, &str),
+    view: Option<NewView>,
 ) -> Result<(), QueryError> {
     let LogicalPlan::Ddl(ddl) = logical else { return Ok(()) };
     match ddl {
+        DdlStatement::CreateView(c) => {
+            let (cat, sch, name) = resolve(&c.name, catalog, schema);
+            let (Some(m), Some(view)) = (metastore(connectors, &cat), view) else { return Ok(()) };
+            let entry = ViewEntry {
+                schema: sch,
+                name,
+                query: view.clauses.query,
+                owner: view.owner,
+                session_catalog: catalog.to_string(),
+                session_schema: schema.to_string(),
+                security: view.clauses.security,
+                comment: view.clauses.comment,
+                column_comments: Default::default(),
+            };
+            m.put_view(entry).map_err(|e| recording_error(m, e))
+        }
+        DdlStatement::DropView(d) => {
+            let (cat, sch, name) = resolve(&d.name, catalog, schema);
+            let Some(m) = metastore(connectors, &cat) else { return Ok(()) };
+            m.remove_view(&sch, &name).map(|_| ()).map_err(|e| recording_error(m, e))
+        }
         DdlStatement::CreateExternalTable(c) => {
             let (cat, sch, table) = resolve(&c.name, catalog, schema);
             let Some(m) = metastore(connectors, &cat) else { return Ok(()) };
@@ -105,6 +134,54 @@ pub async fn after(
     }
 }
 
+/// Makes the views the catalogs' metastores keep (the coordinator, at start-up, once
+/// their tables are back), each planned as it was made: in Trino's dialect, with the
+/// catalog and schema of the session that made it. A view that cannot be made (a
+/// table it reads is gone) is logged and left in the metastore. Views are made in
+/// the order they were, and those that failed are tried again while any succeeds, so
+/// a view over a view made later still comes back.
+pub async fn restore_views(connectors: &Connectors) {
+    for c in connectors.list() {
+        let Some(m) = c.files().and_then(|f| f.metastore()) else { continue };
+        let mut pending = m.views();
+        let mut restored = 0;
+        loop {
+            let tried = pending.len();
+            let mut failed = Vec::new();
+            for v in pending {
+                match make_view(connectors, c.catalog_name(), &v).await {
+                    Ok(()) => restored += 1,
+                    Err(e) => failed.push((v, e)),
+                }
+            }
+            if failed.is_empty() || failed.len() == tried {
+                for (v, e) in &failed {
+                    tracing::warn!("catalog {}: view {}.{} is not available: {e}", c.catalog_name(), v.schema, v.name);
+                }
+                break;
+            }
+            pending = failed.into_iter().map(|(v, _)| v).collect();
+        }
+        if restored > 0 {
+            tracing::info!("catalog {}: {restored} views from {}", c.catalog_name(), m.describe());
+        }
+    }
+}
+
+/// Plans and registers one view of `catalog`, as its maker's session would have.
+async fn make_view(connectors: &Connectors, catalog: &str, v: &ViewEntry) -> Result<(), String> {
+    let spec =
+        SessionSpec { catalog: v.session_catalog.clone(), schema: v.session_schema.clone(), ..Default::default() };
+    let ctx = super::planner::session_context(&spec, &Default::default(), 1, connectors);
+    let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+    let sql =
+        format!("CREATE OR REPLACE VIEW {}.{}.{} AS {}", quote(catalog), quote(&v.schema), quote(&v.name), v.query);
+    let statement = super::dialect::parse_in(&sql, 1000, "UTC").map_err(|e| e.to_string())?;
+    let plan = ctx.state().statement_to_plan(statement).await.map_err(|e| e.to_string())?;
+    ctx.execute_logical_plan(plan).await.map_err(|e| e.to_string())?;
+    Ok(())
+}
+
 fn schema_of(name: &SchemaReference, catalog: &str) -> (String, String) {
     match name {
         SchemaReference::Bare { schema } => (catalog.to_string(), schema.to_string()),
@@ -113,14 +190,14 @@ fn schema_of(name: &SchemaReference, catalog: &str) -> (String, String) {
 }
 
 /// Deletes the files of the dropped tables that the catalog wrote itself, and only
-/// where it would have put them (`WAREHOUSE/SCHEMA/TABLE/`): a metastore entry is
-/// never trusted to name what may be deleted.
+/// where it puts them (`WAREHOUSE/SCHEMA/DIRECTORY/`): a metastore entry is never
+/// trusted to name what may be deleted.
 async fn remove_managed_files(ctx: &SessionContext, connectors: &Connectors, catalog: &str, dropped: Vec<TableEntry>) {
     let Some(files) = connectors.get(catalog).and_then(|c| c.files()) else { return };
     for entry in dropped.into_iter().filter(|e| e.managed) {
-        match files.managed_location(&entry.schema, &entry.name) {
-            Ok(Some(location)) if location == entry.location => remove_files(ctx, &location).await,
-            _ => tracing::warn!(
+        match files.is_managed_location(&entry.location) {
+            true => remove_files(ctx, &entry.location).await,
+            false => tracing::warn!(
                 "table {}.{}: its files at {} are not where the warehouse puts tables; left in place",
                 entry.schema,
                 entry.name,

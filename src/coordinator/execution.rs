@@ -205,6 +205,11 @@ async fn execute(
     super::session_bounds::check(props, &coord.cluster_memory.capacities(&workers))?;
     let partitions = props.hash_partition_count.unwrap_or(workers.len().max(1) * coord.config.partitions_per_worker);
     let ctx = session_context(&q.session, props, partitions, &coord.connectors);
+    // Trino's `system` catalog, over what this query's user may see.
+    let system = super::system_tables::CoordinatorSystem::new(coord, &q.session.user);
+    let system = crate::connector::system::SystemCatalog::new(Arc::new(system));
+    let system = crate::connector::information_schema::WithInformationSchema::new("system", Arc::new(system));
+    ctx.register_catalog(crate::connector::system::SYSTEM_CATALOG, Arc::new(system));
     let access = coord.config.security.rules.as_ref().map(|r| {
         let who = r.identity(&q.session.user);
         super::planning::AccessCheck { rules: r.clone(), who }
@@ -233,7 +238,7 @@ async fn execute(
             Ok(())
         }
         StatementKind::Metadata(stmt) => {
-            let batch = super::metadata::run(&ctx, &q.session, &stmt, access.as_ref()).await?;
+            let batch = super::metadata::run(&ctx, &coord.connectors, &q.session, &stmt, access.as_ref()).await?;
             q.progress().schema = Some(batch.schema());
             q.transition(QueryState::Starting);
             q.transition(QueryState::Running);
@@ -251,6 +256,7 @@ async fn execute(
                 single_task_max_rows: usize::try_from(props.single_task_max_rows).unwrap_or(usize::MAX),
                 dynamic_filtering: props.runs_dynamic_filters(),
                 in_transaction: q.session.transaction.is_some(),
+                user: q.session.user.clone(),
             };
             let planned = super::planning::plan(request, sql, props.query_max_planning_time).await?;
             execute_planned(coord, q, run, attempt, ctx, workers, planned).await
@@ -271,6 +277,12 @@ async fn execute_planned(
 ) -> Result<(), QueryError> {
     let (physical, fragments, analyze) = match planned {
         Planned::Explain(text) => return emit_text(q, "Query Plan", text).await,
+        Planned::Done(update_type) => {
+            q.progress().update_type = Some(update_type);
+            q.transition(QueryState::Starting);
+            q.transition(QueryState::Running);
+            return Ok(());
+        }
         Planned::Query { physical, fragments, analyze, write } => {
             if let Some(w) = write {
                 let mut p = q.progress();

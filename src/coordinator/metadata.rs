@@ -35,6 +35,11 @@ pub enum MetadataStatement {
     ShowFunctions {
         like: Option<super::show_functions::Like>,
     },
+    /// `SHOW CREATE TABLE|VIEW name` (`show_create`).
+    ShowCreate {
+        name: String,
+        view: bool,
+    },
 }
 
 /// Recognizes a metadata statement; anything else is left to DataFusion.
@@ -54,6 +59,9 @@ pub fn parse(sql: &str) -> Option<MetadataStatement> {
         };
     }
     match words.len() {
+        4 if kw(0, "show") && kw(1, "create") && (kw(2, "table") || kw(2, "view")) => {
+            Some(MetadataStatement::ShowCreate { name: words[3].to_string(), view: kw(2, "view") })
+        }
         2 if kw(0, "show") && kw(1, "catalogs") => Some(MetadataStatement::ShowCatalogs),
         2 if kw(0, "show") && kw(1, "session") => Some(MetadataStatement::ShowSession),
         2 if kw(0, "show") && kw(1, "schemas") => Some(MetadataStatement::ShowSchemas { catalog: None }),
@@ -86,10 +94,19 @@ fn text_batch(columns: &[&str], rows: Vec<Vec<String>>) -> Result<RecordBatch, Q
 /// Answers a metadata statement from the planning context's catalogs.
 pub async fn run(
     ctx: &SessionContext,
+    connectors: &crate::connector::Connectors,
     spec: &SessionSpec,
     stmt: &MetadataStatement,
     access: Option<&AccessCheck>,
 ) -> Result<RecordBatch, QueryError> {
+    let check_read = |table: &str| match access {
+        Some(a) => {
+            let t = datafusion::common::TableReference::from(table);
+            let catalog = t.catalog().unwrap_or(&spec.catalog).to_string();
+            a.check(&[Access { catalog, schema: t.schema().unwrap_or(&spec.schema).to_string(), write: false }])
+        }
+        None => Ok(()),
+    };
     let catalog_named = |name: &str| {
         if let Some(a) = access {
             a.check(&[Access { catalog: name.to_string(), schema: String::new(), write: false }])?;
@@ -129,19 +146,30 @@ pub async fn run(
             text_batch(&["Table"], names.into_iter().map(|n| vec![n]).collect())
         }
         MetadataStatement::Describe { table } => {
-            if let Some(a) = access {
-                let t = datafusion::common::TableReference::from(table.as_str());
-                let catalog = t.catalog().unwrap_or(&spec.catalog).to_string();
-                a.check(&[Access { catalog, schema: t.schema().unwrap_or(&spec.schema).to_string(), write: false }])?;
-            }
+            check_read(table)?;
             let provider = ctx.table_provider(table.as_str()).await.map_err(|e| planning_error(&e))?;
+            let t = datafusion::common::TableReference::from(table.as_str());
+            let comments = connectors
+                .get(t.catalog().unwrap_or(&spec.catalog))
+                .and_then(|c| c.files())
+                .and_then(|f| f.metastore())
+                .map(|m| m.column_comments(t.schema().unwrap_or(&spec.schema), t.table()))
+                .unwrap_or_default();
             let rows = provider
                 .schema()
                 .fields()
                 .iter()
-                .map(|f| vec![f.name().clone(), field_type(f), String::new(), String::new()])
+                .map(|f| {
+                    let comment = comments.get(f.name()).cloned().unwrap_or_default();
+                    vec![f.name().clone(), field_type(f), String::new(), comment]
+                })
                 .collect();
             text_batch(&["Column", "Type", "Extra", "Comment"], rows)
+        }
+        MetadataStatement::ShowCreate { name, view } => {
+            check_read(name)?;
+            let text = super::show_create::show_create(ctx, connectors, spec, name, *view).await?;
+            text_batch(&[if *view { "Create View" } else { "Create Table" }], vec![vec![text]])
         }
     }
 }
@@ -179,6 +207,7 @@ mod tests {
         assert_eq!(parse("SHOW FUNCTIONS"), Some(ShowFunctions { like: None }));
         let like = Some(crate::coordinator::show_functions::Like { pattern: "array%".into(), escape: None });
         assert_eq!(parse("show functions like 'array%';"), Some(ShowFunctions { like }));
+        assert_eq!(parse("show create view f.s.v"), Some(ShowCreate { name: "f.s.v".into(), view: true }));
         assert_eq!(parse("SELECT 1"), None);
         assert_eq!(parse("SHOW TABLES LIKE 'x'"), None);
     }

@@ -7,6 +7,7 @@ pub mod admission;
 mod api;
 pub mod cluster_memory;
 pub mod ddl;
+mod delete;
 mod dialect;
 pub mod execute_immediate;
 pub mod execution;
@@ -16,16 +17,20 @@ pub mod planner;
 pub mod planning;
 pub mod query;
 mod query_errors;
+mod relations;
 pub mod remote_task;
 pub mod root_stage;
 pub mod session_bounds;
 pub mod session_statement;
+mod show_create;
 mod show_functions;
 pub mod staging;
 pub mod statement;
+mod system_tables;
 pub mod table_commit;
 pub mod transaction;
 pub mod ui;
+mod views;
 pub mod write;
 
 use crate::error_code::{ApiCode, ErrorCode};
@@ -496,6 +501,7 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
     let restore_ctx =
         crate::coordinator::planner::session_context(&Default::default(), &Default::default(), 1, &config.connectors);
     config.connectors.restore(&restore_ctx).await.map_err(std::io::Error::other)?;
+    ddl::restore_views(&config.connectors).await;
     let swept = staging::sweep(&config.connectors, &config.connectors.runtime()).await;
     if swept > 0 {
         tracing::info!("removed {swept} staging directories of writes a stopped coordinator left");

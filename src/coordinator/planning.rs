@@ -42,6 +42,9 @@ pub const MAX_QUERY_LENGTH: usize = 16 << 20;
 pub enum Planned {
     /// EXPLAIN's text.
     Explain(String),
+    /// A statement that did all it does while planned (`ALTER ... RENAME TO`,
+    /// `COMMENT ON`), with its `updateType`.
+    Done(&'static str),
     /// A plan to run; `fragments` is set when it reads tables (it needs workers);
     /// `write` when it writes a table (committed by its root, finished at the end).
     Query {
@@ -92,6 +95,8 @@ pub struct PlanRequest {
     /// The client is in an explicit transaction, where writes are refused (see
     /// `transaction`).
     pub in_transaction: bool,
+    /// The session's user: the owner of the views it makes.
+    pub user: String,
 }
 
 #[cfg(test)]
@@ -108,6 +113,7 @@ impl PlanRequest {
             single_task_max_rows: 0,
             dynamic_filtering: true,
             in_transaction: false,
+            user: "test".into(),
         }
     }
 }
@@ -171,32 +177,62 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
     let normalize = state.config().options().sql_parser.enable_ident_normalization;
     let versioned = versioned_tables(sql, normalize, connectors, &state)?;
     let sql = versioned.as_deref().unwrap_or(sql);
+    // Trino's spellings the parser does not read: `ALTER VIEW ... RENAME TO`, and the
+    // clauses of `CREATE VIEW`, kept for the view's metastore entry.
+    let renamed_view = super::relations::alter_view_as_table(sql);
+    let (sql, view_clauses) = match super::relations::take_view_clauses(renamed_view.as_deref().unwrap_or(sql)) {
+        Some(taken) => {
+            let (text, clauses) = taken?;
+            (std::borrow::Cow::Owned(text), Some(clauses))
+        }
+        None => (std::borrow::Cow::Borrowed(renamed_view.as_deref().unwrap_or(sql)), None),
+    };
+    let (sql, table_comment) = match super::relations::take_table_comment(&sql) {
+        Some((text, comment)) => (std::borrow::Cow::Owned(text), Some(comment)),
+        None => (sql, None),
+    };
     let recursion_limit = state.config().options().sql_parser.recursion_limit.get();
     let zone = state.config().options().execution.time_zone.clone().unwrap_or_else(|| "UTC".into());
-    let mut statement = super::dialect::parse_in(sql, recursion_limit, &zone).map_err(|e| planning_error(&e))?;
+    let mut statement = super::dialect::parse_in(&sql, recursion_limit, &zone).map_err(|e| planning_error(&e))?;
     check_depth(&statement)?;
     let defaults = state.config().options().catalog.clone();
     let (catalog, schema) = (defaults.default_catalog.as_str(), defaults.default_schema.as_str());
+    if let Some(relation_statement) = super::relations::parse(&statement) {
+        let relation_statement = relation_statement?;
+        if request.in_transaction {
+            return Err(QueryError::new(ErrorCode::NotSupported, WRITES_IN_TRANSACTION));
+        }
+        if abandoned() {
+            return Err(QueryError::new(ErrorCode::UserCanceled, "planning was abandoned"));
+        }
+        let scope = super::relations::Scope { ctx, connectors, catalog, schema, access: request.access.as_ref() };
+        return super::relations::run(&relation_statement, &scope).await.map(Planned::Done);
+    }
     // A table made from a query in a catalog of files: its `WITH (...)` properties
     // (Trino's) are ours to read, DataFusion plans the rest.
     let mut ctas = None;
     if let DFStatement::Statement(s) = &mut statement {
         if write::is_ctas_into_files(s, connectors, catalog, schema, normalize) {
             if let datafusion::sql::sqlparser::ast::Statement::CreateTable(ct) = s.as_mut() {
-                ctas = Some(write::take_table_properties(ct)?);
+                let mut props = write::take_table_properties(ct)?;
+                props.comment = table_comment.clone();
+                ctas = Some(props);
             }
         }
     }
+    if table_comment.is_some() && ctas.is_none() {
+        let m = "CREATE TABLE ... COMMENT: tables take comments only in catalogs of files";
+        return Err(QueryError::new(ErrorCode::NotSupported, m));
+    }
     let logical = state.statement_to_plan(statement).await.map_err(|e| planning_error(&e))?;
     if request.in_transaction && (ctas.is_some() || writes(&logical)) {
-        let m = "Writes are not supported in an explicit transaction: each statement commits on its own \
-                 (autocommit), so a ROLLBACK could not undo one";
-        return Err(QueryError::new(ErrorCode::NotSupported, m));
+        return Err(QueryError::new(ErrorCode::NotSupported, WRITES_IN_TRANSACTION));
     }
     // Rules first: what the location check says (which table lies where) is for
     // those who may write.
     if let Some(access) = &request.access {
         access.check(&accesses(&logical, connectors, catalog, schema))?;
+        super::views::check_view_reads(&logical, connectors, access, (catalog, schema))?;
     }
     check_file_locations(&logical, connectors, catalog)?;
     if let LogicalPlan::Explain(explain) = &logical {
@@ -236,7 +272,10 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
             let (id, c, s) = (&request.query_id, catalog, schema);
             match super::memory_write::plan_memory_write(ctx, connectors, &logical, id, c, s).await? {
                 Some(w) => Some(w),
-                None => write::plan_insert(ctx, connectors, &logical, id, c, s).await?,
+                None => match write::plan_insert(ctx, connectors, &logical, id, c, s).await? {
+                    Some(w) => Some(w),
+                    None => super::delete::plan_delete(ctx, connectors, &logical, id, c, s).await?,
+                },
             }
         }
     };
@@ -262,7 +301,8 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
         }
         _ => None,
     };
-    super::ddl::after(ctx, &logical, pending, connectors, catalog, schema).await?;
+    let view = view_clauses.map(|clauses| super::ddl::NewView { clauses, owner: request.user.clone() });
+    super::ddl::after(ctx, &logical, pending, connectors, (catalog, schema), view).await?;
     let unbounded = has_unbounded_scalar_subquery(&logical);
     let planned = match (unbounded, df) {
         (true, _) => None,
@@ -294,6 +334,9 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
     );
     Ok(Planned::Query { physical, fragments, analyze, write: None })
 }
+
+const WRITES_IN_TRANSACTION: &str = "Writes are not supported in an explicit transaction: each statement commits \
+                                    on its own (autocommit), so a ROLLBACK could not undo one";
 
 /// Whether running `plan` changes data or metadata: DML, DDL, `COPY`, or an
 /// `EXPLAIN ANALYZE` of one.

@@ -83,6 +83,16 @@ pub struct TableCommit {
     rows: std::sync::OnceLock<u64>,
     /// A write into a `memory` table instead of files.
     memory: Option<MemoryPublish>,
+    /// A `DELETE`: the table's files its query read, replaced by the files written.
+    replaces: Option<Replaced>,
+    /// The comment of a table `CREATE TABLE` makes.
+    comment: Option<String>,
+}
+
+/// What a `DELETE` replaces: the files it read, and their rows.
+pub(super) struct Replaced {
+    pub files: Vec<object_store::path::Path>,
+    pub rows: u64,
 }
 
 impl fmt::Debug for TableCommit {
@@ -111,7 +121,21 @@ impl TableCommit {
             publishing: tokio::sync::Mutex::new(()),
             rows: std::sync::OnceLock::new(),
             memory: None,
+            replaces: None,
+            comment: None,
         }
+    }
+
+    /// The comment the new table gets.
+    pub(super) fn with_comment(mut self, comment: Option<String>) -> Self {
+        self.comment = comment;
+        self
+    }
+
+    /// The commit of a `DELETE`: the written files take the place of `replaced`.
+    pub(super) fn replacing(mut self, replaced: Replaced) -> Self {
+        self.replaces = Some(replaced);
+        self
     }
 
     /// The commit of a write into a `memory` table, whose writers report fragments of
@@ -137,6 +161,8 @@ impl TableCommit {
     pub fn update_type(&self) -> &'static str {
         if self.create.is_some() || self.memory.as_ref().is_some_and(|m| m.create_in.is_some()) {
             "CREATE TABLE"
+        } else if self.replaces.is_some() {
+            "DELETE"
         } else {
             "INSERT"
         }
@@ -202,10 +228,48 @@ impl TableCommit {
                     tracing::error!(table = %self.table, "cannot take back {f} of a failed write: {e}");
                 }
             }
-        } else {
-            let _ = self.rows.set(rows);
+            return outcome;
         }
-        outcome
+        match &self.replaces {
+            None => {
+                let _ = self.rows.set(rows);
+                Ok(())
+            }
+            Some(replaced) => {
+                self.remove_replaced(&store, replaced).await?;
+                let _ = self.rows.set(replaced.rows.saturating_sub(rows));
+                Ok(())
+            }
+        }
+    }
+
+    /// Removes the files a `DELETE` read, once the rows it kept are in the table. A
+    /// failure here leaves the table with both (kept rows twice): it is reported with
+    /// the files left, and the query fails.
+    async fn remove_replaced(&self, store: &Arc<dyn ObjectStore>, replaced: &Replaced) -> Result<(), QueryError> {
+        let mut left = Vec::new();
+        for f in &replaced.files {
+            match store.delete(f).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => {
+                    tracing::error!(table = %self.table, "DELETE cannot remove {f}: {e}");
+                    left.push(f.to_string());
+                }
+            }
+        }
+        match left.is_empty() {
+            true => Ok(()),
+            false => Err(QueryError::new(
+                ErrorCode::ObjectStoreError,
+                format!(
+                    "DELETE on '{}' wrote the rows it keeps, but could not remove {} of the files it replaces \
+                     (their rows are now in the table twice): {}",
+                    self.table,
+                    left.len(),
+                    left.join(", ")
+                ),
+            )),
+        }
     }
 
     /// Adds the reported fragments to the table (all at once: nothing to take back
@@ -272,7 +336,8 @@ impl TableCommit {
             .map_err(|e| planning_error(&e))?;
         if let Some(store) = self.connector.files().and_then(|f| f.metastore()) {
             let schema = self.table.schema().unwrap_or_default();
-            let entry = TableEntry::new(schema, create, true).map_err(|e| planning_error(&e))?;
+            let mut entry = TableEntry::new(schema, create, true).map_err(|e| planning_error(&e))?;
+            entry.comment = self.comment.clone();
             if let Err(e) = store.put_table(entry) {
                 let _ = self.ctx.deregister_table(self.table.clone());
                 return Err(QueryError::new(

@@ -40,6 +40,8 @@ use crate::plan::table_writer::{TableWriterExec, WriteTarget};
 pub struct TableProperties {
     pub format: Option<String>,
     pub partitioned_by: Vec<String>,
+    /// `COMMENT '...'` (taken off the text before parsing: `relations`).
+    pub comment: Option<String>,
 }
 
 fn unquote(e: &SqlExpr) -> String {
@@ -91,7 +93,7 @@ pub fn take_table_properties(ct: &mut CreateTable) -> Result<TableProperties, Qu
 }
 
 /// The files catalog named by `name`, with its schema and table names resolved.
-fn files_target<'a>(
+pub(super) fn files_target<'a>(
     connectors: &'a Connectors,
     name: &TableReference,
     catalog: &str,
@@ -176,7 +178,7 @@ pub async fn plan_ctas(
         return Err(QueryError::new(ErrorCode::GenericUserError, format!("Table '{full}' already exists")));
     }
     let location =
-        files.managed_location(&schema, &table).map_err(|m| QueryError::new(ErrorCode::GenericUserError, m))?;
+        files.new_managed_location(&schema, &table).map_err(|m| QueryError::new(ErrorCode::GenericUserError, m))?;
     let location = location.ok_or_else(|| {
         QueryError::new(
             ErrorCode::NotSupported,
@@ -254,7 +256,8 @@ pub async fn plan_ctas(
         partition_columns: props.partitioned_by,
         not_null: Vec::new(),
     };
-    Ok(Some(writing(input, target, TableCommit::new(ctx, connector.clone(), full, location, Some(create)))))
+    let commit = TableCommit::new(ctx, connector.clone(), full, location, Some(create)).with_comment(props.comment);
+    Ok(Some(writing(input, target, commit)))
 }
 
 /// Delta tables are read, not written: a write would need a commit to their log.
@@ -324,7 +327,7 @@ pub(super) fn writing(input: Arc<dyn ExecutionPlan>, target: WriteTarget, commit
     PlannedWrite { input, target, commit }
 }
 
-fn staging_of(location: &str, query_id: &str) -> String {
+pub(super) fn staging_of(location: &str, query_id: &str) -> String {
     let prefix = super::staging::STAGING_PREFIX;
     format!("{}/{prefix}{}-{}/", location.trim_end_matches('/'), query_id, crate::util::random_suffix(6))
 }
@@ -348,7 +351,14 @@ mod tests {
             "CREATE TABLE lake.s.t WITH (format = 'parquet', partitioned_by = ARRAY['y', 'm']) AS SELECT 1 AS a",
         );
         let p = take_table_properties(&mut ct).unwrap();
-        assert_eq!(p, TableProperties { format: Some("PARQUET".into()), partitioned_by: vec!["y".into(), "m".into()] });
+        assert_eq!(
+            p,
+            TableProperties {
+                format: Some("PARQUET".into()),
+                partitioned_by: vec!["y".into(), "m".into()],
+                comment: None
+            }
+        );
         assert!(matches!(ct.table_options, CreateTableOptions::None));
         let mut bad = create_table("CREATE TABLE t WITH (format = 'ORC') AS SELECT 1");
         assert_eq!(take_table_properties(&mut bad).unwrap_err().error_name, "NOT_SUPPORTED");

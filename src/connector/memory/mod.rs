@@ -296,6 +296,10 @@ impl Connector for MemoryConnector {
         &self.name
     }
 
+    fn connector_name(&self) -> &str {
+        "memory"
+    }
+
     fn catalog(&self) -> Arc<dyn CatalogProvider> {
         self.catalog.clone()
     }

@@ -342,6 +342,10 @@ impl Connector for PostgresConnector {
         &self.db.catalog
     }
 
+    fn connector_name(&self) -> &str {
+        "postgresql"
+    }
+
     fn catalog(&self) -> Arc<dyn CatalogProvider> {
         Arc::new(PostgresCatalog { db: self.db.clone() })
     }

@@ -218,6 +218,10 @@ impl Connector for TpcdsConnector {
         &self.name
     }
 
+    fn connector_name(&self) -> &str {
+        "tpcds"
+    }
+
     fn catalog(&self) -> Arc<dyn CatalogProvider> {
         Arc::new(TpcdsCatalog::default())
     }

@@ -141,6 +141,10 @@ impl Connector for TpchConnector {
         &self.name
     }
 
+    fn connector_name(&self) -> &str {
+        "tpch"
+    }
+
     fn catalog(&self) -> Arc<dyn CatalogProvider> {
         Arc::new(TpchCatalog::default())
     }

@@ -8,7 +8,8 @@
 //! `VALUES 1, 2` without parentheses, Trino's type syntax `ARRAY(T)` and `ROW(a T)`) and
 //! in the statement after it (`rewrite`: `IF(...)`, zoned and short timestamp
 //! literals, `DECIMAL '...'` with the literal's own precision, `JSON '...'`), and the
-//! SQL/JSON calls' clauses (`json_clauses`). Trino's `JSON` and `MAP(K, V)` types
+//! SQL/JSON calls' clauses (`json_clauses`), and unqualified columns of chained
+//! `USING` joins (`using_joins`). Trino's `JSON` and `MAP(K, V)` types
 //! are planned by `functions::types`. The README lists each
 //! spelling where Trino's meaning wins over DataFusion's.
 
@@ -16,6 +17,7 @@ mod calls;
 mod json_clauses;
 mod rewrite;
 mod tokens;
+mod using_joins;
 
 use datafusion::common::Result;
 use datafusion::sql::parser::{DFParserBuilder, Statement};
@@ -154,7 +156,17 @@ pub fn parse_in(sql: &str, recursion_limit: usize, time_zone: &str) -> Result<St
         datafusion::common::plan_datafusion_err!("No SQL statements were provided in the query string")
     })?;
     rewrite::statement(&mut statement, time_zone)?;
+    qualify_using_columns(&mut statement);
     Ok(statement)
+}
+
+/// `using_joins` over the statement, and the one an `EXPLAIN` explains.
+fn qualify_using_columns(statement: &mut Statement) {
+    match statement {
+        Statement::Statement(s) => using_joins::qualify(s.as_mut()),
+        Statement::Explain(e) => qualify_using_columns(e.statement.as_mut()),
+        _ => {}
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,97 @@
+//! `SHOW CREATE TABLE` and `SHOW CREATE VIEW`, in Trino's shape: one row, one
+//! column (`Create Table` / `Create View`), the statement that would make the
+//! relation again, with its comments and, for a table of files, its `WITH`
+//! properties. Called by `metadata::run`; reads the catalog and its metastore.
+
+use datafusion::catalog::view::ViewTable;
+use datafusion::common::TableReference;
+use datafusion::logical_expr::TableType;
+use datafusion::prelude::SessionContext;
+
+use super::planner::{QueryError, SessionSpec};
+use crate::connector::Connectors;
+use crate::error_code::ErrorCode;
+use crate::format::field_type;
+
+/// A string as a SQL literal.
+fn literal(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// The statement making `name` again; `view` says which was asked for.
+pub async fn show_create(
+    ctx: &SessionContext,
+    connectors: &Connectors,
+    spec: &SessionSpec,
+    name: &str,
+    view: bool,
+) -> Result<String, QueryError> {
+    let r = TableReference::from(name);
+    let (catalog, schema, table) =
+        (r.catalog().unwrap_or(&spec.catalog), r.schema().unwrap_or(&spec.schema), r.table());
+    let full = TableReference::full(catalog, schema, table);
+    let kind = if view { "View" } else { "Table" };
+    let provider = match ctx.table_provider(full.clone()).await {
+        Ok(p) => p,
+        Err(_) => return Err(QueryError::new(ErrorCode::TableNotFound, format!("{kind} '{full}' does not exist"))),
+    };
+    let is_view = provider.table_type() == TableType::View && provider.downcast_ref::<ViewTable>().is_some();
+    if is_view != view {
+        let (is, not) = if is_view { ("a view", "table") } else { ("a table", "view") };
+        let m = format!("Relation '{full}' is {is}, not a {not}");
+        return Err(QueryError::new(ErrorCode::NotSupported, m));
+    }
+    let metastore = connectors.get(catalog).and_then(|c| c.files()).and_then(|f| f.metastore());
+    if view {
+        let entry = metastore.and_then(|m| m.view(schema, table));
+        return Ok(match entry {
+            Some(v) => {
+                let comment = v.comment.as_deref().map(|c| format!(" COMMENT {}", literal(c))).unwrap_or_default();
+                format!("CREATE VIEW {full}{comment} SECURITY {} AS\n{}", v.security, v.query)
+            }
+            // A view no metastore keeps (in a memory catalog): DataFusion's text.
+            None => provider
+                .downcast_ref::<ViewTable>()
+                .and_then(|v| v.definition().cloned())
+                .unwrap_or_else(|| format!("CREATE VIEW {full}")),
+        });
+    }
+    let comments = metastore.map(|m| m.column_comments(schema, table)).unwrap_or_default();
+    let columns: Vec<String> = provider
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| {
+            let comment = comments.get(f.name()).map(|c| format!(" COMMENT {}", literal(c))).unwrap_or_default();
+            let not_null = if f.is_nullable() { "" } else { " NOT NULL" };
+            format!("   {} {}{not_null}{comment}", quote(f.name()), field_type(f))
+        })
+        .collect();
+    let mut text = format!("CREATE TABLE {full} (\n{}\n)", columns.join(",\n"));
+    let entry = metastore.and_then(|m| m.table(schema, table));
+    if let Some(c) = metastore.and_then(|m| m.comment(schema, table)) {
+        text.push_str(&format!("\nCOMMENT {}", literal(&c)));
+    }
+    if let Some(e) = entry {
+        let mut props = vec![format!("   format = {}", literal(&e.format.to_uppercase()))];
+        if !e.partition_columns.is_empty() {
+            let cols: Vec<String> = e.partition_columns.iter().map(|c| literal(c)).collect();
+            props.push(format!("   partitioned_by = ARRAY[{}]", cols.join(", ")));
+        }
+        if !e.managed {
+            props.push(format!("   external_location = {}", literal(&e.location)));
+        }
+        text.push_str(&format!("\nWITH (\n{}\n)", props.join(",\n")));
+    }
+    Ok(text)
+}
+
+/// A column name as Trino prints it: quoted only when it must be.
+fn quote(name: &str) -> String {
+    let plain = name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    match plain {
+        true => name.to_string(),
+        false => format!("\"{}\"", name.replace('"', "\"\"")),
+    }
+}
