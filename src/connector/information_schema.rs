@@ -17,8 +17,8 @@ use datafusion::error::Result;
 use datafusion::logical_expr::TableType;
 
 use super::metastore::Metastore;
+use super::view::as_view;
 use crate::format::field_type;
-use datafusion::catalog::view::ViewTable;
 
 pub const NAME: &str = "information_schema";
 const TABLES: [&str; 4] = ["columns", "schemata", "tables", "views"];
@@ -105,7 +105,7 @@ impl TrinoInformationSchema {
                 if let Some(table) = provider.table(&t).await? {
                     let view = (table.table_type() == TableType::View).then(|| {
                         let kept = self.metastore.as_ref().and_then(|m| m.view(&s, &t)).map(|v| v.query);
-                        let planned = || table.downcast_ref::<ViewTable>().and_then(|v| v.definition().cloned());
+                        let planned = || as_view(table.as_ref()).and_then(|v| v.definition().cloned());
                         kept.or_else(planned).unwrap_or_default()
                     });
                     out.push(Listed { schema: s.clone(), table: t, layout: table.schema(), view });

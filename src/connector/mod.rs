@@ -24,6 +24,7 @@ pub mod system;
 pub mod time_travel;
 pub mod tpcds;
 pub mod tpch;
+pub mod view;
 
 use std::fmt;
 use std::path::Path;

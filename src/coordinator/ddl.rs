@@ -15,6 +15,7 @@ use object_store::ObjectStoreExt;
 use super::planner::{QueryError, SessionSpec};
 use super::relations::ViewClauses;
 use crate::connector::metastore::{Metastore, TableEntry, ViewEntry};
+use crate::connector::view::TrinoView;
 use crate::connector::Connectors;
 use crate::error_code::ErrorCode;
 
@@ -76,6 +77,7 @@ pub async fn after(
     match ddl {
         DdlStatement::CreateView(c) => {
             let (cat, sch, name) = resolve(&c.name, catalog, schema);
+            keep_whole(ctx, &cat, &sch, &name).await.map_err(|e| super::planner::planning_error(&e))?;
             let (Some(m), Some(view)) = (metastore(connectors, &cat), view) else { return Ok(()) };
             let entry = ViewEntry {
                 schema: sch,
@@ -179,6 +181,18 @@ async fn make_view(connectors: &Connectors, catalog: &str, v: &ViewEntry) -> Res
     let statement = super::dialect::parse_in(&sql, 1000, "UTC").map_err(|e| e.to_string())?;
     let plan = ctx.state().statement_to_plan(statement).await.map_err(|e| e.to_string())?;
     ctx.execute_logical_plan(plan).await.map_err(|e| e.to_string())?;
+    keep_whole(&ctx, catalog, &v.schema, &v.name).await.map_err(|e| e.to_string())
+}
+
+/// Swaps the `ViewTable` DataFusion registered for one whose query is not inlined
+/// (`connector::view`), so that access rules see the view.
+async fn keep_whole(ctx: &SessionContext, catalog: &str, schema: &str, name: &str) -> datafusion::error::Result<()> {
+    let Some(provider) = ctx.catalog(catalog).and_then(|c| c.schema(schema)) else { return Ok(()) };
+    let Some(table) = provider.table(name).await? else { return Ok(()) };
+    let Some(view) = table.downcast_ref::<datafusion::catalog::view::ViewTable>() else { return Ok(()) };
+    let copy = datafusion::catalog::view::ViewTable::new(view.logical_plan().clone(), view.definition().cloned());
+    provider.deregister_table(name)?;
+    provider.register_table(name.to_string(), std::sync::Arc::new(TrinoView::new(std::sync::Arc::new(copy))))?;
     Ok(())
 }
 

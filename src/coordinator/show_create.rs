@@ -3,7 +3,7 @@
 //! relation again, with its comments and, for a table of files, its `WITH`
 //! properties. Called by `metadata::run`; reads the catalog and its metastore.
 
-use datafusion::catalog::view::ViewTable;
+use crate::connector::view::as_view;
 use datafusion::common::TableReference;
 use datafusion::logical_expr::TableType;
 use datafusion::prelude::SessionContext;
@@ -35,7 +35,7 @@ pub async fn show_create(
         Ok(p) => p,
         Err(_) => return Err(QueryError::new(ErrorCode::TableNotFound, format!("{kind} '{full}' does not exist"))),
     };
-    let is_view = provider.table_type() == TableType::View && provider.downcast_ref::<ViewTable>().is_some();
+    let is_view = provider.table_type() == TableType::View && as_view(provider.as_ref()).is_some();
     if is_view != view {
         let (is, not) = if is_view { ("a view", "table") } else { ("a table", "view") };
         let m = format!("Relation '{full}' is {is}, not a {not}");
@@ -50,8 +50,7 @@ pub async fn show_create(
                 format!("CREATE VIEW {full}{comment} SECURITY {} AS\n{}", v.security, v.query)
             }
             // A view no metastore keeps (in a memory catalog): DataFusion's text.
-            None => provider
-                .downcast_ref::<ViewTable>()
+            None => as_view(provider.as_ref())
                 .and_then(|v| v.definition().cloned())
                 .unwrap_or_else(|| format!("CREATE VIEW {full}")),
         });

@@ -5,7 +5,7 @@
 //! a way around the rules for anyone who may create one. Called by the planning
 //! phase before anything runs.
 
-use datafusion::catalog::view::ViewTable;
+use crate::connector::view::as_view;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::datasource::source_as_provider;
 use datafusion::logical_expr::LogicalPlan;
@@ -45,7 +45,7 @@ fn check_at_depth(
         if let LogicalPlan::TableScan(t) = node {
             let view = source_as_provider(&t.source)
                 .ok()
-                .and_then(|p| p.downcast_ref::<ViewTable>().map(|v| (t.table_name.clone(), v.logical_plan().clone())));
+                .and_then(|p| as_view(p.as_ref()).map(|v| (t.table_name.clone(), v.logical_plan().clone())));
             views.extend(view);
         }
         Ok(TreeNodeRecursion::Continue)

@@ -325,7 +325,8 @@ const WRITE_RULES: &str = r#"{
     "catalogs": [
         {"user": "admin", "allow": "all"},
         {"user": "eve", "catalog": "tpch", "allow": "all"},
-        {"user": "reader", "allow": "read-only"}
+        {"user": "reader", "allow": "read-only"},
+        {"user": "viewer", "catalog": "files", "allow": "read-only"}
     ]
 }"#;
 
@@ -395,6 +396,19 @@ async fn writes_need_write_access_and_copy_keeps_out_of_tables() {
     let export = admin.execute(&format!("COPY (SELECT 'e' AS h) TO '{allowed_s}/export/out.csv'")).await;
     assert!(export.is_ok(), "{export:?}");
     assert!(std::fs::read_to_string(allowed.join("export/out.csv")).unwrap().contains('e'));
+    // Views: reading one needs access to the view; what it reads is checked as its
+    // owner (SECURITY DEFINER, the default) or as the reader (SECURITY INVOKER).
+    let viewer = as_user("viewer");
+    let nations = "SELECT n_name FROM tpch.tiny.nation WHERE n_regionkey = 1";
+    admin.execute(&format!("CREATE VIEW files.default.nations AS {nations}")).await.unwrap();
+    admin.execute(&format!("CREATE VIEW files.default.nations_inv SECURITY INVOKER AS {nations}")).await.unwrap();
+    denied(viewer.execute(nations).await, "viewer reading tpch", "Cannot access catalog tpch");
+    let through = viewer.execute("SELECT count(*) FROM files.default.nations").await.unwrap().rows;
+    let want = super::common::oracle("tiny", "SELECT count(*) FROM nation WHERE n_regionkey = 1").await;
+    assert_eq!(through, want, "a definer's view reads as its owner");
+    let invoker = viewer.execute("SELECT count(*) FROM files.default.nations_inv").await;
+    denied(invoker, "an invoker's view", "Cannot access catalog tpch");
+    denied(as_user("eve").execute("SELECT * FROM files.default.nations").await, "eve", "Cannot access catalog files");
     // t2's directory becomes a link out after its CREATE: nobody reads through it.
     std::fs::remove_dir_all(allowed.join("t2")).unwrap();
     std::os::unix::fs::symlink(&outside, allowed.join("t2")).unwrap();
