@@ -28,16 +28,22 @@ impl Drop for Proc {
 
 /// Starts `flotilla <args>` and reads the URL it prints on its first line.
 pub fn spawn(args: &[&str]) -> Proc {
-    spawn_with_stderr(args, Stdio::inherit())
+    spawn_with(args, Stdio::inherit(), &[])
 }
 
 /// `spawn`, its log (standard error) written to `log`.
 pub fn spawn_logging_to(args: &[&str], log: &std::path::Path) -> Proc {
-    spawn_with_stderr(args, Stdio::from(std::fs::File::create(log).expect("create the log file")))
+    spawn_with(args, Stdio::from(std::fs::File::create(log).expect("create the log file")), &[])
 }
 
-fn spawn_with_stderr(args: &[&str], stderr: Stdio) -> Proc {
-    let mut child = Command::new(BIN).args(args).stdout(Stdio::piped()).stderr(stderr).spawn().expect("spawn flotilla");
+fn spawn_with(args: &[&str], stderr: Stdio, env: &[(String, String)]) -> Proc {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn flotilla");
     let stdout = child.stdout.take().expect("stdout");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -370,12 +376,25 @@ pub struct EtcCluster {
     pub root: std::path::PathBuf,
     pub port: u16,
     pub cluster: Cluster,
+    /// Environment variables every process of the cluster is started with.
+    env: Vec<(String, String)>,
 }
 
 const ETC_SECRET: &str = "etc-cluster-secret-0123456789";
 
 impl EtcCluster {
     pub async fn start(root: &std::path::Path, catalogs: &[(&str, &str)], workers: usize) -> EtcCluster {
+        Self::start_with_env(root, catalogs, workers, &[]).await
+    }
+
+    /// `start`, every process with the environment variables `env` set.
+    pub async fn start_with_env(
+        root: &std::path::Path,
+        catalogs: &[(&str, &str)],
+        workers: usize,
+        env: &[(&str, &str)],
+    ) -> EtcCluster {
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let port = free_port();
         let write_etc = |dir: &std::path::Path, config: String, node: String| {
             std::fs::create_dir_all(dir.join("catalog")).unwrap();
@@ -403,21 +422,21 @@ impl EtcCluster {
                 "node.environment=test\n".into(),
             );
         }
-        let coordinator = Self::spawn_coordinator(root, port);
+        let coordinator = Self::spawn_coordinator(root, port, &env);
         let ws = (0..workers)
             .map(|i| {
                 let etc = root.join(format!("etc-worker{i}")).display().to_string();
-                spawn(&["worker", "--etc", &etc, "--bind", "127.0.0.1:0"])
+                spawn_with(&["worker", "--etc", &etc, "--bind", "127.0.0.1:0"], Stdio::inherit(), &env)
             })
             .collect();
         let cluster = Cluster { coordinator, workers: ws, secret: Some(ETC_SECRET.into()) };
         cluster.wait_for_workers(workers).await;
-        EtcCluster { root: root.to_path_buf(), port, cluster }
+        EtcCluster { root: root.to_path_buf(), port, cluster, env }
     }
 
-    fn spawn_coordinator(root: &std::path::Path, port: u16) -> Proc {
+    fn spawn_coordinator(root: &std::path::Path, port: u16, env: &[(String, String)]) -> Proc {
         let etc = root.join("etc-coordinator").display().to_string();
-        spawn(&["coordinator", "--etc", &etc, "--bind", &format!("127.0.0.1:{port}")])
+        spawn_with(&["coordinator", "--etc", &etc, "--bind", &format!("127.0.0.1:{port}")], Stdio::inherit(), env)
     }
 
     /// Kills the coordinator and starts it again on the same address and directory;
@@ -431,7 +450,7 @@ impl EtcCluster {
             assert!(Instant::now() < deadline, "port {} stayed busy", self.port);
             std::thread::sleep(Duration::from_millis(50));
         }
-        self.cluster.coordinator = Self::spawn_coordinator(&self.root, self.port);
+        self.cluster.coordinator = Self::spawn_coordinator(&self.root, self.port, &self.env);
         self.cluster.wait_for_workers(self.cluster.workers.len()).await;
     }
 

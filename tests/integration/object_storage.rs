@@ -200,5 +200,25 @@ async fn tpch_in_a_bucket_is_written_read_and_survives_a_killed_worker() {
     assert_same_rows("nation twice", q, &lake.execute(q).await.unwrap().rows, &want);
     c.cluster.assert_no_tasks_left().await;
     drop(c);
+
+    // The endpoint, plain HTTP and keys from the environment only, as AWS's tools
+    // read them: a catalog naming just its bucket reads the same table.
+    let env_root = root.join("env");
+    std::fs::create_dir_all(&env_root).unwrap();
+    let env = [
+        ("AWS_ENDPOINT_URL", moto.endpoint.as_str()),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_REGION", "us-east-1"),
+    ];
+    let catalog = format!("connector.name=files\nfiles.allowed-locations=s3://{BUCKET}/\n");
+    let e = EtcCluster::start_with_env(&env_root, &[("envlake", &catalog)], 1, &env).await;
+    let client = e.client("envlake", "default");
+    let location = format!("s3://{BUCKET}/warehouse/tpch/nation/");
+    client.execute(&format!("CREATE EXTERNAL TABLE nation STORED AS PARQUET LOCATION '{location}'")).await.unwrap();
+    let got = client.execute(q).await.unwrap().rows;
+    assert_same_rows("nation through the environment's endpoint", q, &got, &want);
+    drop(e);
     drop(moto);
 }
