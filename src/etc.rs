@@ -164,6 +164,13 @@ const SERVER_KEYS: &[&str] = &[
     "node.environment",
     "node.internal-address",
     "node.data-dir",
+    "protocol.spooling.enabled",
+    "protocol.spooling.inlining.enabled",
+    "protocol.spooling.inlining.max-rows",
+    "protocol.spooling.inlining.max-size",
+    "protocol.spooling.initial-segment-size",
+    "protocol.spooling.max-segment-size",
+    "protocol.spooling.encoding.compression.threshold",
 ];
 
 /// A session property's config-file name: Trino's spelling, dashes for underscores
@@ -206,6 +213,49 @@ pub struct ServerConfig {
     pub authentication: Option<String>,
     /// Session property defaults, by session property name.
     pub session_defaults: BTreeMap<String, String>,
+    /// `protocol.spooling.*`, and `spooling-manager.properties`.
+    pub spooling: SpoolingConfig,
+}
+
+/// `protocol.spooling.*` of `config.properties` and `fs.*` of
+/// `spooling-manager.properties`, with Trino's defaults.
+#[derive(Debug, Clone)]
+pub struct SpoolingConfig {
+    /// `protocol.spooling.enabled`.
+    pub enabled: bool,
+    /// `protocol.spooling.inlining.enabled`, `.max-rows`, `.max-size`.
+    pub inlining_enabled: bool,
+    pub inlining_max_rows: usize,
+    pub inlining_max_size: usize,
+    /// `protocol.spooling.initial-segment-size` and `.max-segment-size`: a query's
+    /// segments start at the first and double up to the second.
+    pub initial_segment_size: usize,
+    pub max_segment_size: usize,
+    /// `protocol.spooling.encoding.compression.threshold`: smaller segments are sent
+    /// uncompressed.
+    pub compression_threshold: usize,
+    /// `fs.location`: where segments are written (a local directory). None: a
+    /// directory of the process's own under the system's temporary directory.
+    pub location: Option<PathBuf>,
+    /// `fs.segment.ttl`: an unacknowledged segment is deleted this long after it
+    /// was written.
+    pub segment_ttl: Duration,
+}
+
+impl Default for SpoolingConfig {
+    fn default() -> Self {
+        SpoolingConfig {
+            enabled: true,
+            inlining_enabled: true,
+            inlining_max_rows: 1000,
+            inlining_max_size: 128 << 10,
+            initial_segment_size: 8 << 20,
+            max_segment_size: 16 << 20,
+            compression_threshold: 8 << 10,
+            location: None,
+            segment_ttl: Duration::from_secs(12 * 3600),
+        }
+    }
 }
 
 /// The node's identity.
@@ -305,6 +355,7 @@ impl Etc {
                     .into(),
             });
         }
+        spooling_manager(dir, &mut server.spooling)?;
         let access_rules =
             plugin_file(dir, "access-control.properties", "access-control.name", "security.config-file")?;
         let group_file = plugin_file(dir, "group-provider.properties", "group-provider.name", "file.group-file")?;
@@ -318,6 +369,60 @@ impl Etc {
             group_file,
         })
     }
+}
+
+/// `protocol.spooling.*` of one file.
+fn merge_spooling(s: &mut SpoolingConfig, f: &PropertiesFile) -> Result<(), EtcError> {
+    let size = |v: &str| parse_bytes(v).map(|b| b as usize);
+    let count = |v: &str| v.trim().parse::<usize>().map_err(|_| format!("expected a whole number, got '{v}'"));
+    if let Some(v) = f.parsed("protocol.spooling.enabled", boolean)? {
+        s.enabled = v;
+    }
+    if let Some(v) = f.parsed("protocol.spooling.inlining.enabled", boolean)? {
+        s.inlining_enabled = v;
+    }
+    if let Some(v) = f.parsed("protocol.spooling.inlining.max-rows", count)? {
+        s.inlining_max_rows = v;
+    }
+    if let Some(v) = f.parsed("protocol.spooling.inlining.max-size", size)? {
+        s.inlining_max_size = v;
+    }
+    if let Some(v) = f.parsed("protocol.spooling.initial-segment-size", size)? {
+        s.initial_segment_size = v;
+    }
+    if let Some(v) = f.parsed("protocol.spooling.max-segment-size", size)? {
+        s.max_segment_size = v;
+    }
+    if let Some(v) = f.parsed("protocol.spooling.encoding.compression.threshold", size)? {
+        s.compression_threshold = v;
+    }
+    Ok(())
+}
+
+/// `spooling-manager.properties`: Trino's file system spooling manager, here on a
+/// local directory (`fs.location`), with `fs.segment.ttl`.
+fn spooling_manager(dir: &Path, s: &mut SpoolingConfig) -> Result<(), EtcError> {
+    let path = dir.join("spooling-manager.properties");
+    if !path.exists() {
+        return Ok(());
+    }
+    let p = PropertiesFile::read(&path, false)?;
+    p.check_keys(&["spooling-manager.name", "fs.location", "fs.segment.ttl"], &|_| false)?;
+    let invalid = |message: String| EtcError::Invalid { path: path.display().to_string(), message };
+    if p.get("spooling-manager.name").is_some_and(|n| n != "filesystem") {
+        return Err(invalid("spooling-manager.name must be 'filesystem'".into()));
+    }
+    if let Some(location) = p.get("fs.location") {
+        let local = location.strip_prefix("file://").unwrap_or(location);
+        if local.contains("://") || !Path::new(local).is_absolute() {
+            return Err(invalid(format!("fs.location '{location}': only an absolute local directory is supported")));
+        }
+        s.location = Some(PathBuf::from(local));
+    }
+    if let Some(ttl) = p.parsed("fs.segment.ttl", parse_duration)? {
+        s.segment_ttl = ttl;
+    }
+    Ok(())
 }
 
 fn merge_server(server: &mut ServerConfig, f: &PropertiesFile) -> Result<(), EtcError> {
@@ -347,6 +452,7 @@ fn merge_server(server: &mut ServerConfig, f: &PropertiesFile) -> Result<(), Etc
     server.query_max_memory = or(server.query_max_memory, f.parsed("query.max-memory", parse_bytes)?);
     server.shutdown_grace_period = or(server.shutdown_grace_period, f.parsed("shutdown.grace-period", parse_duration)?);
     server.https_port = or(server.https_port, f.parsed("http-server.https.port", port)?);
+    merge_spooling(&mut server.spooling, f)?;
     server.truststore =
         or(server.truststore.take(), f.get("internal-communication.https.truststore.path").map(PathBuf::from));
     server.https_required = or(server.https_required, f.parsed("internal-communication.https.required", boolean)?);

@@ -29,7 +29,7 @@ pub(super) fn router(state: Arc<CoordinatorState>) -> Router {
         .route("/v1/statement", post(statement::post_statement).layer(statement_limit))
         .route(
             "/v1/statement/executing/{query_id}/{slug}/{token}",
-            get(statement::get_results).delete(statement::cancel_query),
+            get(statement::get_results).head(statement::heartbeat).delete(statement::cancel_query),
         )
         .route("/v1/node", get(list_nodes))
         .route("/v1/query", get(list_queries))
@@ -40,6 +40,9 @@ pub(super) fn router(state: Arc<CoordinatorState>) -> Router {
     Router::new()
         .merge(internal)
         .merge(client)
+        // Trino's clients fetch segments without credentials: the id is the key.
+        .route("/v1/spooled/download/{id}", get(super::spooling::download))
+        .route("/v1/spooled/ack/{id}", get(super::spooling::acknowledge))
         .route("/v1/info", get(info))
         .route("/metrics", get(metrics))
         .fallback(not_found)

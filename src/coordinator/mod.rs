@@ -24,6 +24,7 @@ pub mod session_bounds;
 pub mod session_statement;
 mod show_create;
 mod show_functions;
+pub mod spooling;
 pub mod staging;
 pub mod statement;
 mod system_tables;
@@ -142,6 +143,8 @@ pub struct CoordinatorConfig {
     /// `query.max-memory`: what one query may hold over the cluster (no limit
     /// without it).
     pub query_max_memory: Option<u64>,
+    /// Trino's spooling protocol (`protocol.spooling.*`, `spooling-manager.properties`).
+    pub spooling: spooling::SpoolingConfig,
 }
 
 impl CoordinatorConfig {
@@ -167,6 +170,7 @@ impl CoordinatorConfig {
             security: Default::default(),
             admission: Default::default(),
             query_max_memory: None,
+            spooling: Default::default(),
         }
     }
 }
@@ -205,6 +209,7 @@ impl CoordinatorConfig {
             c.admission.max_queued = n;
         }
         c.query_max_memory = etc.server.query_max_memory;
+        c.spooling = etc.server.spooling.clone();
         c.security = crate::security::Security::load(
             etc.password_file.as_deref(),
             etc.access_rules.as_deref(),
@@ -249,6 +254,8 @@ pub struct CoordinatorState {
     results_budget: query::ResultsBudget,
     /// Open transactions (autocommit: see `transaction`).
     pub transactions: transaction::Transactions,
+    /// Spooled result segments not yet acknowledged (`spooling`).
+    pub segments: spooling::SegmentStore,
 }
 
 impl CoordinatorState {
@@ -520,6 +527,7 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
         counter: AtomicU64::new(0),
         results_budget: query::ResultsBudget::for_machine(),
         transactions: Default::default(),
+        segments: spooling::SegmentStore::new(&config.spooling)?,
         bound: addr,
         config,
     });
@@ -542,6 +550,7 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
             freed.note_work();
         }
         reaper.enforce_memory_limits();
+        reaper.segments.expire(std::time::Instant::now());
         freed.trim_if_idle(reaper.queries().iter().all(|q| q.state().is_final()));
     });
     let server = tokio::spawn(async move {

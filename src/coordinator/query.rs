@@ -91,6 +91,9 @@ pub struct PageState {
     /// Bytes per row of the last page with rows, which sizes the next; None while no
     /// page had rows (an Arrow client then gets the schema with the last page).
     pub row_bytes: Option<f64>,
+    /// Rows served so far, and spooling segments (Trino's spooling protocol).
+    pub rows_served: u64,
+    pub segments: u32,
 }
 
 #[derive(Debug, Clone, Serialize)]

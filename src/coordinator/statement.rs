@@ -18,12 +18,16 @@ use serde_json::{json, Value};
 use super::execute_immediate::{bind, parse_prepared, PreparedStatement};
 use super::planner::{QueryError, SessionSpec};
 use super::query::{PageState, QueryExecution};
+use super::spooling::{encode_segment, Encoding, SegmentRows};
 use super::{Authenticated, CoordinatorError, CoordinatorState};
 use crate::exchange::page::{frame_pages_after, Page};
 use crate::format::{field_signature, field_type, write_delimited_rows, write_json_rows, Delimited};
 use crate::protocol::{
     RowsAs, ARROW_RESULTS_CONTENT_TYPE, HEADER_EARLY_RESULTS, HEADER_ROWS_AS, TEXT_RESULTS_CONTENT_TYPE,
 };
+
+/// Trino's spooling protocol: the encodings the client reads, in its order.
+const HEADER_QUERY_DATA_ENCODING: &str = "x-trino-query-data-encoding";
 use crate::scheduling::state_machine::{QueryState, StageState, StateKind, TaskState};
 
 fn header(headers: &HeaderMap, name: &str) -> Result<Option<String>, CoordinatorError> {
@@ -276,6 +280,12 @@ async fn serve_page(
 ) -> Result<Response, CoordinatorError> {
     let base = coord.base_url(headers);
     let rows_as = header(headers, HEADER_ROWS_AS)?.and_then(|name| RowsAs::by_name(&name));
+    // Trino's spooling protocol, when the client asks for it (and not for our own
+    // text or Arrow rows).
+    let spooled = match (coord.config.spooling.enabled, &rows_as) {
+        (true, None) => header(headers, HEADER_QUERY_DATA_ENCODING)?.and_then(|e| Encoding::negotiate(&e)),
+        _ => None,
+    };
     if q.schema().is_none() && q.state() != QueryState::Running {
         let mut rx = q.watch_state();
         let _ =
@@ -284,7 +294,11 @@ async fn serve_page(
     }
     let (mut batches, exhausted) = if q.schema().is_some() || q.state() == QueryState::Running {
         let arrow = matches!(rows_as, Some(RowsAs::Arrow));
-        q.take_results(page_rows(paging.row_bytes, arrow), PAGE_MAX_ARROW_BYTES, deadline).await
+        let rows = match spooled {
+            Some(_) => segment_rows(paging, &coord.config.spooling),
+            None => page_rows(paging.row_bytes, arrow),
+        };
+        q.take_results(rows, PAGE_MAX_ARROW_BYTES, deadline).await
     } else {
         (Vec::new(), false)
     };
@@ -299,6 +313,20 @@ async fn serve_page(
     let finished = exhausted && q.state() == QueryState::Finished;
     let empty_result = (row_count == 0 && finished && paging.row_bytes.is_none()).then(|| q.schema()).flatten();
     let (page, content_type) = match rows_as {
+        _ if spooled.is_some() && row_count > 0 => {
+            let mut json = Vec::with_capacity(guess + 2);
+            json.push(b'[');
+            for b in &batches {
+                write_json_rows(b, &mut json).map_err(|e| CoordinatorError::Internal(e.to_string()))?;
+            }
+            json.push(b']');
+            // The next segment is sized from this one's JSON, not from its compressed bytes.
+            paging.row_bytes = Some(json.len() as f64 / row_count as f64);
+            let rows = SegmentRows { offset: paging.rows_served, rows: row_count as u64, json };
+            doc["data"] = encode_segment(coord, &q.id, &base, spooled.expect("spooled"), rows)?;
+            paging.segments += 1;
+            (serialize(&doc, None)?, "application/json")
+        }
         Some(RowsAs::Text(style)) if row_count > 0 => {
             doc["textRows"] = json!(row_count);
             (serialize_text(&doc, &batches, style, guess)?, TEXT_RESULTS_CONTENT_TYPE)
@@ -312,9 +340,10 @@ async fn serve_page(
         }
         _ => (serialize(&doc, (row_count > 0).then_some((batches.as_slice(), guess)))?, "application/json"),
     };
-    if row_count > 0 {
+    if row_count > 0 && spooled.is_none() {
         paging.row_bytes = Some(page.len() as f64 / row_count as f64);
     }
+    paging.rows_served += row_count as u64;
     paging.token = token;
     paging.page = Some((page.clone(), content_type));
     Ok(with_session_changes(page_response(page, content_type), q))
@@ -400,6 +429,15 @@ const ARROW_FIRST_ROW_BYTES: f64 = 64.0;
 const PAGE_MAX_ROWS: usize = 1_000_000;
 const PAGE_MAX_ARROW_BYTES: usize = 64 << 20;
 
+/// Rows for the next spooling segment: the first page's rows as for JSON pages (a
+/// small result comes inline at once), then Trino's segment sizes, doubling from
+/// `initial_segment_size` to `max_segment_size`.
+fn segment_rows(paging: &PageState, config: &crate::etc::SpoolingConfig) -> usize {
+    let Some(row_bytes) = paging.row_bytes else { return FIRST_PAGE_ROWS };
+    let target = config.initial_segment_size.saturating_mul(1 << paging.segments.min(16)).min(config.max_segment_size);
+    ((target as f64 / row_bytes.max(1.0)) as usize).clamp(1, PAGE_MAX_ROWS)
+}
+
 /// Rows for the next page, given the page bytes per row seen so far.
 fn page_rows(row_bytes: Option<f64>, arrow: bool) -> usize {
     match (row_bytes, arrow) {
@@ -407,6 +445,19 @@ fn page_rows(row_bytes: Option<f64>, arrow: bool) -> usize {
         (None, true) => page_rows(Some(ARROW_FIRST_ROW_BYTES), true),
         (Some(b), _) => ((PAGE_TARGET_BYTES / b.max(1.0)) as usize).clamp(1, PAGE_MAX_ROWS),
     }
+}
+
+/// `HEAD` on `nextUri`: Trino's clients send it while they download a spooled
+/// segment, to say they are still there. It must not serve (and so consume) a page.
+pub async fn heartbeat(
+    State(coord): State<Arc<CoordinatorState>>,
+    login: Option<axum::Extension<Authenticated>>,
+    Path((query_id, slug, _token)): Path<(String, String, String)>,
+) -> Result<Response, CoordinatorError> {
+    let q = query_by_uri(&coord, &query_id, &slug)?;
+    coord.check_login_sees(login.map(|axum::Extension(a)| a).as_ref(), &q)?;
+    q.touch_client();
+    Ok(StatusCode::OK.into_response())
 }
 
 pub async fn cancel_query(

@@ -2,9 +2,11 @@
 //! one cluster with a catalog of files (`lake`): first the statements by hand
 //! (`DELETE`, `ALTER ... RENAME TO`, views, comments, the `system` catalog), checked
 //! against single-node DataFusion; then dbt-trino building the project in
-//! `tests/dbt` (seeds, views, tables, incremental models, tests, docs) and
-//! SQLAlchemy's inspector reading it (`tests/python/test_dbt.py`); then a coordinator
-//! restart, after which the views, renamed tables and comments are all still there.
+//! `tests/dbt` (seeds, views, tables, incremental models, tests, docs),
+//! SQLAlchemy's inspector reading it and Trino's Python client reading a result in
+//! each encoding of the spooling protocol (`tests/python/test_dbt.py`); then a
+//! coordinator restart, after which the views, renamed tables and comments are all
+//! still there.
 
 use serde_json::{json, Value};
 
@@ -108,13 +110,18 @@ async fn relations_after_restart(cluster: &EtcCluster) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dbt_and_bi_inspectors_over_a_catalog_of_files() {
+async fn tools_over_a_catalog_of_files() {
     let python = std::env::var("FLOTILLA_DBT_PYTHON").ok();
     let dir = tempfile::Builder::new().prefix("flotilla-dbt-").tempdir().unwrap();
     let root = dir.path();
     let warehouse = root.join("warehouse");
     std::fs::create_dir_all(&warehouse).unwrap();
     let lake = format!("connector.name=files\nfiles.allowed-locations={0}\nfiles.warehouse={0}\n", warehouse.display());
+    // Spooled result segments go where the test can see them (Trino's file name and keys).
+    let spool = root.join("spool");
+    std::fs::create_dir_all(root.join("etc-coordinator")).unwrap();
+    let manager = format!("spooling-manager.name=filesystem\nfs.location={}\n", spool.display());
+    std::fs::write(root.join("etc-coordinator/spooling-manager.properties"), manager).unwrap();
     let mut cluster = EtcCluster::start(root, &[("lake", &lake)], 2).await;
     relations_by_hand(&cluster).await;
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/test_dbt.py");
@@ -131,13 +138,15 @@ async fn dbt_and_bi_inspectors_over_a_catalog_of_files() {
         copy_dir(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/dbt")), &project);
         run(python, &["build", &port, &project.display().to_string()]);
         run(python, &["inspect", &port]);
+        std::fs::create_dir_all(&spool).unwrap();
+        run(python, &["spooling", &port, &spool.display().to_string()]);
     }
     cluster.restart_coordinator().await;
     relations_after_restart(&cluster).await;
     match &python {
         Some(python) => run(python, &["restarted", &port]),
         None => missing_service(
-            "dbt_and_bi_inspectors_over_a_catalog_of_files",
+            "tools_over_a_catalog_of_files",
             "FLOTILLA_DBT_PYTHON is not set: a Python with PyPI's dbt-core 1.10, dbt-trino 1.10 and sqlalchemy \
              (.ci/run makes one)",
         ),

@@ -8,6 +8,9 @@ dbt-trino, sqlalchemy):
     test_dbt.py inspect PORT              SQLAlchemy's inspector on every catalog
     test_dbt.py restarted PORT            after a coordinator restart: the views, the
                                           renamed tables and the comments are back
+    test_dbt.py spooling PORT SPOOL_DIR   Trino's spooling protocol in each encoding:
+                                          the same rows as JSON pages, segments spooled
+                                          and acknowledged
 
 Expected rows are computed here from the seed files, not by the engine.
 """
@@ -187,6 +190,40 @@ def inspect(port):
     check("tpch columns", [c["name"] for c in tpch.get_columns("nation", schema="tiny")], ["n_nationkey", "n_name", "n_regionkey", "n_comment"])
 
 
+def spooling(port, spool_dir):
+    sql = "SELECT l_orderkey, l_linenumber, l_quantity, l_extendedprice, l_shipdate, l_comment FROM tpch.tiny.lineitem"
+    want = sorted(map(tuple, rows(port, sql)))
+    for encoding in ["json", "json+zstd", "json+lz4"]:
+        conn = trino.dbapi.connect(host="127.0.0.1", port=port, user="dbt", encoding=encoding)
+        cur = conn.cursor()
+        cur.execute(sql)
+        got = sorted(map(tuple, cur.fetchall()))
+        check(f"{encoding}: {len(want)} rows as JSON pages give", got, want)
+        # A small result comes inline, in the same encoding.
+        cur.execute("SELECT n_name FROM tpch.tiny.nation WHERE n_nationkey < 3 ORDER BY 1")
+        check(f"{encoding}: inline", cur.fetchall(), [["ALGERIA"], ["ARGENTINA"], ["BRAZIL"]])
+    # The client asked for segments the server spooled, and acknowledged each.
+    import time
+    deadline = time.time() + 10
+    while os.listdir(spool_dir) and time.time() < deadline:
+        time.sleep(0.1)
+    check("spooled segments left after acknowledgement", os.listdir(spool_dir), [])
+    # Segments were spooled at all: one held back, unacknowledged, is on disk.
+    request = trino.client.TrinoRequest(
+        host="127.0.0.1", port=port, client_session=trino.client.ClientSession(user="dbt", encoding="json+zstd")
+    )
+    query = trino.client.TrinoQuery(request, sql, fetch_mode="segments")
+    segments = [s for page in query.execute() for s in ([page] if not isinstance(page, list) else page)]
+    spooled = [s for s in segments if isinstance(s.segment, trino.client.SpooledSegment)]
+    if not spooled or len(os.listdir(spool_dir)) != len(spooled):
+        raise AssertionError(f"{len(spooled)} spooled segments, {len(os.listdir(spool_dir))} files")
+    for s in spooled:
+        requests_ok = request._get(s.segment.ack_uri).ok
+        if not requests_ok:
+            raise AssertionError("acknowledging a segment failed")
+    check("files after acknowledging by hand", os.listdir(spool_dir), [])
+
+
 def restarted(port):
     check_models(port, 2)
     check_metadata(port)
@@ -200,5 +237,7 @@ if __name__ == "__main__":
         inspect(port)
     elif mode == "restarted":
         restarted(port)
+    elif mode == "spooling":
+        spooling(port, sys.argv[3])
     else:
         raise SystemExit(f"unknown mode {mode}")

@@ -1,0 +1,279 @@
+//! Trino's spooling protocol: a client that sends `X-Trino-Query-Data-Encoding`
+//! (`json+zstd`, `json+lz4`, `json`, in its order of preference) gets each page's
+//! rows as a segment instead of a `data` array: small ones inline (base64 in the
+//! page), larger ones spooled, written under the coordinator's spooling directory and
+//! fetched from `/v1/spooled/download/{id}`, then acknowledged with
+//! `/v1/spooled/ack/{id}`, which deletes them. Unacknowledged segments expire
+//! (`fs.segment.ttl`). Segments are Trino's size, 8 MB growing to 16 MB, so a large
+//! result needs few round trips, and compressed, so it crosses the network in a
+//! fraction of its JSON.
+//!
+//! The statement protocol (`statement::serve_page`) calls `encode_segment`; the
+//! routes below serve the files; `SegmentStore` owns them. Segment ids are random
+//! 128-bit names: Trino's clients fetch them without credentials (the id is the
+//! capability, as a query's slug is).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use serde_json::{json, Value};
+
+use super::{CoordinatorError, CoordinatorState};
+pub use crate::etc::SpoolingConfig;
+
+/// The encodings this coordinator writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    Json,
+    JsonZstd,
+    JsonLz4,
+}
+
+impl Encoding {
+    pub fn name(self) -> &'static str {
+        match self {
+            Encoding::Json => "json",
+            Encoding::JsonZstd => "json+zstd",
+            Encoding::JsonLz4 => "json+lz4",
+        }
+    }
+
+    /// The first encoding of the client's list that this coordinator writes.
+    pub fn negotiate(header: &str) -> Option<Encoding> {
+        header.split(',').map(str::trim).find_map(|e| match e.to_ascii_lowercase().as_str() {
+            "json" => Some(Encoding::Json),
+            "json+zstd" => Some(Encoding::JsonZstd),
+            "json+lz4" => Some(Encoding::JsonLz4),
+            _ => None,
+        })
+    }
+
+    /// The bytes compressed, or None when they are below the threshold (or the
+    /// encoding has no compression).
+    fn compress(self, bytes: &[u8], threshold: usize) -> std::io::Result<Option<Vec<u8>>> {
+        if bytes.len() < threshold {
+            return Ok(None);
+        }
+        match self {
+            Encoding::Json => Ok(None),
+            // A frame with its content size, which Trino's clients read it by.
+            Encoding::JsonZstd => zstd::bulk::compress(bytes, 3).map(Some),
+            // A raw block: the client is told the uncompressed size.
+            Encoding::JsonLz4 => Ok(Some(lz4_flex::block::compress(bytes))),
+        }
+    }
+}
+
+/// One segment's rows: `rows` of them, from row `offset` of the result, as a JSON
+/// array of rows.
+pub struct SegmentRows {
+    pub offset: u64,
+    pub rows: u64,
+    pub json: Vec<u8>,
+}
+
+/// The `data` member of a page: the segment, inline or spooled.
+pub fn encode_segment(
+    coord: &CoordinatorState,
+    query_id: &str,
+    base: &str,
+    encoding: Encoding,
+    rows: SegmentRows,
+) -> Result<Value, CoordinatorError> {
+    let config = &coord.config.spooling;
+    let uncompressed = rows.json.len();
+    let compressed = encoding
+        .compress(&rows.json, config.compression_threshold)
+        .map_err(|e| CoordinatorError::Internal(e.to_string()))?;
+    let mut metadata = json!({"rowOffset": rows.offset, "rowsCount": rows.rows});
+    let bytes = match compressed {
+        Some(c) => {
+            metadata["uncompressedSize"] = json!(uncompressed);
+            c
+        }
+        None => rows.json,
+    };
+    metadata["segmentSize"] = json!(bytes.len());
+    let inline = config.inlining_enabled
+        && rows.rows as usize <= config.inlining_max_rows
+        && bytes.len() <= config.inlining_max_size;
+    let segment = if inline {
+        json!({
+            "type": "inline",
+            "data": base64::engine::general_purpose::STANDARD.encode(&bytes),
+            "metadata": metadata,
+        })
+    } else {
+        let id = coord.segments.put(query_id, &bytes).map_err(|e| {
+            CoordinatorError::Internal(format!("cannot write a spooled segment under the spooling location: {e}"))
+        })?;
+        json!({
+            "type": "spooled",
+            "uri": format!("{base}/v1/spooled/download/{id}"),
+            "ackUri": format!("{base}/v1/spooled/ack/{id}"),
+            "headers": {},
+            "metadata": metadata,
+        })
+    };
+    Ok(json!({"encoding": encoding.name(), "segments": [segment]}))
+}
+
+/// The spooled segments on disk, by id.
+#[derive(Debug)]
+pub struct SegmentStore {
+    dir: PathBuf,
+    segments: parking_lot::Mutex<HashMap<String, Segment>>,
+    ttl: Duration,
+}
+
+#[derive(Debug)]
+struct Segment {
+    query_id: String,
+    path: PathBuf,
+    written: Instant,
+}
+
+impl SegmentStore {
+    /// A store in `config`'s location, emptied of what an earlier process left
+    /// there (its ids died with it).
+    pub fn new(config: &SpoolingConfig) -> std::io::Result<Self> {
+        let dir = match &config.location {
+            Some(d) => d.clone(),
+            None => std::env::temp_dir().join(format!("flotilla-spooling-{}", std::process::id())),
+        };
+        if dir.exists() {
+            for e in std::fs::read_dir(&dir)?.flatten() {
+                if e.file_name().to_string_lossy().ends_with(SEGMENT_SUFFIX) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        Ok(SegmentStore { dir, segments: Default::default(), ttl: config.segment_ttl })
+    }
+
+    fn put(&self, query_id: &str, bytes: &[u8]) -> std::io::Result<String> {
+        std::fs::create_dir_all(&self.dir)?;
+        let id = format!("{}{}", crate::util::random_suffix(16), crate::util::random_suffix(16));
+        let path = self.dir.join(format!("{id}{SEGMENT_SUFFIX}"));
+        std::fs::write(&path, bytes)?;
+        let segment = Segment { query_id: query_id.to_string(), path, written: Instant::now() };
+        self.segments.lock().insert(id.clone(), segment);
+        Ok(id)
+    }
+
+    fn path(&self, id: &str) -> Option<PathBuf> {
+        self.segments.lock().get(id).map(|s| s.path.clone())
+    }
+
+    /// Deletes a segment; false when there is none of that id.
+    fn remove(&self, id: &str) -> bool {
+        let removed = self.segments.lock().remove(id);
+        match removed {
+            Some(s) => {
+                let _ = std::fs::remove_file(s.path);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Deletes the segments written longer than the TTL ago; how many.
+    pub fn expire(&self, now: Instant) -> usize {
+        let expired: Vec<Segment> = {
+            let mut segments = self.segments.lock();
+            let ids: Vec<String> = segments
+                .iter()
+                .filter(|(_, s)| now.duration_since(s.written) >= self.ttl)
+                .map(|(k, _)| k.clone())
+                .collect();
+            ids.into_iter().filter_map(|id| segments.remove(&id)).collect()
+        };
+        for s in &expired {
+            tracing::debug!(query = %s.query_id, "spooled segment expired unacknowledged");
+            let _ = std::fs::remove_file(&s.path);
+        }
+        expired.len()
+    }
+
+    /// Segments not yet acknowledged.
+    pub fn pending(&self) -> usize {
+        self.segments.lock().len()
+    }
+}
+
+const SEGMENT_SUFFIX: &str = ".segment";
+
+fn unknown(id: &str) -> CoordinatorError {
+    CoordinatorError::Gone(format!("spooled segment {id} does not exist: it was acknowledged, or it expired"))
+}
+
+/// `GET /v1/spooled/download/{id}`: the segment's bytes.
+pub async fn download(
+    State(coord): State<std::sync::Arc<CoordinatorState>>,
+    Path(id): Path<String>,
+) -> Result<Response, CoordinatorError> {
+    let path = coord.segments.path(&id).ok_or_else(|| unknown(&id))?;
+    let bytes = tokio::fs::read(&path).await.map_err(|_| unknown(&id))?;
+    Ok(([(axum::http::header::CONTENT_TYPE, "application/octet-stream")], Bytes::from(bytes)).into_response())
+}
+
+/// `GET /v1/spooled/ack/{id}`: the client has the segment; it is deleted.
+pub async fn acknowledge(
+    State(coord): State<std::sync::Arc<CoordinatorState>>,
+    Path(id): Path<String>,
+) -> Result<Response, CoordinatorError> {
+    match coord.segments.remove(&id) {
+        true => Ok(axum::http::StatusCode::OK.into_response()),
+        false => Err(unknown(&id)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clients_first_known_encoding_is_used() {
+        assert_eq!(Encoding::negotiate("json+zstd,json+lz4,json"), Some(Encoding::JsonZstd));
+        assert_eq!(Encoding::negotiate("arrow-ipc, json+lz4"), Some(Encoding::JsonLz4));
+        assert_eq!(Encoding::negotiate("json"), Some(Encoding::Json));
+        assert_eq!(Encoding::negotiate("arrow-ipc"), None);
+    }
+
+    #[test]
+    fn segments_compress_above_the_threshold_only() {
+        let text = b"[[1,\"a\"],[2,\"b\"]]".repeat(1000);
+        let z = Encoding::JsonZstd.compress(&text, 8192).unwrap().unwrap();
+        assert_eq!(zstd::bulk::decompress(&z, text.len()).unwrap(), text);
+        let l = Encoding::JsonLz4.compress(&text, 8192).unwrap().unwrap();
+        assert_eq!(lz4_flex::block::decompress(&l, text.len()).unwrap(), text);
+        assert!(z.len() < text.len() / 10 && l.len() < text.len() / 5);
+        assert_eq!(Encoding::JsonZstd.compress(b"[[1]]", 8192).unwrap(), None);
+        assert_eq!(Encoding::Json.compress(&text, 8192).unwrap(), None);
+    }
+
+    #[test]
+    fn segments_are_removed_when_acknowledged_or_expired() {
+        let dir = tempfile::Builder::new().prefix("flotilla-spooling-").tempdir().unwrap();
+        let config = SpoolingConfig {
+            location: Some(dir.path().to_path_buf()),
+            segment_ttl: Duration::from_secs(60),
+            ..Default::default()
+        };
+        std::fs::write(dir.path().join(format!("old{SEGMENT_SUFFIX}")), b"left by a stopped coordinator").unwrap();
+        let store = SegmentStore::new(&config).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "an earlier process's segments go");
+        let (a, b) = (store.put("q", b"one").unwrap(), store.put("q", b"two").unwrap());
+        assert_eq!(std::fs::read(store.path(&a).unwrap()).unwrap(), b"one");
+        assert!(store.remove(&a) && !store.remove(&a));
+        assert_eq!(store.expire(Instant::now()), 0);
+        assert_eq!(store.expire(Instant::now() + Duration::from_secs(61)), 1);
+        assert!(store.path(&b).is_none() && store.pending() == 0);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+}
