@@ -234,9 +234,12 @@ pub struct SpoolingConfig {
     /// `protocol.spooling.encoding.compression.threshold`: smaller segments are sent
     /// uncompressed.
     pub compression_threshold: usize,
-    /// `fs.location`: where segments are written (a local directory). None: a
-    /// directory of the process's own under the system's temporary directory.
-    pub location: Option<PathBuf>,
+    /// `fs.location`: where segments are written, a local directory or
+    /// `s3://bucket/prefix`. None: a directory of the process's own under the
+    /// system's temporary directory.
+    pub location: Option<String>,
+    /// `spooling-manager.properties` itself, for its `s3.*` keys.
+    pub manager: Option<PropertiesFile>,
     /// `fs.segment.ttl`: an unacknowledged segment is deleted this long after it
     /// was written.
     pub segment_ttl: Duration,
@@ -253,6 +256,7 @@ impl Default for SpoolingConfig {
             max_segment_size: 16 << 20,
             compression_threshold: 8 << 10,
             location: None,
+            manager: None,
             segment_ttl: Duration::from_secs(12 * 3600),
         }
     }
@@ -399,29 +403,33 @@ fn merge_spooling(s: &mut SpoolingConfig, f: &PropertiesFile) -> Result<(), EtcE
     Ok(())
 }
 
-/// `spooling-manager.properties`: Trino's file system spooling manager, here on a
-/// local directory (`fs.location`), with `fs.segment.ttl`.
+/// `spooling-manager.properties`: Trino's file system spooling manager, on a local
+/// directory or in S3 (`fs.location`; `s3.*` as for catalogs), with `fs.segment.ttl`.
 fn spooling_manager(dir: &Path, s: &mut SpoolingConfig) -> Result<(), EtcError> {
     let path = dir.join("spooling-manager.properties");
     if !path.exists() {
         return Ok(());
     }
     let p = PropertiesFile::read(&path, false)?;
-    p.check_keys(&["spooling-manager.name", "fs.location", "fs.segment.ttl"], &|_| false)?;
+    let keys = ["spooling-manager.name", "fs.location", "fs.segment.ttl", "fs.native-s3.enabled"];
+    p.check_keys(&keys, &|k| k.starts_with("s3."))?;
     let invalid = |message: String| EtcError::Invalid { path: path.display().to_string(), message };
     if p.get("spooling-manager.name").is_some_and(|n| n != "filesystem") {
         return Err(invalid("spooling-manager.name must be 'filesystem'".into()));
     }
     if let Some(location) = p.get("fs.location") {
         let local = location.strip_prefix("file://").unwrap_or(location);
-        if local.contains("://") || !Path::new(local).is_absolute() {
-            return Err(invalid(format!("fs.location '{location}': only an absolute local directory is supported")));
+        let s3 = local.strip_prefix("s3://").is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'));
+        if !s3 && (local.contains("://") || !Path::new(local).is_absolute()) {
+            let m = format!("fs.location '{location}': expected an absolute local directory or s3://bucket/prefix");
+            return Err(invalid(m));
         }
-        s.location = Some(PathBuf::from(local));
+        s.location = Some(local.to_string());
     }
     if let Some(ttl) = p.parsed("fs.segment.ttl", parse_duration)? {
         s.segment_ttl = ttl;
     }
+    s.manager = Some(p);
     Ok(())
 }
 

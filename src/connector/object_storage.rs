@@ -79,7 +79,7 @@ impl S3Settings {
     }
 
     /// A client for one bucket: the settings over the AWS environment variables.
-    fn client(&self, bucket: &str) -> object_store::Result<Arc<dyn ObjectStore>> {
+    pub fn client(&self, bucket: &str) -> object_store::Result<Arc<dyn ObjectStore>> {
         let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
         if let Some(e) = &self.endpoint {
             b = b.with_endpoint(e).with_allow_http(e.starts_with("http://"));

@@ -255,7 +255,7 @@ pub struct CoordinatorState {
     /// Open transactions (autocommit: see `transaction`).
     pub transactions: transaction::Transactions,
     /// Spooled result segments not yet acknowledged (`spooling`).
-    pub segments: spooling::SegmentStore,
+    pub segments: Arc<spooling::SegmentStore>,
 }
 
 impl CoordinatorState {
@@ -527,7 +527,7 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
         counter: AtomicU64::new(0),
         results_budget: query::ResultsBudget::for_machine(),
         transactions: Default::default(),
-        segments: spooling::SegmentStore::new(&config.spooling)?,
+        segments: Arc::new(spooling::SegmentStore::new(&config.spooling).await?),
         bound: addr,
         config,
     });

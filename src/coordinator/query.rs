@@ -94,6 +94,9 @@ pub struct PageState {
     /// Rows served so far, and spooling segments (Trino's spooling protocol).
     pub rows_served: u64,
     pub segments: u32,
+    /// The spooling protocol's encoding, chosen from the client's list when the
+    /// query was submitted; None: JSON pages.
+    pub encoding: Option<super::spooling::Encoding>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -14,16 +14,21 @@
 //! capability, as a query's slug is).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
+use futures::StreamExt;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt};
 use serde_json::{json, Value};
 
 use super::{CoordinatorError, CoordinatorState};
+use crate::connector::object_storage::S3Settings;
 pub use crate::etc::SpoolingConfig;
 
 /// The encodings this coordinator writes.
@@ -78,7 +83,7 @@ pub struct SegmentRows {
 }
 
 /// The `data` member of a page: the segment, inline or spooled.
-pub fn encode_segment(
+pub async fn encode_segment(
     coord: &CoordinatorState,
     query_id: &str,
     base: &str,
@@ -109,8 +114,11 @@ pub fn encode_segment(
             "metadata": metadata,
         })
     } else {
-        let id = coord.segments.put(query_id, &bytes).map_err(|e| {
-            CoordinatorError::Internal(format!("cannot write a spooled segment under the spooling location: {e}"))
+        let id = coord.segments.put(query_id, bytes).await.map_err(|e| {
+            let location = &coord.segments.location;
+            CoordinatorError::Internal(format!(
+                "cannot write a spooled segment to the spooling location {location}: {e}"
+            ))
         })?;
         json!({
             "type": "spooled",
@@ -123,10 +131,14 @@ pub fn encode_segment(
     Ok(json!({"encoding": encoding.name(), "segments": [segment]}))
 }
 
-/// The spooled segments on disk, by id.
+/// The spooled segments, by id, in the spooling location: a local directory or an
+/// S3 prefix, through one object store.
 #[derive(Debug)]
 pub struct SegmentStore {
-    dir: PathBuf,
+    store: Arc<dyn ObjectStore>,
+    prefix: ObjectPath,
+    /// For messages.
+    location: String,
     segments: parking_lot::Mutex<HashMap<String, Segment>>,
     ttl: Duration,
 }
@@ -134,56 +146,84 @@ pub struct SegmentStore {
 #[derive(Debug)]
 struct Segment {
     query_id: String,
-    path: PathBuf,
+    path: ObjectPath,
     written: Instant,
 }
 
 impl SegmentStore {
     /// A store in `config`'s location, emptied of what an earlier process left
     /// there (its ids died with it).
-    pub fn new(config: &SpoolingConfig) -> std::io::Result<Self> {
-        let dir = match &config.location {
-            Some(d) => d.clone(),
-            None => std::env::temp_dir().join(format!("flotilla-spooling-{}", std::process::id())),
-        };
-        if dir.exists() {
-            for e in std::fs::read_dir(&dir)?.flatten() {
-                if e.file_name().to_string_lossy().ends_with(SEGMENT_SUFFIX) {
-                    let _ = std::fs::remove_file(e.path());
-                }
+    pub async fn new(config: &SpoolingConfig) -> std::io::Result<Self> {
+        let location = match &config.location {
+            Some(l) => l.clone(),
+            None => {
+                std::env::temp_dir().join(format!("flotilla-spooling-{}", std::process::id())).display().to_string()
             }
-        }
-        Ok(SegmentStore { dir, segments: Default::default(), ttl: config.segment_ttl })
+        };
+        let (store, prefix): (Arc<dyn ObjectStore>, ObjectPath) = match location.strip_prefix("s3://") {
+            Some(rest) => {
+                let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+                let settings = match &config.manager {
+                    Some(p) => S3Settings::from_properties(p).map_err(std::io::Error::other)?.unwrap_or_default(),
+                    None => S3Settings::default(),
+                };
+                let store = settings.client(bucket).map_err(std::io::Error::other)?;
+                (store, ObjectPath::from(prefix))
+            }
+            None => {
+                std::fs::create_dir_all(&location)?;
+                (
+                    Arc::new(LocalFileSystem::new_with_prefix(&location).map_err(std::io::Error::other)?),
+                    ObjectPath::default(),
+                )
+            }
+        };
+        let store = SegmentStore { store, prefix, location, segments: Default::default(), ttl: config.segment_ttl };
+        store.remove_left_over().await;
+        Ok(store)
     }
 
-    fn put(&self, query_id: &str, bytes: &[u8]) -> std::io::Result<String> {
-        std::fs::create_dir_all(&self.dir)?;
+    /// Deletes the segments an earlier process wrote: nobody can name them now.
+    async fn remove_left_over(&self) {
+        let listed: Vec<_> = self.store.list(Some(&self.prefix)).filter_map(|r| async { r.ok() }).collect().await;
+        for o in listed.into_iter().filter(|o| o.location.as_ref().ends_with(SEGMENT_SUFFIX)) {
+            if let Err(e) = self.store.delete(&o.location).await {
+                tracing::warn!("cannot remove spooled segment {} left in {}: {e}", o.location, self.location);
+            }
+        }
+    }
+
+    async fn put(&self, query_id: &str, bytes: Vec<u8>) -> object_store::Result<String> {
         let id = format!("{}{}", crate::util::random_suffix(16), crate::util::random_suffix(16));
-        let path = self.dir.join(format!("{id}{SEGMENT_SUFFIX}"));
-        std::fs::write(&path, bytes)?;
+        let path = self.prefix.clone().join(format!("{id}{SEGMENT_SUFFIX}"));
+        self.store.put(&path, bytes.into()).await?;
         let segment = Segment { query_id: query_id.to_string(), path, written: Instant::now() };
         self.segments.lock().insert(id.clone(), segment);
         Ok(id)
     }
 
-    fn path(&self, id: &str) -> Option<PathBuf> {
-        self.segments.lock().get(id).map(|s| s.path.clone())
+    async fn read(&self, id: &str) -> Option<Bytes> {
+        let path = self.segments.lock().get(id).map(|s| s.path.clone())?;
+        self.store.get(&path).await.ok()?.bytes().await.ok()
     }
 
     /// Deletes a segment; false when there is none of that id.
-    fn remove(&self, id: &str) -> bool {
+    async fn remove(&self, id: &str) -> bool {
         let removed = self.segments.lock().remove(id);
         match removed {
             Some(s) => {
-                let _ = std::fs::remove_file(s.path);
+                if let Err(e) = self.store.delete(&s.path).await {
+                    tracing::warn!(query = %s.query_id, "cannot remove acknowledged segment {}: {e}", s.path);
+                }
                 true
             }
             None => false,
         }
     }
 
-    /// Deletes the segments written longer than the TTL ago; how many.
-    pub fn expire(&self, now: Instant) -> usize {
+    /// Forgets the segments written longer than the TTL ago and deletes them (on a
+    /// task of its own); how many.
+    pub fn expire(self: &Arc<Self>, now: Instant) -> usize {
         let expired: Vec<Segment> = {
             let mut segments = self.segments.lock();
             let ids: Vec<String> = segments
@@ -193,11 +233,17 @@ impl SegmentStore {
                 .collect();
             ids.into_iter().filter_map(|id| segments.remove(&id)).collect()
         };
-        for s in &expired {
-            tracing::debug!(query = %s.query_id, "spooled segment expired unacknowledged");
-            let _ = std::fs::remove_file(&s.path);
+        let n = expired.len();
+        if n > 0 {
+            let this = self.clone();
+            tokio::spawn(async move {
+                for s in expired {
+                    tracing::debug!(query = %s.query_id, "spooled segment expired unacknowledged");
+                    let _ = this.store.delete(&s.path).await;
+                }
+            });
         }
-        expired.len()
+        n
     }
 
     /// Segments not yet acknowledged.
@@ -214,20 +260,19 @@ fn unknown(id: &str) -> CoordinatorError {
 
 /// `GET /v1/spooled/download/{id}`: the segment's bytes.
 pub async fn download(
-    State(coord): State<std::sync::Arc<CoordinatorState>>,
+    State(coord): State<Arc<CoordinatorState>>,
     Path(id): Path<String>,
 ) -> Result<Response, CoordinatorError> {
-    let path = coord.segments.path(&id).ok_or_else(|| unknown(&id))?;
-    let bytes = tokio::fs::read(&path).await.map_err(|_| unknown(&id))?;
-    Ok(([(axum::http::header::CONTENT_TYPE, "application/octet-stream")], Bytes::from(bytes)).into_response())
+    let bytes = coord.segments.read(&id).await.ok_or_else(|| unknown(&id))?;
+    Ok(([(axum::http::header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
 }
 
 /// `GET /v1/spooled/ack/{id}`: the client has the segment; it is deleted.
 pub async fn acknowledge(
-    State(coord): State<std::sync::Arc<CoordinatorState>>,
+    State(coord): State<Arc<CoordinatorState>>,
     Path(id): Path<String>,
 ) -> Result<Response, CoordinatorError> {
-    match coord.segments.remove(&id) {
+    match coord.segments.remove(&id).await {
         true => Ok(axum::http::StatusCode::OK.into_response()),
         false => Err(unknown(&id)),
     }
@@ -257,23 +302,28 @@ mod tests {
         assert_eq!(Encoding::Json.compress(&text, 8192).unwrap(), None);
     }
 
-    #[test]
-    fn segments_are_removed_when_acknowledged_or_expired() {
+    #[tokio::test]
+    async fn segments_are_removed_when_acknowledged_or_expired() {
         let dir = tempfile::Builder::new().prefix("flotilla-spooling-").tempdir().unwrap();
         let config = SpoolingConfig {
-            location: Some(dir.path().to_path_buf()),
+            location: Some(dir.path().display().to_string()),
             segment_ttl: Duration::from_secs(60),
             ..Default::default()
         };
         std::fs::write(dir.path().join(format!("old{SEGMENT_SUFFIX}")), b"left by a stopped coordinator").unwrap();
-        let store = SegmentStore::new(&config).unwrap();
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "an earlier process's segments go");
-        let (a, b) = (store.put("q", b"one").unwrap(), store.put("q", b"two").unwrap());
-        assert_eq!(std::fs::read(store.path(&a).unwrap()).unwrap(), b"one");
-        assert!(store.remove(&a) && !store.remove(&a));
+        let store = Arc::new(SegmentStore::new(&config).await.unwrap());
+        let files = || std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(files(), 0, "an earlier process's segments go");
+        let (a, b) = (store.put("q", b"one".to_vec()).await.unwrap(), store.put("q", b"two".to_vec()).await.unwrap());
+        assert_eq!(store.read(&a).await.as_deref(), Some(&b"one"[..]));
+        assert!(store.remove(&a).await && !store.remove(&a).await);
         assert_eq!(store.expire(Instant::now()), 0);
         assert_eq!(store.expire(Instant::now() + Duration::from_secs(61)), 1);
-        assert!(store.path(&b).is_none() && store.pending() == 0);
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert!(store.read(&b).await.is_none() && store.pending() == 0);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while files() > 0 {
+            assert!(Instant::now() < deadline, "the expired segment's file stays");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }

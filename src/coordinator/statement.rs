@@ -183,6 +183,10 @@ async fn first_page(
     headers: &HeaderMap,
 ) -> Result<Response, CoordinatorError> {
     let mut paging = q.paging.lock().await;
+    // Trino's spooling protocol is agreed on once, when the query is submitted.
+    if coord.config.spooling.enabled {
+        paging.encoding = header(headers, HEADER_QUERY_DATA_ENCODING)?.and_then(|e| Encoding::negotiate(&e));
+    }
     if header(headers, HEADER_EARLY_RESULTS)?.is_some_and(|v| v.eq_ignore_ascii_case("true")) {
         let deadline = tokio::time::Instant::now() + FIRST_PAGE_WAIT;
         return serve_page(coord, q, headers, &mut paging, 0, deadline).await;
@@ -280,11 +284,11 @@ async fn serve_page(
 ) -> Result<Response, CoordinatorError> {
     let base = coord.base_url(headers);
     let rows_as = header(headers, HEADER_ROWS_AS)?.and_then(|name| RowsAs::by_name(&name));
-    // Trino's spooling protocol, when the client asks for it (and not for our own
+    // Trino's spooling protocol, when the client asked for it (and not for our own
     // text or Arrow rows).
-    let spooled = match (coord.config.spooling.enabled, &rows_as) {
-        (true, None) => header(headers, HEADER_QUERY_DATA_ENCODING)?.and_then(|e| Encoding::negotiate(&e)),
-        _ => None,
+    let spooled = match &rows_as {
+        None => paging.encoding,
+        Some(_) => None,
     };
     if q.schema().is_none() && q.state() != QueryState::Running {
         let mut rx = q.watch_state();
@@ -323,7 +327,7 @@ async fn serve_page(
             // The next segment is sized from this one's JSON, not from its compressed bytes.
             paging.row_bytes = Some(json.len() as f64 / row_count as f64);
             let rows = SegmentRows { offset: paging.rows_served, rows: row_count as u64, json };
-            doc["data"] = encode_segment(coord, &q.id, &base, spooled.expect("spooled"), rows)?;
+            doc["data"] = encode_segment(coord, &q.id, &base, spooled.expect("spooled"), rows).await?;
             paging.segments += 1;
             (serialize(&doc, None)?, "application/json")
         }

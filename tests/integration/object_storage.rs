@@ -213,12 +213,70 @@ async fn tpch_in_a_bucket_is_written_read_and_survives_a_killed_worker() {
         ("AWS_REGION", "us-east-1"),
     ];
     let catalog = format!("connector.name=files\nfiles.allowed-locations=s3://{BUCKET}/\n");
+    // Spooled result segments go to the bucket too (Trino's file and keys).
+    std::fs::create_dir_all(env_root.join("etc-coordinator")).unwrap();
+    let manager = format!("spooling-manager.name=filesystem\nfs.location=s3://{BUCKET}/spooling/\n");
+    std::fs::write(env_root.join("etc-coordinator/spooling-manager.properties"), manager).unwrap();
     let e = EtcCluster::start_with_env(&env_root, &[("envlake", &catalog)], 1, &env).await;
     let client = e.client("envlake", "default");
     let location = format!("s3://{BUCKET}/warehouse/tpch/nation/");
     client.execute(&format!("CREATE EXTERNAL TABLE nation STORED AS PARQUET LOCATION '{location}'")).await.unwrap();
     let got = client.execute(q).await.unwrap().rows;
     assert_same_rows("nation through the environment's endpoint", q, &got, &want);
+    spooled_to_the_bucket(&e.cluster.coordinator.url, &moto.endpoint).await;
     drop(e);
     drop(moto);
+}
+
+/// Trino's spooling protocol by hand, its segments in the bucket: `json+lz4`
+/// segments, each the rows its metadata counts, every row of the result once, and
+/// nothing left under the spooling prefix once each is acknowledged.
+async fn spooled_to_the_bucket(coordinator: &str, s3: &str) {
+    use base64::Engine;
+    use serde_json::Value;
+    let http = reqwest::Client::new();
+    let sql = "SELECT o_orderkey, o_comment FROM tpch.sf0_1.orders";
+    let start = http.post(format!("{coordinator}/v1/statement")).header("X-Trino-User", "t");
+    let start = start.header("X-Trino-Query-Data-Encoding", "json+lz4").body(sql);
+    let mut doc: Value = start.send().await.unwrap().json().await.unwrap();
+    let (mut rows, mut spooled, mut keys) = (0u64, 0, 0i64);
+    loop {
+        if let Some(data) = doc.get("data").filter(|d| !d.is_null()) {
+            assert_eq!(data["encoding"], "json+lz4", "the data of a page is a segment, not rows");
+            for segment in data["segments"].as_array().unwrap() {
+                let meta = &segment["metadata"];
+                let bytes = match segment["type"].as_str().unwrap() {
+                    "inline" => {
+                        base64::engine::general_purpose::STANDARD.decode(segment["data"].as_str().unwrap()).unwrap()
+                    }
+                    _ => {
+                        spooled += 1;
+                        let uri = segment["uri"].as_str().unwrap();
+                        http.get(uri).send().await.unwrap().error_for_status().unwrap().bytes().await.unwrap().to_vec()
+                    }
+                };
+                assert_eq!(meta["segmentSize"].as_u64(), Some(bytes.len() as u64));
+                let json = match meta["uncompressedSize"].as_u64() {
+                    Some(n) => lz4_flex::block::decompress(&bytes, n as usize).unwrap(),
+                    None => bytes,
+                };
+                let parsed: Vec<Vec<Value>> = serde_json::from_slice(&json).unwrap();
+                assert_eq!(Some(parsed.len() as u64), meta["rowsCount"].as_u64());
+                assert_eq!(Some(rows), meta["rowOffset"].as_u64());
+                rows += parsed.len() as u64;
+                keys += parsed.iter().map(|r| r[0].as_i64().unwrap()).sum::<i64>();
+                if let Some(ack) = segment["ackUri"].as_str() {
+                    assert!(http.get(ack).send().await.unwrap().status().is_success());
+                }
+            }
+        }
+        let Some(next) = doc["nextUri"].as_str().map(str::to_string) else { break };
+        doc = http.get(next).send().await.unwrap().json().await.unwrap();
+    }
+    let want = oracle("sf0_1", "SELECT count(*), sum(o_orderkey) FROM orders").await;
+    assert_eq!((serde_json::json!(rows), serde_json::json!(keys)), (want[0][0].clone(), want[0][1].clone()));
+    assert!(spooled > 0, "a result of {rows} rows was spooled");
+    let listing =
+        reqwest::get(format!("{s3}/{BUCKET}?list-type=2&prefix=spooling/")).await.unwrap().text().await.unwrap();
+    assert!(!listing.contains(".segment"), "segments left in the bucket: {listing}");
 }
