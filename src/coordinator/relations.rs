@@ -39,7 +39,13 @@ fn word_is(t: &Token, w: &str) -> bool {
     matches!(t, Token::Word(x) if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w))
 }
 
-fn tokens(sql: &str) -> Option<Vec<TokenWithSpan>> {
+/// The statement's tokens, when it starts with `first` (a statement of another
+/// kind, a long query above all, is not tokenized for nothing).
+fn tokens_of(sql: &str, first: &str) -> Option<Vec<TokenWithSpan>> {
+    let start = sql.trim_start();
+    if !start.get(..first.len()).is_some_and(|w| w.eq_ignore_ascii_case(first)) {
+        return None;
+    }
     Tokenizer::new(&TrinoDialect, sql).tokenize_with_location().ok()
 }
 
@@ -51,7 +57,7 @@ fn significant(tokens: &[TokenWithSpan]) -> Vec<usize> {
 /// A `CREATE [OR REPLACE] VIEW name [COMMENT '...'] [SECURITY ...] AS ...` without
 /// its Trino clauses, and the clauses; None for any other statement.
 pub fn take_view_clauses(sql: &str) -> Option<Result<(String, ViewClauses), QueryError>> {
-    let all = tokens(sql)?;
+    let all = tokens_of(sql, "create")?;
     let sig = significant(&all);
     let at = |k: usize| sig.get(k).map(|&i| &all[i].token);
     let mut k = 0;
@@ -106,7 +112,7 @@ pub fn take_view_clauses(sql: &str) -> Option<Result<(String, ViewClauses), Quer
 /// comment; None for any other statement. (Trino writes it before `WITH`, where the
 /// parser takes no comment.)
 pub fn take_table_comment(sql: &str) -> Option<(String, String)> {
-    let all = tokens(sql)?;
+    let all = tokens_of(sql, "create")?;
     let sig = significant(&all);
     let at = |k: usize| sig.get(k).map(|&i| &all[i].token);
     if !at(0).is_some_and(|t| word_is(t, "create")) {
@@ -158,7 +164,7 @@ pub fn take_table_comment(sql: &str) -> Option<(String, String)> {
 /// `ALTER VIEW a RENAME TO b` as `ALTER TABLE a RENAME TO b`, which the parser reads;
 /// None for any other statement.
 pub fn alter_view_as_table(sql: &str) -> Option<String> {
-    let all = tokens(sql)?;
+    let all = tokens_of(sql, "alter")?;
     let sig = significant(&all);
     let at = |k: usize| sig.get(k).map(|&i| &all[i].token);
     let renames = (2..sig.len()).any(|k| at(k).is_some_and(|t| word_is(t, "rename")));
