@@ -42,11 +42,26 @@ fn word_is(t: &Token, w: &str) -> bool {
 /// The statement's tokens, when it starts with `first` (a statement of another
 /// kind, a long query above all, is not tokenized for nothing).
 fn tokens_of(sql: &str, first: &str) -> Option<Vec<TokenWithSpan>> {
-    let start = sql.trim_start();
+    let start = past_comments(sql);
     if !start.get(..first.len()).is_some_and(|w| w.eq_ignore_ascii_case(first)) {
         return None;
     }
     Tokenizer::new(&TrinoDialect, sql).tokenize_with_location().ok()
+}
+
+/// The text after leading white space and comments (tools put a comment first:
+/// dbt's `/* {"app": "dbt", ...} */`).
+fn past_comments(sql: &str) -> &str {
+    let mut rest = sql.trim_start();
+    loop {
+        if let Some(after) = rest.strip_prefix("--") {
+            rest = after.split_once('\n').map_or("", |(_, r)| r).trim_start();
+        } else if let Some(after) = rest.strip_prefix("/*") {
+            rest = after.split_once("*/").map_or("", |(_, r)| r).trim_start();
+        } else {
+            return rest;
+        }
+    }
 }
 
 /// Positions of the tokens that are not white space.
@@ -424,6 +439,14 @@ mod tests {
         let (rest, _) = take_table_comment("CREATE TABLE t (a int COMMENT 'x') COMMENT 'y'").unwrap();
         assert_eq!(rest, "CREATE TABLE t (a int COMMENT 'x') ");
         assert!(take_table_comment("CREATE TABLE t AS SELECT 'comment'").is_none());
+    }
+
+    #[test]
+    fn leading_comments_are_skipped() {
+        let sql = "/* {\"app\": \"dbt\"} */\n-- model\n  create or replace view v security definer as select 1";
+        let (_, c) = take_view_clauses(sql).unwrap().unwrap();
+        assert_eq!((c.security.as_str(), c.query.as_str()), ("DEFINER", "select 1"));
+        assert_eq!(past_comments("-- only a comment"), "");
     }
 
     #[test]
