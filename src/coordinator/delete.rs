@@ -15,7 +15,6 @@ use std::sync::Arc;
 
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{Column, NullEquality};
-use datafusion::datasource::listing::ListingTable;
 use datafusion::datasource::physical_plan::FileScanConfig;
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::datasource::source_as_provider;
@@ -25,9 +24,8 @@ use datafusion::prelude::SessionContext;
 
 use super::planner::{planning_error, QueryError};
 use super::table_commit::{Replaced, TableCommit};
-use super::write::{files_target, writing, PlannedWrite};
+use super::write::{files_target, refuse_delta_lake, table_directory, writing, PlannedWrite};
 use crate::connector::Connectors;
-use crate::error_code::ErrorCode;
 use crate::plan::table_writer::WriteTarget;
 
 const DELETED: &str = "__flotilla_deleted";
@@ -49,20 +47,9 @@ pub async fn plan_delete(
     };
     let full = datafusion::common::TableReference::full(catalog.as_str(), schema.as_str(), table.as_str());
     let files = connector.files().expect("a files catalog");
-    if files.is_delta_lake() {
-        let m = format!("Deleting from Delta Lake tables is not supported ('{full}' is in a delta_lake catalog)");
-        return Err(QueryError::new(ErrorCode::NotSupported, m));
-    }
+    refuse_delta_lake(files, &full, "Deleting from")?;
     let provider = source_as_provider(target).map_err(|e| planning_error(&e))?;
-    let Some(listing) = provider.downcast_ref::<ListingTable>() else {
-        return Err(QueryError::new(ErrorCode::NotSupported, format!("'{full}' cannot be written")));
-    };
-    let [path] = listing.table_paths().as_slice() else {
-        return Err(QueryError::new(ErrorCode::NotSupported, format!("'{full}' has several locations: cannot delete")));
-    };
-    if !path.is_collection() {
-        return Err(QueryError::new(ErrorCode::NotSupported, format!("'{full}' is one file: cannot delete")));
-    }
+    let (listing, path) = table_directory(&provider, &full, "delete")?;
     let location = path.as_str().to_string();
     // The files replaced: all the table's, listed before the query's own listing, so
     // that a file another write adds in between is read and kept, never removed

@@ -164,7 +164,7 @@ pub async fn plan_ctas(
     };
     let files = connector.files().expect("a files catalog");
     let full = TableReference::full(catalog.as_str(), schema.as_str(), table.as_str());
-    refuse_delta_lake(files, &full)?;
+    refuse_delta_lake(files, &full, "Writing")?;
     let Some(schema_provider) = connector.catalog().schema(&schema) else {
         return Err(QueryError::new(ErrorCode::SchemaNotFound, format!("Schema '{catalog}.{schema}' does not exist")));
     };
@@ -261,14 +261,38 @@ pub async fn plan_ctas(
 }
 
 /// Delta tables are read, not written: a write would need a commit to their log.
-fn refuse_delta_lake(files: &crate::connector::files::FilesConnector, full: &TableReference) -> Result<(), QueryError> {
+/// `doing`: "Writing", "Deleting from".
+pub(super) fn refuse_delta_lake(
+    files: &crate::connector::files::FilesConnector,
+    full: &TableReference,
+    doing: &str,
+) -> Result<(), QueryError> {
     match files.is_delta_lake() {
         true => Err(QueryError::new(
             ErrorCode::NotSupported,
-            format!("Writing Delta Lake tables is not supported ('{full}' is in a delta_lake catalog)"),
+            format!("{doing} Delta Lake tables is not supported ('{full}' is in a delta_lake catalog)"),
         )),
         false => Ok(()),
     }
+}
+
+/// The listing table a statement writes, and its one directory; `verb` ("insert",
+/// "delete") says what cannot be done to a table of another kind.
+pub(super) fn table_directory<'a>(
+    provider: &'a Arc<dyn datafusion::catalog::TableProvider>,
+    full: &TableReference,
+    verb: &str,
+) -> Result<(&'a ListingTable, &'a ListingTableUrl), QueryError> {
+    let Some(listing) = provider.downcast_ref::<ListingTable>() else {
+        return Err(QueryError::new(ErrorCode::NotSupported, format!("'{full}' cannot be written")));
+    };
+    let [path] = listing.table_paths().as_slice() else {
+        return Err(QueryError::new(ErrorCode::NotSupported, format!("'{full}' has several locations: cannot {verb}")));
+    };
+    if !path.is_collection() {
+        return Err(QueryError::new(ErrorCode::NotSupported, format!("'{full}' is one file: cannot {verb}")));
+    }
+    Ok((listing, path))
 }
 
 /// Plans `INSERT INTO` a table of a catalog of files.
@@ -287,20 +311,12 @@ pub async fn plan_insert(
         return Ok(None);
     };
     let full = TableReference::full(catalog.as_str(), schema.as_str(), table.as_str());
-    refuse_delta_lake(connector.files().expect("a files catalog"), &full)?;
+    refuse_delta_lake(connector.files().expect("a files catalog"), &full, "Writing")?;
     if *op != InsertOp::Append {
         return Err(QueryError::new(ErrorCode::NotSupported, format!("INSERT {op} into '{full}': only appending")));
     }
     let provider = source_as_provider(target).map_err(|e| planning_error(&e))?;
-    let Some(listing) = provider.downcast_ref::<ListingTable>() else {
-        return Err(QueryError::new(ErrorCode::NotSupported, format!("'{full}' cannot be written")));
-    };
-    let [path] = listing.table_paths().as_slice() else {
-        return Err(QueryError::new(ErrorCode::NotSupported, format!("'{full}' has several locations: cannot insert")));
-    };
-    if !path.is_collection() {
-        return Err(QueryError::new(ErrorCode::NotSupported, format!("'{full}' is one file: cannot insert")));
-    }
+    let (listing, path) = table_directory(&provider, &full, "insert")?;
     let location = path.as_str().to_string();
     let entry = connector.files().and_then(|f| f.metastore()).and_then(|m| m.table(&schema, &table));
     let definition = match &entry {
