@@ -164,6 +164,7 @@ const SERVER_KEYS: &[&str] = &[
     "node.environment",
     "node.internal-address",
     "node.data-dir",
+    "flight-sql.port",
     "protocol.spooling.enabled",
     "protocol.spooling.inlining.enabled",
     "protocol.spooling.inlining.max-rows",
@@ -215,6 +216,8 @@ pub struct ServerConfig {
     pub session_defaults: BTreeMap<String, String>,
     /// `protocol.spooling.*`, and `spooling-manager.properties`.
     pub spooling: SpoolingConfig,
+    /// `flight-sql.port`: Arrow Flight SQL's port (coordinator; none: not served).
+    pub flight_sql_port: Option<u16>,
 }
 
 /// `protocol.spooling.*` of `config.properties` and `fs.*` of
@@ -460,6 +463,7 @@ fn merge_server(server: &mut ServerConfig, f: &PropertiesFile) -> Result<(), Etc
     server.query_max_memory = or(server.query_max_memory, f.parsed("query.max-memory", parse_bytes)?);
     server.shutdown_grace_period = or(server.shutdown_grace_period, f.parsed("shutdown.grace-period", parse_duration)?);
     server.https_port = or(server.https_port, f.parsed("http-server.https.port", port)?);
+    server.flight_sql_port = or(server.flight_sql_port, f.parsed("flight-sql.port", port)?);
     merge_spooling(&mut server.spooling, f)?;
     server.truststore =
         or(server.truststore.take(), f.get("internal-communication.https.truststore.path").map(PathBuf::from));

@@ -13,6 +13,7 @@ mod integration {
     pub mod failures;
     pub mod fault_tolerant;
     pub mod files;
+    pub mod flight_sql;
     pub mod lifecycle;
     pub mod memory;
     pub mod netns;

@@ -65,39 +65,66 @@ pub struct Authenticated(pub String);
 /// Checks HTTP basic credentials against the password file; without one, every
 /// request passes (the user is whoever `X-Trino-User` names).
 async fn authenticate(State(s): St, mut req: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    let Some(passwords) = s.config.security.passwords.clone() else { return next.run(req).await };
-    let credentials = req
-        .headers()
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Basic "))
-        .and_then(|b| base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b.trim()).ok())
-        .and_then(|b| String::from_utf8(b).ok())
-        .and_then(|s| s.split_once(':').map(|(u, p)| (u.to_string(), p.to_string())));
+    if s.config.security.passwords.is_none() {
+        return next.run(req).await;
+    }
+    let credentials =
+        req.headers().get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(basic_credentials);
     let Some((user, password)) = credentials else {
         return unauthorized("this server needs a user and password (HTTP basic authentication)");
     };
     let address = req.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
-    let logins = s.config.security.logins.clone();
-    if let Some(wait) = logins.wait(&user, address, std::time::Instant::now()) {
-        return CoordinatorError::TooManyFailedLogins(format!(
-            "too many failed logins for user {user} or from this address; try again in {:.1} s",
-            wait.as_secs_f64()
-        ))
-        .into_response();
+    if let Err(e) = verify_login(&s.config.security, &user, password, address).await {
+        return match e {
+            CoordinatorError::Unauthenticated(m) => unauthorized(&m),
+            e => e.into_response(),
+        };
     }
-    // bcrypt is slow on purpose: off the runtime's threads.
-    let checked = user.clone();
-    let ok = tokio::task::spawn_blocking(move || passwords.verify(&checked, &password)).await.unwrap_or(false);
-    if !ok {
-        logins.failed(&user, address, std::time::Instant::now());
-        let from = address.map_or_else(|| "an unknown address".to_string(), |a| a.to_string());
-        tracing::warn!("failed login for user {user} from {from}");
-        return unauthorized("wrong user or password");
-    }
-    logins.succeeded(&user, address);
     req.extensions_mut().insert(Authenticated(user));
     next.run(req).await
+}
+
+/// The user and password of an `Authorization: Basic ...` value, its base64 with or
+/// without padding (Go's Flight clients, ADBC's among them, leave it out).
+pub(crate) fn basic_credentials(value: &str) -> Option<(String, String)> {
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    let encoded = value.strip_prefix("Basic ")?;
+    let decoded = base64::Engine::decode(&LENIENT, encoded.trim()).ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    text.split_once(':').map(|(u, p)| (u.to_string(), p.to_string()))
+}
+
+/// Checks a user's password against the password file, with the throttle of failed
+/// logins; both the HTTP servers and Flight SQL's handshake log in through it.
+pub(crate) async fn verify_login(
+    security: &crate::security::Security,
+    user: &str,
+    password: String,
+    address: Option<std::net::IpAddr>,
+) -> Result<(), CoordinatorError> {
+    let Some(passwords) = security.passwords.clone() else { return Ok(()) };
+    let logins = security.logins.clone();
+    if let Some(wait) = logins.wait(user, address, std::time::Instant::now()) {
+        return Err(CoordinatorError::TooManyFailedLogins(format!(
+            "too many failed logins for user {user} or from this address; try again in {:.1} s",
+            wait.as_secs_f64()
+        )));
+    }
+    // bcrypt is slow on purpose: off the runtime's threads.
+    let checked = user.to_string();
+    let ok = tokio::task::spawn_blocking(move || passwords.verify(&checked, &password)).await.unwrap_or(false);
+    if !ok {
+        logins.failed(user, address, std::time::Instant::now());
+        let from = address.map_or_else(|| "an unknown address".to_string(), |a| a.to_string());
+        tracing::warn!("failed login for user {user} from {from}");
+        return Err(CoordinatorError::Unauthenticated("wrong user or password".into()));
+    }
+    logins.succeeded(user, address);
+    Ok(())
 }
 
 fn unauthorized(message: &str) -> Response {

@@ -80,7 +80,7 @@ fn split_top_level(s: &str) -> Vec<String> {
 }
 
 /// Replaces each `?` outside quotes with the next parameter.
-fn substitute(statement: &str, params: &[String]) -> Result<String, String> {
+pub(crate) fn substitute(statement: &str, params: &[String]) -> Result<String, String> {
     let (mut out, mut next, mut quote) = (String::new(), 0usize, None::<char>);
     for c in statement.chars() {
         match (quote, c) {

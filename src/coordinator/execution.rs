@@ -15,7 +15,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::physical_plan::ExecutionPlan;
 use futures::StreamExt;
 
-use super::planner::{planning_error, session_context, QueryError};
+use super::planner::{planning_error, session_context, QueryError, SessionSpec};
 use super::planning::Planned;
 use super::query_errors::{root_error, task_failure_error};
 use super::remote_task::HttpRemoteTaskFactory;
@@ -204,16 +204,8 @@ async fn execute(
     let workers = coord.nodes.live_workers();
     super::session_bounds::check(props, &coord.cluster_memory.capacities(&workers))?;
     let partitions = props.hash_partition_count.unwrap_or(workers.len().max(1) * coord.config.partitions_per_worker);
-    let ctx = session_context(&q.session, props, partitions, &coord.connectors);
-    // Trino's `system` catalog, over what this query's user may see.
-    let system = super::system_tables::CoordinatorSystem::new(coord, &q.session.user);
-    let system = crate::connector::system::SystemCatalog::new(Arc::new(system));
-    let system = crate::connector::information_schema::WithInformationSchema::new("system", Arc::new(system));
-    ctx.register_catalog(crate::connector::system::SYSTEM_CATALOG, Arc::new(system));
-    let access = coord.config.security.rules.as_ref().map(|r| {
-        let who = r.identity(&q.session.user);
-        super::planning::AccessCheck { rules: r.clone(), who }
-    });
+    let ctx = query_context(coord, &q.session, props, partitions);
+    let access = access_check(coord, &q.session.user);
     let kind = statement_kind(&q.sql)?;
     // A statement in a transaction names one that is open (ending one checks itself).
     let ends_or_starts = matches!(&kind, StatementKind::Session(s) if s.is_transaction_control());
@@ -262,6 +254,30 @@ async fn execute(
             execute_planned(coord, q, run, attempt, ctx, workers, planned).await
         }
     }
+}
+
+/// The planning context of a query of `session`: the coordinator's catalogs and
+/// Trino's `system` catalog over what the session's user may see.
+pub(super) fn query_context(
+    coord: &Arc<CoordinatorState>,
+    session: &SessionSpec,
+    props: &crate::config::SessionProperties,
+    partitions: usize,
+) -> datafusion::prelude::SessionContext {
+    let ctx = session_context(session, props, partitions, &coord.connectors);
+    let system = super::system_tables::CoordinatorSystem::new(coord, &session.user);
+    let system = crate::connector::system::SystemCatalog::new(Arc::new(system));
+    let system = crate::connector::information_schema::WithInformationSchema::new("system", Arc::new(system));
+    ctx.register_catalog(crate::connector::system::SYSTEM_CATALOG, Arc::new(system));
+    ctx
+}
+
+/// The access rules as they apply to `user`, when there are rules.
+pub(super) fn access_check(coord: &CoordinatorState, user: &str) -> Option<super::planning::AccessCheck> {
+    coord.config.security.rules.as_ref().map(|r| {
+        let who = r.identity(user);
+        super::planning::AccessCheck { rules: r.clone(), who }
+    })
 }
 
 /// A planned statement: an `EXPLAIN`'s text, a plan run here (metadata and constant

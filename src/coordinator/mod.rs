@@ -11,6 +11,7 @@ mod delete;
 mod dialect;
 pub mod execute_immediate;
 pub mod execution;
+mod flight_sql;
 pub mod memory_write;
 pub mod metadata;
 pub mod planner;
@@ -145,6 +146,9 @@ pub struct CoordinatorConfig {
     pub query_max_memory: Option<u64>,
     /// Trino's spooling protocol (`protocol.spooling.*`, `spooling-manager.properties`).
     pub spooling: spooling::SpoolingConfig,
+    /// Serve Arrow Flight SQL on this port of the bound address (`flight-sql.port`;
+    /// 0: any free port).
+    pub flight_sql_port: Option<u16>,
 }
 
 impl CoordinatorConfig {
@@ -171,6 +175,7 @@ impl CoordinatorConfig {
             admission: Default::default(),
             query_max_memory: None,
             spooling: Default::default(),
+            flight_sql_port: None,
         }
     }
 }
@@ -210,6 +215,7 @@ impl CoordinatorConfig {
         }
         c.query_max_memory = etc.server.query_max_memory;
         c.spooling = etc.server.spooling.clone();
+        c.flight_sql_port = etc.server.flight_sql_port;
         c.security = crate::security::Security::load(
             etc.password_file.as_deref(),
             etc.access_rules.as_deref(),
@@ -466,15 +472,21 @@ impl Viewer {
 
 pub struct CoordinatorHandle {
     pub url: String,
+    /// Arrow Flight SQL's URI (`grpc://` or `grpc+tls://`), when it is served.
+    pub flight_sql_url: Option<String>,
     pub state: Arc<CoordinatorState>,
     stop: watch::Sender<bool>,
     server: tokio::task::JoinHandle<()>,
+    flight_sql: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl CoordinatorHandle {
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         let _ = self.server.await;
+        if let Some(flight_sql) = self.flight_sql {
+            let _ = flight_sql.await;
+        }
     }
 
     /// Waits until `n` workers are alive, at most `timeout`.
@@ -543,6 +555,20 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
     });
     let app = api::router(state.clone());
     let (stop, mut stopped) = watch::channel(false);
+    let (flight_sql_url, flight_sql) = match state.config.flight_sql_port {
+        Some(port) => {
+            let listener = tokio::net::TcpListener::bind(flight_sql::address(addr, port)).await?;
+            let bound = listener.local_addr()?;
+            let mut stopped = stop.subscribe();
+            let shutdown = async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            };
+            let task = flight_sql::serve(state.clone(), listener, state.config.tls.as_ref(), shutdown).await?;
+            let scheme = if state.config.tls.is_some() { "grpc+tls" } else { "grpc" };
+            (Some(format!("{scheme}://{bound}")), Some(task))
+        }
+        None => (None, None),
+    };
     let reaper = state.clone();
     let freed = crate::util::FreedMemory::default();
     crate::util::every(Duration::from_millis(500), stop.subscribe(), move || {
@@ -561,5 +587,5 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
             tracing::error!("coordinator server failed: {e}");
         }
     });
-    Ok(CoordinatorHandle { url, state, stop, server })
+    Ok(CoordinatorHandle { url, flight_sql_url, state, stop, server, flight_sql })
 }

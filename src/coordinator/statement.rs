@@ -70,6 +70,11 @@ pub fn session_from_headers(headers: &HeaderMap) -> Result<SessionSpec, Coordina
     Ok(spec)
 }
 
+/// The inverse of `session_statement::form_encode` (`+` is a space).
+pub(crate) fn form_decode(s: &str) -> String {
+    percent_decode(&s.trim().replace('+', " "))
+}
+
 fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());

@@ -1,8 +1,9 @@
 //! HTTPS, password logins and access rules on a real cluster: a test CA made at run
 //! time with `openssl` signs the nodes' certificate; the coordinator takes logins from
 //! a Trino password file (a bcrypt and a PBKDF2 entry) and checks Trino-style access
-//! rules; workers serve HTTPS too and trust the cluster's CA. Without `openssl` the
-//! test says it skipped and why.
+//! rules; workers serve HTTPS too and trust the cluster's CA. The coordinator also
+//! serves Arrow Flight SQL, checked with ADBC on the same cluster (`flight_sql`).
+//! Without `openssl` the test says it skipped and why.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -143,10 +144,13 @@ async fn https_logins_and_access_rules() {
         passwords.display().to_string(),
         dir.join("rules.json").display().to_string(),
     );
+    let flight_port = super::common::free_port().to_string();
     let coordinator = spawn(&[
         "coordinator",
         "--bind",
         "127.0.0.1:0",
+        "--flight-sql-port",
+        &flight_port,
         "--shared-secret",
         SECRET,
         "--https-cert",
@@ -200,6 +204,11 @@ async fn https_logins_and_access_rules() {
         assert!(Instant::now() < deadline, "the HTTPS workers did not join: {nodes:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+
+    // Arrow Flight SQL over TLS with the same logins and rules (`flight_sql`).
+    let worker_urls: Vec<String> = workers.iter().map(|w| w.url.clone()).collect();
+    let flight_uri = format!("grpc+tls://127.0.0.1:{flight_port}");
+    super::flight_sql::adbc_checks(&coordinator.url, &flight_uri, &ca, &worker_urls, SECRET).await;
 
     // Logins: the CLI over HTTPS with the test CA; a query's rows equal DataFusion's.
     let query = "SELECT count(*), sum(o_totalprice) FROM tpch.tiny.orders";

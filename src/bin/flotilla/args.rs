@@ -96,6 +96,10 @@ pub struct CoordinatorArgs {
     /// the same as NAME with dashes in config.properties; a client's value wins).
     #[arg(long = "session", value_name = "NAME=VALUE")]
     pub session_defaults: Vec<String>,
+    /// Serve Arrow Flight SQL on this port of the bound address (flight-sql.port;
+    /// 0: any free port; default not served).
+    #[arg(long)]
+    pub flight_sql_port: Option<u16>,
 }
 
 #[derive(Args)]

@@ -87,6 +87,7 @@ fn coordinator_config(args: CoordinatorArgs) -> Result<flotilla::coordinator::Co
         access_rules,
         groups_file,
         session_defaults,
+        flight_sql_port,
     } = args;
     use flotilla::coordinator::CoordinatorConfig;
     let etc = node.etc()?;
@@ -105,6 +106,9 @@ fn coordinator_config(args: CoordinatorArgs) -> Result<flotilla::coordinator::Co
     }
     config.process_forwarded |= process_forwarded;
     config.enable_failure_injection = enable_failure_injection;
+    if flight_sql_port.is_some() {
+        config.flight_sql_port = flight_sql_port;
+    }
     if let Some(n) = max_concurrent_queries {
         config.admission.max_concurrent = Some(n.max(1));
     }
@@ -164,6 +168,9 @@ async fn coordinator(args: CoordinatorArgs) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot start the coordinator on {bind}: {e}"))?;
     println!("flotilla coordinator listening on {}", handle.url);
+    if let Some(flight_sql) = &handle.flight_sql_url {
+        println!("flotilla Flight SQL listening on {flight_sql}");
+    }
     wait_for_ctrl_c().await;
     let _ = tokio::time::timeout(SHUTDOWN_GRACE, handle.shutdown()).await;
     Ok(())
