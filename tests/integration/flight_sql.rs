@@ -1,8 +1,9 @@
 //! Arrow Flight SQL with the clients people use: PyPI's ADBC driver and pyarrow's
 //! Flight client (`tests/python/test_flight_sql.py`), over TLS with the node's
 //! certificate and logins from the password file, on the cluster of the security
-//! test. What they got is compared with single-node DataFusion; a cancelled query is
-//! checked on the coordinator (ended USER_CANCELED, no tasks left on the workers).
+//! test. What they got is compared with single-node DataFusion; the cancelled queries
+//! (one by ADBC's cancel, one by Flight's `CancelFlightInfo`) are checked on the
+//! coordinator: ended USER_CANCELED, no tasks left on the workers.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -66,11 +67,15 @@ pub async fn adbc_checks(coordinator: &str, flight_uri: &str, ca: &Path, workers
     let wrong = got["wrong_password"].as_str().expect("an error");
     assert!(wrong.contains("wrong user or password"), "{wrong}");
     assert!(got["after_cancel"].is_string(), "reading after a cancel fails: {}", got["after_cancel"]);
-    cancelled_on_the_coordinator(coordinator, ca, workers, secret).await;
+    // CancelFlightInfoResult { status: CANCELLED }.
+    assert_eq!(got["cancel_flight_info"], json!(["0801"]), "the CancelFlightInfo action's answer");
+    for sql in ["SELECT * FROM tpch.sf1.lineitem", "SELECT l_orderkey FROM tpch.sf1.lineitem"] {
+        cancelled_on_the_coordinator(coordinator, ca, workers, secret, sql).await;
+    }
 }
 
 /// The cancelled query ended USER_CANCELED, and its tasks are gone from the workers.
-async fn cancelled_on_the_coordinator(coordinator: &str, ca: &Path, workers: &[String], secret: &str) {
+async fn cancelled_on_the_coordinator(coordinator: &str, ca: &Path, workers: &[String], secret: &str, sql: &str) {
     let pem = std::fs::read(ca).unwrap();
     let http =
         reqwest::Client::builder().add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap()).build().unwrap();
@@ -85,7 +90,7 @@ async fn cancelled_on_the_coordinator(coordinator: &str, ca: &Path, workers: &[S
             .json()
             .await
             .unwrap();
-        let q = queries.iter().find(|q| q["sql"] == "SELECT * FROM tpch.sf1.lineitem").expect("the cancelled query");
+        let q = queries.iter().find(|q| q["sql"] == sql).expect("the cancelled query");
         let mut left = 0;
         for w in workers {
             left += tasks_on(&http, w, Some(secret)).await.map_or(0, |t| t.len());

@@ -44,17 +44,43 @@ def error_of(call):
     return None
 
 
-def xdbc_types(uri, ca, user, password):
-    """GetXdbcTypeInfo, which ADBC does not expose, through pyarrow's Flight client:
-    the command packed as a protobuf Any by hand (its only field is optional)."""
+def field(number, value):
+    """A length-delimited protobuf field."""
+    key, size, out = bytes([number << 3 | 2]), len(value), b""
+    while size >= 0x80:
+        out += bytes([size & 0x7F | 0x80])
+        size >>= 7
+    return key + out + bytes([size]) + value
+
+
+def command(name, message=b""):
+    """A Flight SQL command, packed as a protobuf Any."""
+    return field(1, b"type.googleapis.com/arrow.flight.protocol.sql." + name.encode()) + field(2, message)
+
+
+def flight_client(uri, ca, user, password):
     client = flight.FlightClient(uri, tls_root_certs=ca.encode())
     header = client.authenticate_basic_token(user, password)
-    options = flight.FlightCallOptions(headers=[header])
-    url = b"type.googleapis.com/arrow.flight.protocol.sql.CommandGetXdbcTypeInfo"
-    command = b"\x0a" + bytes([len(url)]) + url
-    info = client.get_flight_info(flight.FlightDescriptor.for_command(command), options)
+    return client, flight.FlightCallOptions(headers=[header])
+
+
+def xdbc_types(uri, ca, user, password):
+    """GetXdbcTypeInfo, which ADBC does not expose, through pyarrow's Flight client."""
+    client, options = flight_client(uri, ca, user, password)
+    descriptor = flight.FlightDescriptor.for_command(command("CommandGetXdbcTypeInfo"))
+    info = client.get_flight_info(descriptor, options)
     table = client.do_get(info.endpoints[0].ticket, options).read_all()
     return sorted(table.column("type_name").to_pylist())
+
+
+def cancel_flight_info(uri, ca, user, password, sql):
+    """Flight's CancelFlightInfo action on a statement's FlightInfo (no ticket read);
+    returns the CancelFlightInfoResult's bytes as hex."""
+    client, options = flight_client(uri, ca, user, password)
+    descriptor = flight.FlightDescriptor.for_command(command("CommandStatementQuery", field(1, sql.encode())))
+    info = client.get_flight_info(descriptor, options)
+    action = flight.Action("CancelFlightInfo", field(1, info.serialize()))
+    return [r.body.to_pybytes().hex() for r in client.do_action(action, options)]
 
 
 def checks(uri, ca):
@@ -107,6 +133,7 @@ def checks(uri, ca):
     out["table_schema"] = str(conn.adbc_get_table_schema("region", catalog_filter="tpch", db_schema_filter="tiny"))
     out["table_types"] = sorted(conn.adbc_get_table_types())
     out["xdbc_types"] = xdbc_types(uri, ca, "alice", "alice-pw")
+    out["cancel_flight_info"] = cancel_flight_info(uri, ca, "alice", "alice-pw", "SELECT l_orderkey FROM tpch.sf1.lineitem")
     # Cancel: a large result, one batch read, then cancelled.
     cur.execute("SELECT * FROM tpch.sf1.lineitem")
     reader = cur.fetch_record_batch()

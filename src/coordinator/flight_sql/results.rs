@@ -72,9 +72,12 @@ pub fn query_of_handle(
     Ok(q)
 }
 
-/// Submits `sql` and waits until its result's schema is known (or the statement has
-/// ended, for one without a result). Fails with the query's error if it failed by
-/// then. The query keeps running for the `DoGet` that reads it.
+/// Submits `sql` and waits until its result's schema is known, or until it has ended
+/// for a statement without rows of its own (DDL) or one that writes: a client that
+/// sends its next statement when `GetFlightInfo` returns (ADBC's `execute` does)
+/// must find the table created or the rows written, as a Trino client does after
+/// the last page. Fails with the query's error if it failed by then. A query keeps
+/// running for the `DoGet` that reads it.
 pub async fn start(
     coord: &Arc<CoordinatorState>,
     sql: String,
@@ -86,7 +89,7 @@ pub async fn start(
     loop {
         let now = *state.borrow_and_update();
         let planned = !matches!(now, QueryState::Queued | QueryState::Planning);
-        if now.is_final() || (planned && q.schema().is_some()) {
+        if now.is_final() || (planned && q.schema().is_some() && !changes_data(&q)) {
             break;
         }
         // A statement planned without a schema yet (EXPLAIN ANALYZE) is looked at
@@ -99,6 +102,13 @@ pub async fn start(
     let schema = flight_schema(&q.schema().unwrap_or_else(|| Arc::new(Schema::empty())));
     guard.disarm();
     Ok((q, schema))
+}
+
+/// Whether a statement writes or changes metadata (its update type is known once it
+/// is planned).
+fn changes_data(q: &QueryExecution) -> bool {
+    let p = q.progress();
+    p.update.is_some() || p.update_type.is_some()
 }
 
 /// The status of a failed query.
