@@ -265,6 +265,28 @@ pub fn schema_from_bytes(bytes: &[u8]) -> datafusion::error::Result<datafusion::
     Ok(datafusion::arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)?.schema())
 }
 
+/// The inverse of the form encoding of Trino's header values (`+` is a space,
+/// `%XX` a byte): `session_statement::form_encode`'s, read by the client's session,
+/// the prepared statements a client sends, and Flight SQL's kept sessions.
+pub fn form_decode(s: &str) -> String {
+    let hex = |b: u8| (b as char).to_digit(16);
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (bytes[i], bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
+            (b'+', _, _) => out.push(b' '),
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 2;
+            }
+            (b, _, _) => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

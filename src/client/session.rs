@@ -30,31 +30,11 @@ impl ClientSession {
         }
         for pair in values("x-trino-set-session") {
             if let Some((k, v)) = pair.split_once('=') {
-                self.set(k.trim().to_string(), form_decode(v.trim()));
+                self.set(k.trim().to_string(), crate::util::form_decode(v.trim()));
             }
         }
         for name in values("x-trino-clear-session") {
             self.properties.retain(|(k, _)| *k != name.trim());
         }
     }
-}
-
-/// The inverse of the server's form encoding of header values (`+` is a space).
-fn form_decode(s: &str) -> String {
-    let hex = |b: u8| (b as char).to_digit(16);
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match (bytes[i], bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
-            (b'+', _, _) => out.push(b' '),
-            (b'%', Some(hi), Some(lo)) => {
-                out.push((hi * 16 + lo) as u8);
-                i += 2;
-            }
-            (b, _, _) => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }

@@ -70,11 +70,6 @@ pub fn session_from_headers(headers: &HeaderMap) -> Result<SessionSpec, Coordina
     Ok(spec)
 }
 
-/// The inverse of `session_statement::form_encode` (`+` is a space).
-pub(crate) fn form_decode(s: &str) -> String {
-    percent_decode(&s.trim().replace('+', " "))
-}
-
 fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -228,7 +223,7 @@ fn prepared_statements(headers: &HeaderMap) -> BTreeMap<String, String> {
         let Ok(text) = value.to_str() else { continue };
         for pair in text.split(',') {
             if let Some((k, v)) = pair.trim().split_once('=') {
-                out.insert(k.trim().to_string(), percent_decode(&v.replace('+', " ")));
+                out.insert(k.trim().to_string(), crate::util::form_decode(v));
             }
         }
     }

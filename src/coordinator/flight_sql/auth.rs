@@ -157,7 +157,7 @@ pub fn apply_change(session: &mut SessionSpec, name: &str, value: &str) {
         "x-trino-set-schema" => session.schema = value.to_string(),
         "x-trino-set-session" => {
             if let Some((k, v)) = value.split_once('=') {
-                let v = crate::coordinator::statement::form_decode(v);
+                let v = crate::util::form_decode(v.trim());
                 session.properties.insert(k.trim().to_string(), v);
             }
         }

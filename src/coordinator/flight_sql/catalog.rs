@@ -8,8 +8,7 @@
 use std::sync::Arc;
 
 use arrow_flight::sql::metadata::{
-    GetCatalogsBuilder, GetTablesBuilder, SqlInfoData, SqlInfoDataBuilder, XdbcTypeInfo, XdbcTypeInfoData,
-    XdbcTypeInfoDataBuilder,
+    GetCatalogsBuilder, SqlInfoData, SqlInfoDataBuilder, XdbcTypeInfo, XdbcTypeInfoData, XdbcTypeInfoDataBuilder,
 };
 use arrow_flight::sql::{
     CommandGetDbSchemas, CommandGetTables, Nullable, Searchable, SqlInfo, SqlNullOrdering, SqlSupportedCaseSensitivity,
@@ -119,15 +118,10 @@ pub async fn tables(
     query: CommandGetTables,
 ) -> Result<RecordBatch, Status> {
     let catalogs = Catalogs::new(coord, session);
-    let types: Vec<String> = query.table_types.clone();
     let table_pattern = query.table_name_filter_pattern.clone();
-    let mut builder = GetTablesBuilder::new(
-        query.catalog.clone(),
-        query.db_schema_filter_pattern.clone(),
-        query.table_name_filter_pattern.clone(),
-        query.table_types.clone(),
-        query.include_schema,
-    );
+    // The builder applies every filter of the command to the rows; the catalog and the
+    // patterns are also applied here, before any table is opened.
+    let mut builder = query.clone().into_builder();
     for catalog in catalogs.catalog_names(query.catalog.as_deref()) {
         let Some(c) = catalogs.ctx.catalog(&catalog) else { continue };
         for schema_name in catalogs.schema_names(&catalog, query.db_schema_filter_pattern.as_deref()) {
@@ -144,9 +138,6 @@ pub async fn tables(
                     TableType::Temporary => "LOCAL TEMPORARY",
                     TableType::Base => "TABLE",
                 };
-                if !types.is_empty() && !types.iter().any(|t| t == kind) {
-                    continue;
-                }
                 let arrow = flight_schema(&table.schema());
                 builder.append(&catalog, &schema_name, &name, kind, &arrow).map_err(internal)?;
             }

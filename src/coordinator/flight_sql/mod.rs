@@ -144,6 +144,18 @@ impl FlightSqlServer {
         Ok(Response::new(flight_info(&schema, ticket, descriptor)?))
     }
 
+    /// A metadata call's `FlightInfo`: its answer's schema, and the command itself as
+    /// the ticket that `DoGet` answers.
+    async fn metadata_info(
+        &self,
+        request: Request<FlightDescriptor>,
+        schema: &SchemaRef,
+        command: &impl ProstMessageExt,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.caller(&request).await?;
+        Ok(Response::new(flight_info(schema, packed_ticket(command), request.into_inner())?))
+    }
+
     /// A statement that changes the session needs one to change: the token's.
     fn check_session_statement(&self, caller: &Caller, sql: &str) -> Result<(), Status> {
         let changes_session = crate::coordinator::session_statement::SessionStatement::parse(sql).is_some();
@@ -236,9 +248,8 @@ impl FlightSqlService for FlightSqlServer {
         query: CommandGetCatalogs,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request).await?;
         let schema = query.into_builder().schema();
-        Ok(Response::new(flight_info(&schema, packed_ticket(&query), request.into_inner())?))
+        self.metadata_info(request, &schema, &query).await
     }
 
     async fn get_flight_info_schemas(
@@ -246,9 +257,8 @@ impl FlightSqlService for FlightSqlServer {
         query: CommandGetDbSchemas,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request).await?;
         let schema = query.clone().into_builder().schema();
-        Ok(Response::new(flight_info(&schema, packed_ticket(&query), request.into_inner())?))
+        self.metadata_info(request, &schema, &query).await
     }
 
     async fn get_flight_info_tables(
@@ -256,9 +266,8 @@ impl FlightSqlService for FlightSqlServer {
         query: CommandGetTables,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request).await?;
         let schema = query.clone().into_builder().schema();
-        Ok(Response::new(flight_info(&schema, packed_ticket(&query), request.into_inner())?))
+        self.metadata_info(request, &schema, &query).await
     }
 
     async fn get_flight_info_table_types(
@@ -266,9 +275,8 @@ impl FlightSqlService for FlightSqlServer {
         query: CommandGetTableTypes,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request).await?;
         let schema = query.into_builder().schema();
-        Ok(Response::new(flight_info(&schema, packed_ticket(&query), request.into_inner())?))
+        self.metadata_info(request, &schema, &query).await
     }
 
     async fn get_flight_info_sql_info(
@@ -276,9 +284,8 @@ impl FlightSqlService for FlightSqlServer {
         query: CommandGetSqlInfo,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request).await?;
         let schema = query.clone().into_builder(&self.sql_info).schema();
-        Ok(Response::new(flight_info(&schema, packed_ticket(&query), request.into_inner())?))
+        self.metadata_info(request, &schema, &query).await
     }
 
     async fn get_flight_info_xdbc_type_info(
@@ -286,9 +293,8 @@ impl FlightSqlService for FlightSqlServer {
         query: CommandGetXdbcTypeInfo,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request).await?;
         let schema = query.into_builder(&self.xdbc_types).schema();
-        Ok(Response::new(flight_info(&schema, packed_ticket(&query), request.into_inner())?))
+        self.metadata_info(request, &schema, &query).await
     }
 
     async fn do_get_statement(
