@@ -15,7 +15,8 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider};
-use datafusion::datasource::physical_plan::FileScanConfig;
+use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::{FileGroup, FileScanConfig};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::physical_plan::ExecutionPlan;
 
@@ -381,15 +382,45 @@ impl Connector for FilesConnector {
     /// A file scan (in-memory tables, like `information_schema`'s, stay on the
     /// coordinator).
     fn is_scan(&self, plan: &dyn ExecutionPlan) -> bool {
-        (plan as &dyn std::any::Any)
-            .downcast_ref::<DataSourceExec>()
-            .is_some_and(|d| (d.data_source().as_ref() as &dyn std::any::Any).is::<FileScanConfig>())
+        is_file_scan(plan)
     }
+}
+
+/// Whether `plan` is DataFusion's scan of files (Parquet, CSV, JSON), which every
+/// catalog of files plans its tables as.
+pub fn is_file_scan(plan: &dyn ExecutionPlan) -> bool {
+    (plan as &dyn std::any::Any)
+        .downcast_ref::<DataSourceExec>()
+        .is_some_and(|d| (d.data_source().as_ref() as &dyn std::any::Any).is::<FileScanConfig>())
+}
+
+/// Files spread over `n` groups of about equal bytes, biggest first: the file
+/// groups of a scan that lists its own files (Delta Lake, Iceberg).
+pub fn balance_by_bytes(mut files: Vec<PartitionedFile>, n: usize) -> Vec<FileGroup> {
+    let n = n.clamp(1, files.len().max(1));
+    files.sort_by_key(|f| std::cmp::Reverse(f.object_meta.size));
+    let mut groups: Vec<(u64, Vec<PartitionedFile>)> = vec![(0, Vec::new()); n];
+    for f in files {
+        let smallest = groups.iter_mut().min_by_key(|(bytes, _)| *bytes).expect("at least one group");
+        smallest.0 += f.object_meta.size;
+        smallest.1.push(f);
+    }
+    groups.into_iter().filter(|(_, g)| !g.is_empty()).map(|(_, g)| FileGroup::new(g)).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn files_are_balanced_by_bytes() {
+        let file = |name: &str, size: u64| PartitionedFile::new(name, size);
+        let groups =
+            balance_by_bytes(vec![file("a", 100), file("b", 60), file("c", 50), file("d", 10), file("e", 1)], 2);
+        let bytes: Vec<u64> = groups.iter().map(|g| g.iter().map(|f| f.object_meta.size).sum()).collect();
+        assert_eq!(bytes, vec![111, 110]);
+        assert_eq!(balance_by_bytes(vec![file("a", 1)], 8).len(), 1, "no empty groups");
+    }
 
     #[test]
     fn locations_must_stay_under_an_allowed_directory() {

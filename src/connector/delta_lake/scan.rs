@@ -18,7 +18,7 @@ use datafusion::common::{project_schema, Column, DFSchema, ScalarValue};
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::file_format::FileFormat;
 use datafusion::datasource::listing::PartitionedFile;
-use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder};
+use datafusion::datasource::physical_plan::FileScanConfigBuilder;
 use datafusion::datasource::table_schema::TableSchema;
 use datafusion::datasource::TableType;
 use datafusion::error::Result;
@@ -142,19 +142,6 @@ impl DeltaSnapshotTable {
             }
         }
     }
-
-    /// Files spread over `n` groups of about equal bytes, biggest first.
-    fn balance(mut files: Vec<PartitionedFile>, n: usize) -> Vec<FileGroup> {
-        let n = n.clamp(1, files.len().max(1));
-        files.sort_by_key(|f| std::cmp::Reverse(f.object_meta.size));
-        let mut groups: Vec<(u64, Vec<PartitionedFile>)> = vec![(0, Vec::new()); n];
-        for f in files {
-            let smallest = groups.iter_mut().min_by_key(|(bytes, _)| *bytes).expect("at least one group");
-            smallest.0 += f.object_meta.size;
-            smallest.1.push(f);
-        }
-        groups.into_iter().filter(|(_, g)| !g.is_empty()).map(|(_, g)| FileGroup::new(g)).collect()
-    }
 }
 
 /// Where a file named in the log lives, as a path in the table's object store. The
@@ -208,7 +195,7 @@ impl TableProvider for DeltaSnapshotTable {
         if files.is_empty() {
             return Ok(Arc::new(EmptyExec::new(project_schema(&self.schema, projection)?)));
         }
-        let groups = Self::balance(files, state.config().target_partitions());
+        let groups = crate::connector::files::balance_by_bytes(files, state.config().target_partitions());
         let format = ParquetFormat::default().with_options(state.table_options().parquet.clone());
         let source = format.file_source(
             TableSchema::builder(self.file_schema.clone())
@@ -317,17 +304,5 @@ mod tests {
         assert!(file_location(&table, "file:///etc/passwd").is_err());
         let local = Url::parse("file:///data/t/").unwrap();
         assert_eq!(file_location(&local, "a.parquet").unwrap().as_ref(), "data/t/a.parquet");
-    }
-
-    #[test]
-    fn files_are_balanced_by_bytes() {
-        let file = |name: &str, size: u64| PartitionedFile::new(name, size);
-        let groups = DeltaSnapshotTable::balance(
-            vec![file("a", 100), file("b", 60), file("c", 50), file("d", 10), file("e", 1)],
-            2,
-        );
-        let bytes: Vec<u64> = groups.iter().map(|g| g.iter().map(|f| f.object_meta.size).sum()).collect();
-        assert_eq!(bytes, vec![111, 110]);
-        assert_eq!(DeltaSnapshotTable::balance(vec![file("a", 1)], 8).len(), 1, "no empty groups");
     }
 }
