@@ -144,14 +144,17 @@ impl FlotillaCodec {
     /// Decodes a fragment. An expression the plan holds in several places (a hash
     /// join's dynamic filter and the scans it was pushed into) comes back as one
     /// shared object, as it was coded, so what the join writes the scans read.
+    /// Scans of tables whose columns match by field id get their adapter back
+    /// (`connector::field_ids`): DataFusion's encoding does not carry it.
     pub fn decode_plan(&self, bytes: &[u8], ctx: &TaskContext) -> Result<Arc<dyn ExecutionPlan>> {
         on_deep_stack(|| {
-            datafusion_proto::bytes::physical_plan_from_bytes_with_proto_converter(
+            let plan = datafusion_proto::bytes::physical_plan_from_bytes_with_proto_converter(
                 bytes,
                 ctx,
                 self,
                 &DeduplicatingProtoConverter {},
-            )
+            )?;
+            crate::connector::field_ids::attach(plan)
         })
     }
 

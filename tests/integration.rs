@@ -14,6 +14,8 @@ mod integration {
     pub mod fault_tolerant;
     pub mod files;
     pub mod flight_sql;
+    #[cfg(feature = "iceberg")]
+    pub mod iceberg;
     pub mod lifecycle;
     pub mod memory;
     pub mod netns;

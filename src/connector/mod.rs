@@ -12,8 +12,11 @@
 
 #[cfg(feature = "delta-lake")]
 pub mod delta_lake;
+pub mod field_ids;
 pub mod files;
 pub mod generated;
+#[cfg(feature = "iceberg")]
+pub mod iceberg;
 pub mod information_schema;
 pub mod local_files;
 pub mod memory;
@@ -76,6 +79,17 @@ pub trait Connector: Send + Sync + fmt::Debug {
         None
     }
 
+    /// Local directories its scans read files under, besides a catalog of files'
+    /// allowed locations (an Iceberg catalog's warehouse).
+    fn readable_directories(&self) -> Vec<std::path::PathBuf> {
+        Vec::new()
+    }
+
+    /// Whether its tables have versions a query can read (`FOR VERSION AS OF`).
+    fn has_versions(&self) -> bool {
+        self.files().is_some_and(|f| f.is_delta_lake())
+    }
+
     /// The catalog as a catalog of files (tables that can be written and are kept
     /// in a metastore), if it is one.
     fn files(&self) -> Option<&files::FilesConnector> {
@@ -84,6 +98,12 @@ pub trait Connector: Send + Sync + fmt::Debug {
 
     /// The catalog as a `memory` catalog (tables in the workers' memory), if it is one.
     fn memory(&self) -> Option<&memory::MemoryConnector> {
+        None
+    }
+
+    /// The catalog as an Iceberg catalog, if it is one.
+    #[cfg(feature = "iceberg")]
+    fn iceberg(&self) -> Option<&iceberg::IcebergConnector> {
         None
     }
 
@@ -111,7 +131,10 @@ impl Connectors {
         // Local files are opened only under the catalogs' own directories, whatever a
         // plan names (see `local_files`).
         let local = local_files::AllowedDirectories::new(
-            list.iter().filter_map(|c| c.files()).flat_map(|f| f.allowed_directories().to_vec()),
+            list.iter()
+                .filter_map(|c| c.files())
+                .flat_map(|f| f.allowed_directories().to_vec())
+                .chain(list.iter().flat_map(|c| c.readable_directories())),
         );
         // No cache of directory listings: DataFusion keeps one forever by default, and
         // a table's files change under it (our own writes, other writers).
@@ -228,11 +251,20 @@ impl Connectors {
                     Arc::new(memory::MemoryConnector::new(&c.name))
                 }
                 "postgresql" => Arc::new(postgresql::PostgresConnector::from_catalog(c)?),
+                #[cfg(feature = "iceberg")]
+                "iceberg" => Arc::new(iceberg::IcebergConnector::from_catalog(c)?),
+                #[cfg(not(feature = "iceberg"))]
+                "iceberg" => {
+                    return Err(EtcError::Invalid {
+                        path: c.properties.path.display().to_string(),
+                        message: "this flotilla was built without the Iceberg connector (cargo feature iceberg)".into(),
+                    })
+                }
                 other => {
                     return Err(EtcError::Invalid {
                         path: c.properties.path.display().to_string(),
                         message: format!(
-                            "unknown connector.name '{other}' (known: tpch, tpcds, memory, files, hive, delta_lake, postgresql)"
+                            "unknown connector.name '{other}' (known: tpch, tpcds, memory, files, hive, delta_lake, iceberg, postgresql)"
                         ),
                     })
                 }

@@ -76,6 +76,7 @@ pub async fn plan_delete(
         options,
         partition_columns: listing.options().table_partition_cols.iter().map(|(n, _)| n.clone()).collect(),
         not_null: Vec::new(),
+        field_ids: Vec::new(),
     };
     let commit =
         TableCommit::new(ctx, connector.clone(), full, location, None).replacing(Replaced { files: read, rows });

@@ -103,6 +103,7 @@ pub async fn plan_memory_write(
         options: Default::default(),
         partition_columns: Vec::new(),
         not_null,
+        field_ids: Vec::new(),
     };
     let commit = TableCommit::for_memory(ctx, connector.clone(), full, publish, staging);
     Ok(Some(writing(input, target, commit)))

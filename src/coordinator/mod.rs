@@ -12,6 +12,8 @@ mod dialect;
 pub mod execute_immediate;
 pub mod execution;
 mod flight_sql;
+#[cfg(feature = "iceberg")]
+mod iceberg_write;
 pub mod memory_write;
 pub mod metadata;
 pub mod planner;

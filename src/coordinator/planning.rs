@@ -211,7 +211,15 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
     // A table made from a query in a catalog of files: its `WITH (...)` properties
     // (Trino's) are ours to read, DataFusion plans the rest.
     let mut ctas = None;
+    #[cfg(feature = "iceberg")]
+    let mut iceberg_create = None;
     if let DFStatement::Statement(s) = &mut statement {
+        #[cfg(feature = "iceberg")]
+        if super::iceberg_write::is_create_in_iceberg(s, connectors, catalog, schema, normalize) {
+            if let datafusion::sql::sqlparser::ast::Statement::CreateTable(ct) = s.as_mut() {
+                iceberg_create = Some(super::iceberg_write::take_properties(ct)?);
+            }
+        }
         if write::is_ctas_into_files(s, connectors, catalog, schema, normalize) {
             if let datafusion::sql::sqlparser::ast::Statement::CreateTable(ct) = s.as_mut() {
                 let mut props = write::take_table_properties(ct)?;
@@ -266,8 +274,21 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
     if abandoned() {
         return Err(QueryError::new(ErrorCode::UserCanceled, "planning was abandoned"));
     }
+    #[cfg(feature = "iceberg")]
+    let iceberg_write = match iceberg_create {
+        Some(props) => {
+            super::iceberg_write::plan_create(ctx, connectors, &logical, props, &request.query_id, catalog, schema)
+                .await?
+        }
+        None => {
+            super::iceberg_write::plan_insert(ctx, connectors, &logical, &request.query_id, catalog, schema).await?
+        }
+    };
+    #[cfg(not(feature = "iceberg"))]
+    let iceberg_write = None;
     let planned_write = match ctas {
         Some(props) => write::plan_ctas(ctx, connectors, &logical, props, &request.query_id, catalog, schema).await?,
+        None if iceberg_write.is_some() => iceberg_write,
         None => {
             let (id, c, s) = (&request.query_id, catalog, schema);
             match super::memory_write::plan_memory_write(ctx, connectors, &logical, id, c, s).await? {
@@ -349,7 +370,8 @@ fn writes(plan: &LogicalPlan) -> bool {
 }
 
 /// The statement with Trino's `FOR VERSION AS OF n` taken out (see
-/// `connector::time_travel`), when it has one; only Delta tables have versions.
+/// `connector::time_travel`), when it has one; only Delta and Iceberg tables have
+/// versions, and only Iceberg's are read by time.
 fn versioned_tables(
     sql: &str,
     normalize: bool,
@@ -358,17 +380,29 @@ fn versioned_tables(
 ) -> Result<Option<String>, QueryError> {
     use crate::connector::time_travel;
     // Tokenized as the statement itself is parsed next (`dialect::parse`).
-    let rewritten = time_travel::rewrite(sql, &super::dialect::TrinoDialect, normalize)
+    let zone = state.config().options().execution.time_zone.clone().unwrap_or_else(|| "UTC".into());
+    let rewritten = time_travel::rewrite(sql, &super::dialect::TrinoDialect, normalize, &zone)
         .map_err(|e| QueryError::new(ErrorCode::SyntaxError, e))?;
     let Some(rewritten) = rewritten else { return Ok(None) };
     let default_catalog = state.config().options().catalog.default_catalog.clone();
     for t in &rewritten.tables {
         let catalog = if t.parts.len() == 3 { t.parts[0].as_str() } else { default_catalog.as_str() };
-        let delta = connectors.get(catalog).and_then(|c| c.files()).is_some_and(|f| f.is_delta_lake());
-        if !delta {
+        let connector = connectors.get(catalog);
+        if !connector.is_some_and(|c| c.has_versions()) {
             return Err(QueryError::new(
                 ErrorCode::NotSupported,
-                format!("FOR VERSION AS OF: '{}' is not a table of a delta_lake catalog", t.parts.join(".")),
+                format!(
+                    "{}: '{}' is not a table of a delta_lake or iceberg catalog",
+                    t.point.clause(),
+                    t.parts.join(".")
+                ),
+            ));
+        }
+        let delta = connector.and_then(|c| c.files()).is_some_and(|f| f.is_delta_lake());
+        if delta && matches!(t.point, time_travel::TravelPoint::Timestamp(_)) {
+            return Err(QueryError::new(
+                ErrorCode::NotSupported,
+                format!("FOR TIMESTAMP AS OF: Delta table '{}' is read by version only", t.parts.join(".")),
             ));
         }
     }

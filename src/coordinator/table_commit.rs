@@ -87,6 +87,9 @@ pub struct TableCommit {
     replaces: Option<Replaced>,
     /// The comment of a table `CREATE TABLE` makes.
     comment: Option<String>,
+    /// A write into an Iceberg table: its files are committed to the catalog.
+    #[cfg(feature = "iceberg")]
+    iceberg: Option<super::iceberg_write::IcebergPublish>,
 }
 
 /// What a `DELETE` replaces: the files it read, and their rows.
@@ -123,6 +126,43 @@ impl TableCommit {
             memory: None,
             replaces: None,
             comment: None,
+            #[cfg(feature = "iceberg")]
+            iceberg: None,
+        }
+    }
+
+    /// The commit of a write into an Iceberg table, whose files `publish` commits.
+    #[cfg(feature = "iceberg")]
+    pub(super) fn for_iceberg(mut self, publish: super::iceberg_write::IcebergPublish) -> Self {
+        self.iceberg = Some(publish);
+        self
+    }
+
+    /// Whether the write makes a new Iceberg table.
+    fn creates_iceberg_table(&self) -> bool {
+        #[cfg(feature = "iceberg")]
+        return self.iceberg.as_ref().is_some_and(|i| i.creates());
+        #[cfg(not(feature = "iceberg"))]
+        false
+    }
+
+    /// After the files are in place: the table made (CTAS into files) or the files
+    /// committed to an Iceberg catalog.
+    async fn complete(
+        &self,
+        store: &Arc<dyn ObjectStore>,
+        table_url: &ListingTableUrl,
+        moved: &[object_store::path::Path],
+    ) -> Result<(), QueryError> {
+        #[cfg(feature = "iceberg")]
+        if let Some(iceberg) = &self.iceberg {
+            let base = table_url.object_store();
+            return iceberg.commit(self.connector.as_ref(), store, base.as_str(), moved).await;
+        }
+        let _ = (store, table_url, moved);
+        match &self.create {
+            Some(create) => self.make_table(create).await,
+            None => Ok(()),
         }
     }
 
@@ -159,7 +199,10 @@ impl TableCommit {
 
     /// Trino's `updateType` of the statement.
     pub fn update_type(&self) -> &'static str {
-        if self.create.is_some() || self.memory.as_ref().is_some_and(|m| m.create_in.is_some()) {
+        if self.create.is_some()
+            || self.memory.as_ref().is_some_and(|m| m.create_in.is_some())
+            || self.creates_iceberg_table()
+        {
             "CREATE TABLE"
         } else if self.replaces.is_some() {
             "DELETE"
@@ -218,9 +261,9 @@ impl TableCommit {
         let (store, table_url) = self.store(&self.location).map_err(|e| planning_error(&e))?;
         let mut moved = Vec::new();
         let outcome = self.move_files(&store, &table_url, &fragments, &mut moved).await;
-        let outcome = match (outcome, &self.create) {
-            (Ok(()), Some(create)) => self.make_table(create).await,
-            (other, _) => other,
+        let outcome = match outcome {
+            Ok(()) => self.complete(&store, &table_url, &moved).await,
+            other => other,
         };
         if outcome.is_err() {
             for f in &moved {

@@ -255,6 +255,7 @@ pub async fn plan_ctas(
         options: Default::default(),
         partition_columns: props.partitioned_by,
         not_null: Vec::new(),
+        field_ids: Vec::new(),
     };
     let commit = TableCommit::new(ctx, connector.clone(), full, location, Some(create)).with_comment(props.comment);
     Ok(Some(writing(input, target, commit)))
@@ -334,6 +335,7 @@ pub async fn plan_insert(
         options: definition.map(|d| d.options).unwrap_or_default(),
         partition_columns: listing.options().table_partition_cols.iter().map(|(n, _)| n.clone()).collect(),
         not_null: Vec::new(),
+        field_ids: Vec::new(),
     };
     Ok(Some(writing(input, target, TableCommit::new(ctx, connector.clone(), full, location, None))))
 }

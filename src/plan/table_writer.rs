@@ -53,6 +53,10 @@ pub struct WriteTarget {
     /// Columns declared `NOT NULL`: a null there fails the write (memory tables).
     #[serde(default)]
     pub not_null: Vec<String>,
+    /// Each column's field id, written into the Parquet schema (Iceberg tables,
+    /// whose readers match columns by id); none for other tables.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub field_ids: Vec<i32>,
 }
 
 /// The format of a write into a `memory` table: its writers keep their rows in
@@ -102,9 +106,28 @@ impl TableWriterExec {
         &self.target
     }
 
+    /// The schema files are written with: the input's, with the target's field ids.
+    fn written_schema(&self) -> Result<SchemaRef> {
+        let schema = self.input.schema();
+        if self.target.field_ids.is_empty() {
+            return Ok(schema);
+        }
+        if self.target.field_ids.len() != schema.fields().len() {
+            return exec_err!("{} field ids for {} columns", self.target.field_ids.len(), schema.fields().len());
+        }
+        let key = datafusion::parquet::arrow::PARQUET_FIELD_ID_META_KEY;
+        let fields: Vec<Field> = schema
+            .fields()
+            .iter()
+            .zip(&self.target.field_ids)
+            .map(|(f, id)| f.as_ref().clone().with_metadata(HashMap::from([(key.to_string(), id.to_string())])))
+            .collect();
+        Ok(Arc::new(Schema::new(fields)))
+    }
+
     /// A sink writing into `dir` with the target's format and options.
     fn sink(&self, dir: &str, ctx: &TaskContext) -> Result<Arc<dyn DataSink>> {
-        let schema = self.input.schema();
+        let schema = self.written_schema()?;
         let table_partition_cols = self
             .target
             .partition_columns
@@ -164,6 +187,17 @@ impl TableWriterExec {
     }
 }
 
+/// `input`'s batches under `schema`, the same columns with other metadata.
+fn with_schema(input: SendableRecordBatchStream, schema: SchemaRef) -> SendableRecordBatchStream {
+    use futures::StreamExt;
+    if input.schema() == schema {
+        return input;
+    }
+    let out = schema.clone();
+    let stream = input.map(move |batch| Ok(RecordBatch::try_new(out.clone(), batch?.columns().to_vec())?));
+    Box::pin(RecordBatchStreamAdapter::new(schema, stream))
+}
+
 /// `input`, failing at the first null in one of the `not_null` columns (Trino's
 /// message).
 fn refusing_nulls(input: SendableRecordBatchStream, not_null: &[String]) -> Result<SendableRecordBatchStream> {
@@ -216,7 +250,7 @@ impl ExecutionPlan for TableWriterExec {
         // files of the one before, and only the reported directory is published.
         let dir = format!("{}w{partition}-{}/", self.target.staging, crate::util::random_suffix(10).to_lowercase());
         let sink = self.sink(&dir, &context)?;
-        let input = self.input.execute(partition, context.clone())?;
+        let input = with_schema(self.input.execute(partition, context.clone())?, self.written_schema()?);
         let stream = futures::stream::once(async move {
             let rows = sink.write_all(input, &context).await?;
             let batch = RecordBatch::try_new(

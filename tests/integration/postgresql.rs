@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use super::common::{assert_same_rows, free_port, oracle, EtcCluster};
 
-fn server_bin() -> Option<PathBuf> {
+pub fn server_bin() -> Option<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
         .map(|d| d.flatten().map(|e| e.path().join("bin")).collect())
         .unwrap_or_default();
@@ -41,11 +41,11 @@ fn run(bin: &Path, args: &[&str], as_postgres: bool) {
 }
 
 /// The throwaway PostgreSQL cluster, stopped and removed when dropped.
-struct Postgres {
+pub struct Postgres {
     bin: PathBuf,
     data: PathBuf,
     root: PathBuf,
-    port: u16,
+    pub port: u16,
     as_postgres: bool,
 }
 
@@ -66,7 +66,7 @@ impl Drop for Postgres {
 }
 
 impl Postgres {
-    fn start(bin: PathBuf) -> Postgres {
+    pub fn start(bin: PathBuf) -> Postgres {
         let root = std::env::temp_dir().join(format!("flotilla-pg-{}", flotilla::util::random_suffix(8)));
         std::fs::create_dir_all(&root).unwrap();
         let as_postgres = unsafe { libc::geteuid() } == 0;
