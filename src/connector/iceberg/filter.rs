@@ -92,7 +92,9 @@ fn operand(name: &str, value: &ScalarValue, schema: &Schema) -> Option<(Referenc
         (DataType::Int32, ScalarValue::Int32(Some(v))) => Datum::int(*v),
         (DataType::Int64, ScalarValue::Int64(Some(v))) => Datum::long(*v),
         (DataType::Date32, ScalarValue::Date32(Some(v))) => Datum::date(*v),
-        (DataType::Utf8, ScalarValue::Utf8(Some(v))) => Datum::string(v),
+        (DataType::Utf8, ScalarValue::Utf8(Some(v))) | (DataType::Utf8View, ScalarValue::Utf8View(Some(v))) => {
+            Datum::string(v)
+        }
         (DataType::Timestamp(_, None), ScalarValue::TimestampMicrosecond(Some(v), None)) => Datum::timestamp_micros(*v),
         (DataType::Timestamp(_, Some(_)), ScalarValue::TimestampMicrosecond(Some(v), Some(_))) => {
             Datum::timestamptz_micros(*v)
@@ -115,7 +117,7 @@ mod tests {
     fn schema() -> Schema {
         Schema::new(vec![
             Field::new("id", DataType::Int64, false),
-            Field::new("label", DataType::Utf8, true),
+            Field::new("label", DataType::Utf8View, true),
             Field::new("score", DataType::Float64, true),
         ])
     }
@@ -131,7 +133,8 @@ mod tests {
         assert!(predicate(&[col("id").eq(lit(1i32))], &s).is_none(), "a literal of another type");
         let p = predicate(&[lit(3i64).lt_eq(col("id"))], &s).unwrap();
         assert_eq!(p.to_string(), "id >= 3", "a literal on the left is swapped");
-        let p = predicate(&[col("label").in_list(vec![lit("a"), lit("b")], false)], &s).unwrap();
+        let view = |v: &str| lit(ScalarValue::Utf8View(Some(v.into())));
+        let p = predicate(&[col("label").in_list(vec![view("a"), view("b")], false)], &s).unwrap();
         assert!(p.to_string().contains("IN"), "{p}");
     }
 }

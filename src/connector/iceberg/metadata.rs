@@ -302,7 +302,7 @@ fn scalar(value: Option<&Literal>, t: &Type) -> Result<ScalarValue> {
         (PrimitiveType::Long, PrimitiveLiteral::Long(v)) => ScalarValue::Int64(Some(*v)),
         (PrimitiveType::Float, PrimitiveLiteral::Float(v)) => ScalarValue::Float32(Some(v.0)),
         (PrimitiveType::Double, PrimitiveLiteral::Double(v)) => ScalarValue::Float64(Some(v.0)),
-        (PrimitiveType::String, PrimitiveLiteral::String(v)) => ScalarValue::Utf8(Some(v.clone())),
+        (PrimitiveType::String, PrimitiveLiteral::String(v)) => ScalarValue::Utf8View(Some(v.clone())),
         (PrimitiveType::Binary, PrimitiveLiteral::Binary(v)) => ScalarValue::Binary(Some(v.clone())),
         (PrimitiveType::Timestamp, PrimitiveLiteral::Long(v)) => ScalarValue::TimestampMicrosecond(Some(*v), None),
         (PrimitiveType::Timestamptz, PrimitiveLiteral::Long(v)) => {
