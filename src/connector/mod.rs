@@ -169,6 +169,7 @@ impl Connectors {
                     .build();
                 // Trino's functions, over DataFusion's of the same name.
                 crate::functions::register(&mut state).expect("registering functions cannot fail");
+                register_functions(&mut state).expect("registering functions cannot fail");
                 state
             })
             .clone()
@@ -406,3 +407,15 @@ async fn make_restored(
         Err(_) => Err("reading its files failed (a corrupt file?)".into()),
     }
 }
+/// The functions the connectors' plans name (an Iceberg write's
+/// `$iceberg_partition`), registered beside Trino's library on every node, so that
+/// such a plan decodes on any worker.
+pub fn register_functions(registry: &mut dyn datafusion::execution::FunctionRegistry) -> Result<()> {
+    #[cfg(feature = "iceberg")]
+    for f in iceberg::partition::functions() {
+        registry.register_udf(Arc::new(f))?;
+    }
+    let _ = registry;
+    Ok(())
+}
+

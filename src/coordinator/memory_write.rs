@@ -22,17 +22,14 @@ use crate::connector::{Connector, Connectors};
 use crate::error_code::ErrorCode;
 use crate::plan::table_writer::{WriteTarget, MEMORY_FORMAT};
 
-/// The memory catalog a table name falls in, with the name in full.
+/// The memory catalog a table name falls in, with the name resolved.
 fn memory_target<'a>(
     connectors: &'a Connectors,
     name: &TableReference,
     catalog: &str,
     schema: &str,
 ) -> Option<(&'a Arc<dyn Connector>, TableReference)> {
-    let catalog = name.catalog().unwrap_or(catalog);
-    let connector = connectors.get(catalog)?;
-    connector.memory()?;
-    Some((connector, TableReference::full(catalog, name.schema().unwrap_or(schema), name.table())))
+    super::write::catalog_target(connectors, name, catalog, schema, |c| c.memory().is_some())
 }
 
 /// A write into a memory table, or None when the statement is not one.

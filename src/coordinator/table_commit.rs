@@ -29,6 +29,7 @@ use datafusion::physical_plan::{
 };
 use datafusion::prelude::SessionContext;
 use futures::{StreamExt, TryStreamExt};
+use object_store::path::{Path, PathPart};
 use object_store::{ObjectStore, ObjectStoreExt};
 
 use super::planner::{planning_error, QueryError};
@@ -361,15 +362,21 @@ impl TableCommit {
                 store.list(Some(frag_url.prefix())).try_collect().await.map_err(|e| external(&e, dir))?;
             for f in files {
                 let Some(rest) = f.location.prefix_match(frag_url.prefix()) else { continue };
-                let mut dest = table_url.prefix().clone();
-                for part in rest {
-                    dest = dest.clone().join(part);
-                }
+                let dest = self.destination(table_url.prefix(), rest.collect())?;
                 store.rename(&f.location, &dest).await.map_err(|e| external(&e, &self.location))?;
                 moved.push(dest);
             }
         }
         Ok(())
+    }
+
+    /// Where a file a writer left at `parts` (below its directory) goes below `table`.
+    fn destination(&self, table: &Path, parts: Vec<PathPart<'_>>) -> Result<Path, QueryError> {
+        #[cfg(feature = "iceberg")]
+        if let Some(iceberg) = &self.iceberg {
+            return iceberg.destination(table, parts);
+        }
+        Ok(parts.into_iter().fold(table.clone(), |dest, part| dest.join(part)))
     }
 
     async fn make_table(&self, create: &CreateExternalTable) -> Result<(), QueryError> {

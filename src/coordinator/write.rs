@@ -44,27 +44,47 @@ pub struct TableProperties {
     pub comment: Option<String>,
 }
 
-fn unquote(e: &SqlExpr) -> String {
+/// A property's value as written, without its quotes.
+pub(super) fn unquote(e: &SqlExpr) -> String {
     let s = e.to_string();
     s.trim_matches('\'').trim_matches('"').to_string()
 }
 
-/// Reads `format` and `partitioned_by`, and takes them off the statement so that
-/// DataFusion plans the rest.
-pub fn take_table_properties(ct: &mut CreateTable) -> Result<TableProperties, QueryError> {
+/// The `WITH (key = value, ...)` of a `CREATE TABLE`, taken off the statement so
+/// that DataFusion plans the rest: (key in lower case, value) pairs.
+pub(super) fn take_with_properties(ct: &mut CreateTable) -> Result<Vec<(String, SqlExpr)>, QueryError> {
     let options = match std::mem::take(&mut ct.table_options) {
-        CreateTableOptions::None => return Ok(TableProperties::default()),
+        CreateTableOptions::None => return Ok(Vec::new()),
         CreateTableOptions::With(o) => o,
         other => {
             return Err(QueryError::new(ErrorCode::NotSupported, format!("table options '{other}': use WITH (...)")))
         }
     };
+    options
+        .into_iter()
+        .map(|o| match o {
+            SqlOption::KeyValue { key, value } => Ok((key.value.to_lowercase(), value)),
+            o => Err(QueryError::new(ErrorCode::NotSupported, format!("table property '{o}'"))),
+        })
+        .collect()
+}
+
+/// The unquoted elements of an `ARRAY[...]` property (`partitioned_by`, `partitioning`).
+pub(super) fn array_property(key: &str, value: &SqlExpr) -> Result<Vec<String>, QueryError> {
+    match value {
+        SqlExpr::Array(a) => Ok(a.elem.iter().map(unquote).collect()),
+        other => Err(QueryError::new(
+            ErrorCode::GenericUserError,
+            format!("{key} must be an ARRAY of column names, got {other}"),
+        )),
+    }
+}
+
+/// Reads `format` and `partitioned_by`, and takes them off the statement.
+pub fn take_table_properties(ct: &mut CreateTable) -> Result<TableProperties, QueryError> {
     let mut props = TableProperties::default();
-    for o in options {
-        let SqlOption::KeyValue { key, value } = o else {
-            return Err(QueryError::new(ErrorCode::NotSupported, format!("table property '{o}'")));
-        };
-        match key.value.to_lowercase().as_str() {
+    for (key, value) in take_with_properties(ct)? {
+        match key.as_str() {
             "format" => {
                 let f = unquote(&value).to_uppercase();
                 if !["PARQUET", "CSV", "JSON"].contains(&f.as_str()) {
@@ -75,21 +95,30 @@ pub fn take_table_properties(ct: &mut CreateTable) -> Result<TableProperties, Qu
                 }
                 props.format = Some(f);
             }
-            "partitioned_by" => match &value {
-                SqlExpr::Array(a) => props.partitioned_by = a.elem.iter().map(unquote).collect(),
-                other => {
-                    return Err(QueryError::new(
-                        ErrorCode::GenericUserError,
-                        format!("partitioned_by must be an ARRAY of column names, got {other}"),
-                    ))
-                }
-            },
+            "partitioned_by" => props.partitioned_by = array_property(&key, &value)?,
             other => {
                 return Err(QueryError::new(ErrorCode::NotSupported, format!("table property '{other}'")));
             }
         }
     }
     Ok(props)
+}
+
+/// The catalog a table name falls in when its connector is of the kind `is_kind`
+/// tells, with the name resolved against the session's catalog and schema.
+pub(super) fn catalog_target<'a>(
+    connectors: &'a Connectors,
+    name: &TableReference,
+    catalog: &str,
+    schema: &str,
+    is_kind: fn(&dyn Connector) -> bool,
+) -> Option<(&'a Arc<dyn Connector>, TableReference)> {
+    let catalog = name.catalog().unwrap_or(catalog);
+    let connector = connectors.get(catalog)?;
+    if !is_kind(connector.as_ref()) {
+        return None;
+    }
+    Some((connector, TableReference::full(catalog, name.schema().unwrap_or(schema), name.table())))
 }
 
 /// The files catalog named by `name`, with its schema and table names resolved.

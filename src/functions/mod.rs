@@ -21,7 +21,7 @@ mod lambda;
 mod map_lambda;
 mod math;
 mod regexp;
-mod simple;
+pub(crate) mod simple;
 mod string;
 mod text;
 mod timestamp;

@@ -65,6 +65,7 @@ impl SqlTaskManager {
         let (defaults, exchange) = (config.settings.clone(), config.exchange.clone());
         let mut base = SessionContext::new_with_config_rt(SessionConfig::new(), config.connectors.runtime());
         crate::functions::register(&mut base).expect("registering functions cannot fail");
+        crate::connector::register_functions(&mut base).expect("registering functions cannot fail");
         // Plans name Trino's checked arithmetic and sum (`plan::checked_arithmetic`).
         crate::plan::checked_arithmetic::register(&base);
         let base = base.task_ctx();

@@ -499,3 +499,31 @@ pub async fn tasks_on(http: &reqwest::Client, worker: &str, secret: Option<&str>
     }
     req.send().await.ok()?.json().await.ok()
 }
+
+/// A Python named by the environment variable `var` (a throwaway virtualenv
+/// `.ci/run` makes), or the machine's `python3`, that can run `import {imports}`.
+pub fn python_with(var: &str, imports: &str) -> Option<std::path::PathBuf> {
+    let candidates =
+        std::env::var_os(var).map(std::path::PathBuf::from).into_iter().chain([std::path::PathBuf::from("python3")]);
+    candidates.into_iter().find(|p| {
+        std::process::Command::new(p)
+            .args(["-c", &format!("import {imports}")])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
+
+/// The `.parquet` files an EXPLAIN lists (each once: a big file is read in byte
+/// ranges, `file.parquet:0..840835`).
+pub fn scanned_files(plan: &[Vec<Value>]) -> Vec<String> {
+    let text: String = plan.iter().map(|r| r[0].as_str().unwrap_or_default().to_string()).collect();
+    assert!(!text.contains(", ...]"), "the plan lists every file it reads:\n{text}");
+    let files: std::collections::BTreeSet<String> = text
+        .split(|c: char| c == '[' || c == ']' || c == ',' || c.is_whitespace())
+        .map(|w| w.split(':').next().unwrap_or_default())
+        .filter(|w| w.ends_with(".parquet"))
+        .map(str::to_string)
+        .collect();
+    files.into_iter().collect()
+}

@@ -17,36 +17,16 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use super::common::{assert_same_rows, files_below, missing_service, oracle, query_error, EtcCluster};
+use super::common::{
+    assert_same_rows, files_below, missing_service, oracle, python_with, query_error, scanned_files, EtcCluster,
+};
 use super::object_storage::{moto_server, start_moto};
 
 const BUCKET: &str = "flotilla-delta";
 
-/// A Python that can import `deltalake` and `pyarrow`.
+/// A Python that can import deltalake.
 fn python() -> Option<PathBuf> {
-    let candidates =
-        std::env::var_os("FLOTILLA_PYTHON").map(PathBuf::from).into_iter().chain([PathBuf::from("python3")]);
-    candidates.into_iter().find(|p| {
-        Command::new(p)
-            .args(["-c", "import deltalake, pyarrow"])
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    })
-}
-
-/// The `.parquet` files an EXPLAIN lists (each once: a big file is read in byte
-/// ranges, `file.parquet:0..840835`).
-fn scanned_files(plan: &[Vec<Value>]) -> Vec<String> {
-    let text: String = plan.iter().map(|r| r[0].as_str().unwrap_or_default().to_string()).collect();
-    assert!(!text.contains(", ...]"), "the plan lists every file it reads:\n{text}");
-    let files: std::collections::BTreeSet<String> = text
-        .split(|c: char| c == '[' || c == ']' || c == ',' || c.is_whitespace())
-        .map(|w| w.split(':').next().unwrap_or_default())
-        .filter(|w| w.ends_with(".parquet"))
-        .map(str::to_string)
-        .collect();
-    files.into_iter().collect()
+    python_with("FLOTILLA_PYTHON", "deltalake, pyarrow")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,6 +10,13 @@
 //! (Debian's server, started here), and on a SQLite catalog whose warehouse is a
 //! bucket of moto's S3 server.
 //!
+//! Then tables flotilla writes into the SQLite catalog: unpartitioned (CTAS, INSERT,
+//! two INSERTs at once) and partitioned by day, bucket and identity, and by year and
+//! bucket; read back by flotilla against the oracle and by pyiceberg, whose filtered
+//! scans trust the partition values and column bounds flotilla recorded; files
+//! pruned by both in `EXPLAIN`; a schema and a table made and dropped; a CTAS whose
+//! worker is killed leaves nothing.
+//!
 //! `.ci/run` installs `pyiceberg[sql-sqlite,sql-postgres,pyarrow]` into a throwaway
 //! virtualenv and names its Python in `FLOTILLA_ICEBERG_PYTHON`; without it (or
 //! PostgreSQL, or moto) the test says what it skipped.
@@ -19,36 +26,15 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use super::common::{assert_same_rows, missing_service, oracle, query_error, EtcCluster};
+use super::common::{assert_same_rows, missing_service, oracle, python_with, query_error, scanned_files, EtcCluster};
 use super::object_storage::{moto_server, start_moto};
 use super::postgresql::{server_bin, Postgres};
 
 const BUCKET: &str = "flotilla-iceberg";
 
-/// A Python that can import `pyiceberg` with its SQL catalog.
+/// A Python that can import pyiceberg.catalog.sql.
 fn python() -> Option<PathBuf> {
-    let candidates =
-        std::env::var_os("FLOTILLA_ICEBERG_PYTHON").map(PathBuf::from).into_iter().chain([PathBuf::from("python3")]);
-    candidates.into_iter().find(|p| {
-        Command::new(p)
-            .args(["-c", "import pyiceberg.catalog.sql, pyarrow, sqlalchemy"])
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    })
-}
-
-/// The data files an EXPLAIN lists, each once.
-fn scanned_files(plan: &[Vec<Value>]) -> Vec<String> {
-    let text: String = plan.iter().map(|r| r[0].as_str().unwrap_or_default().to_string()).collect();
-    assert!(!text.contains(", ...]"), "the plan lists every file it reads:\n{text}");
-    let files: std::collections::BTreeSet<String> = text
-        .split(|c: char| c == '[' || c == ']' || c == ',' || c.is_whitespace())
-        .map(|w| w.split(':').next().unwrap_or_default())
-        .filter(|w| w.ends_with(".parquet"))
-        .map(str::to_string)
-        .collect();
-    files.into_iter().collect()
+    python_with("FLOTILLA_ICEBERG_PYTHON", "pyiceberg.catalog.sql, pyarrow, sqlalchemy")
 }
 
 /// Runs the writer into one catalog; its JSON summary.
@@ -193,18 +179,183 @@ async fn check_catalog(client: &flotilla::client::StatementClient, catalog: &str
     assert!(message.contains("no snapshot at or before"), "{message}");
 }
 
-/// pyiceberg's own read of `web.<table>` in the catalog at `uri`: row count and
-/// the sum of `column`.
-fn pyiceberg_read(python: &Path, uri: &str, table: &str, column: &str, dir: &Path) -> (i64, i64) {
+/// pyiceberg's own read of `table` (`namespace.name`) in the catalog at `uri`, with its row
+/// filter `filter` (pyiceberg's syntax; empty for all rows): row count and the sum
+/// of `column`.
+fn pyiceberg_read(python: &Path, uri: &str, table: &str, column: &str, filter: &str, dir: &Path) -> (i64, i64) {
+    let filter = if filter.is_empty() { "AlwaysTrue()".to_string() } else { format!("{filter:?}") };
     let script = format!(
-        "import json\nfrom pyiceberg.catalog.sql import SqlCatalog\n\
-         t = SqlCatalog('lake', uri='{uri}').load_table('web.{table}').scan().to_arrow()\n\
+        "import json\nfrom pyiceberg.catalog.sql import SqlCatalog\nfrom pyiceberg.expressions import AlwaysTrue\n\
+         t = SqlCatalog('lake', uri='{uri}').load_table('{table}').scan(row_filter={filter}).to_arrow()\n\
          print(json.dumps([t.num_rows, sum(v for v in t.column('{column}').to_pylist() if v is not None)]))\n"
     );
     let out = Command::new(python).args(["-c", &script]).current_dir(dir).output().expect("run pyiceberg");
     assert!(out.status.success(), "pyiceberg read: {}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     (v[0].as_i64().unwrap(), v[1].as_i64().unwrap())
+}
+
+/// An integer the oracle answers (as a number or as decimal text).
+fn int(v: &Value) -> i64 {
+    v.as_i64().or_else(|| v.as_str().and_then(|s| s.parse().ok())).unwrap_or_else(|| panic!("an integer: {v}"))
+}
+
+/// A `.parquet` path by its partition directories and name (a writer gives its files
+/// the same name in each partition; what precedes the table differs between `$files`
+/// and `EXPLAIN`).
+fn file_key(path: &str) -> String {
+    path.rsplit('/').take(3).collect::<Vec<_>>().join("/")
+}
+
+fn file_names(paths: &[String]) -> std::collections::BTreeSet<String> {
+    paths.iter().map(|p| file_key(p)).collect()
+}
+
+/// The data files `"<table>$files"` lists.
+async fn data_files(client: &flotilla::client::StatementClient, table: &str) -> Vec<String> {
+    let sql = format!("SELECT file_path FROM ice.web.\"{table}$files\"");
+    client.execute(&sql).await.unwrap().rows.iter().map(|r| r[0].as_str().unwrap().to_string()).collect()
+}
+
+/// Partitioned tables flotilla writes: each file in its partition's directory,
+/// read back right by flotilla and by pyiceberg (whose filtered scans trust the
+/// partition values and column bounds the commit recorded), files skipped by both.
+async fn check_partitioned_writes(
+    client: &flotilla::client::StatementClient,
+    python: &Path,
+    uri: &str,
+    warehouse: &Path,
+) {
+    // Nulls, a slash, a name "null" and a time before 1970, by day, bucket and identity.
+    client
+        .execute(
+            "CREATE TABLE ice.web.events (id bigint, ts timestamp(6), name varchar) \
+             WITH (partitioning = ARRAY['day(ts)', 'bucket(id, 4)', 'name'])",
+        )
+        .await
+        .expect("create partitioned");
+    assert_eq!(count(client, "SELECT count(*) FROM ice.web.events").await, 0);
+    let inserted = client
+        .execute(
+            "INSERT INTO ice.web.events VALUES (1, TIMESTAMP '2024-01-01 10:00:00', 'a/b'), (2, NULL, NULL), \
+             (3, TIMESTAMP '2024-01-02 23:59:59.999999', 'null'), (4, TIMESTAMP '1969-12-31 23:00:00', 'a/b')",
+        )
+        .await
+        .expect("insert partitioned");
+    assert_eq!(inserted.update_count, Some(4));
+    let ids = |sql: &'static str| async move {
+        let rows = client.execute(sql).await.unwrap().rows;
+        rows.iter().map(|r| r[0].as_i64().unwrap()).collect::<Vec<_>>()
+    };
+    assert_eq!(ids("SELECT id FROM ice.web.events ORDER BY id").await, [1, 2, 3, 4]);
+    assert_eq!(ids("SELECT id FROM ice.web.events WHERE name IS NULL").await, [2]);
+    assert_eq!(ids("SELECT id FROM ice.web.events WHERE name = 'null'").await, [3]);
+    assert_eq!(ids("SELECT id FROM ice.web.events WHERE ts < TIMESTAMP '1970-01-01 00:00:00'").await, [4]);
+    assert_eq!(ids("SELECT id FROM ice.web.events WHERE ts = TIMESTAMP '2024-01-02 23:59:59.999999'").await, [3]);
+    assert_eq!(count(client, "SELECT count(*) FROM ice.web.\"events$partitions\"").await, 4);
+    assert_eq!(pyiceberg_read(python, uri, "web.events", "id", "", warehouse), (4, 10));
+    assert_eq!(pyiceberg_read(python, uri, "web.events", "id", "ts < '1970-01-01T00:00:00'", warehouse), (1, 4));
+    assert_eq!(pyiceberg_read(python, uri, "web.events", "id", "name == 'a/b'", warehouse), (2, 5));
+
+    // TPC-H orders by year and customer bucket: a CTAS, then an INSERT of the rest.
+    let ctas = client
+        .execute(
+            "CREATE TABLE ice.web.orders_p WITH (partitioning = ARRAY['year(o_orderdate)', 'bucket(o_custkey, 4)']) \
+             AS SELECT * FROM tpch.sf0_1.orders WHERE o_orderpriority <> '1-URGENT'",
+        )
+        .await
+        .expect("partitioned ctas");
+    let rest = oracle("sf0_1", "SELECT count(*) FROM orders WHERE o_orderpriority <> '1-URGENT'").await;
+    assert_eq!(ctas.update_count, Some(int(&rest[0][0])));
+    let first = data_files(client, "orders_p").await;
+    client
+        .execute("INSERT INTO ice.web.orders_p SELECT * FROM tpch.sf0_1.orders WHERE o_orderpriority = '1-URGENT'")
+        .await
+        .expect("partitioned insert");
+    let all = data_files(client, "orders_p").await;
+    for f in &all {
+        let dirs: Vec<&str> = f.rsplit('/').skip(1).take(2).collect();
+        assert!(
+            dirs[1].starts_with("o_orderdate_year=") && dirs[0].starts_with("o_custkey_bucket="),
+            "{f} is in its partition's directory"
+        );
+    }
+    let sql =
+        "SELECT extract(year FROM o_orderdate), o_orderpriority, count(*), sum(o_totalprice), min(o_comment) FROM {T} \
+               GROUP BY 1, 2 ORDER BY 1, 2";
+    let want = oracle("sf0_1", &sql.replace("{T}", "orders")).await;
+    let got_sql = sql.replace("{T}", "ice.web.orders_p");
+    assert_same_rows("partitioned", &got_sql, &client.execute(&got_sql).await.unwrap().rows, &want);
+
+    // Pruned by partition (year, bucket) and by column bounds: the INSERT's files
+    // hold only '1-URGENT', the CTAS's none.
+    let inserted = &file_names(&all) - &file_names(&first);
+    assert!(!inserted.is_empty() && all.len() <= 2 * 7 * 4, "one file per partition and write: {}", all.len());
+    for (filter, check) in [
+        ("o_orderdate >= DATE '1998-01-01'", "o_orderdate_year=1998"),
+        ("o_custkey = 370", "o_custkey_bucket="),
+        ("o_orderdate >= DATE '1998-01-01' AND o_orderpriority = '1-URGENT'", "o_orderdate_year=1998"),
+    ] {
+        let explain = format!("EXPLAIN SELECT count(*) FROM ice.web.orders_p WHERE {filter}");
+        let scanned = scanned_files(&client.execute(&explain).await.unwrap().rows);
+        assert!(!scanned.is_empty() && scanned.len() < all.len(), "{filter}: {} of {} files", scanned.len(), all.len());
+        let read = file_names(&scanned);
+        let paths: Vec<&String> = all.iter().filter(|p| read.contains(&file_key(p))).collect();
+        assert_eq!(paths.len(), scanned.len(), "{filter}: {scanned:?} are files of the table");
+        assert!(paths.iter().all(|p| p.contains(check)), "{filter}: {paths:?}");
+        if filter.contains("o_custkey") {
+            let buckets: std::collections::BTreeSet<&str> =
+                paths.iter().map(|p| p.rsplit('/').nth(1).unwrap()).collect();
+            assert_eq!(buckets.len(), 1, "{filter}: one bucket, {buckets:?}");
+        }
+        if filter.contains("URGENT") {
+            assert!(file_names(&scanned).is_subset(&inserted), "{filter}: only the INSERT's files are read");
+        }
+        let sql = format!("SELECT count(*), sum(o_orderkey) FROM {{T}} WHERE {filter}");
+        let want = oracle("sf0_1", &sql.replace("{T}", "orders")).await;
+        let got = sql.replace("{T}", "ice.web.orders_p");
+        assert_same_rows(filter, &got, &client.execute(&got).await.unwrap().rows, &want);
+    }
+    for (filter, pyfilter) in [
+        ("", ""),
+        ("o_orderdate >= DATE '1998-01-01'", "o_orderdate >= '1998-01-01'"),
+        ("o_custkey = 370", "o_custkey == 370"),
+    ] {
+        let sql = format!(
+            "SELECT count(*), sum(o_orderkey) FROM orders {}",
+            if filter.is_empty() { String::new() } else { format!("WHERE {filter}") }
+        );
+        let want = oracle("sf0_1", &sql).await;
+        let got = pyiceberg_read(python, uri, "web.orders_p", "o_orderkey", pyfilter, warehouse);
+        assert_eq!(got, (int(&want[0][0]), int(&want[0][1])), "pyiceberg: {filter}");
+    }
+}
+
+/// A schema and a table made and dropped through SQL: pyiceberg reads the table, and
+/// dropping it takes its files.
+async fn check_ddl(client: &flotilla::client::StatementClient, python: &Path, uri: &str, warehouse: &Path) {
+    let names = |sql: &'static str| async move {
+        let rows = client.execute(sql).await.unwrap().rows;
+        rows.iter().map(|r| r[0].as_str().unwrap().to_string()).collect::<Vec<_>>()
+    };
+    client.execute("CREATE SCHEMA ice.made").await.expect("create schema");
+    assert!(names("SHOW SCHEMAS FROM ice").await.contains(&"made".to_string()));
+    let (_, message) = query_error(client.execute("CREATE SCHEMA ice.made").await);
+    assert!(message.contains("already exists"), "{message}");
+    let made = client.execute("CREATE TABLE ice.made.region AS SELECT * FROM tpch.sf0_1.region").await.expect("ctas");
+    assert_eq!(made.update_count, Some(5));
+    assert_eq!(pyiceberg_read(python, uri, "made.region", "r_regionkey", "", warehouse), (5, 10));
+    let (_, message) = query_error(client.execute("DROP SCHEMA ice.made").await);
+    assert!(message.contains("non-empty"), "{message}");
+    assert!(!super::common::files_below(&warehouse.join("made/region")).is_empty());
+    client.execute("DROP TABLE ice.made.region").await.expect("drop table");
+    assert!(names("SHOW TABLES FROM ice.made").await.is_empty());
+    let left = super::common::files_below(&warehouse.join("made/region"));
+    assert!(left.is_empty(), "files of the dropped table: {left:?}");
+    let (_, message) = query_error(client.execute("DROP TABLE ice.made.region").await);
+    assert!(message.contains("doesn't exist") || message.contains("does not exist"), "{message}");
+    client.execute("DROP SCHEMA ice.made").await.expect("drop schema");
+    assert!(!names("SHOW SCHEMAS FROM ice").await.contains(&"made".to_string()));
 }
 
 /// Tables flotilla writes, read back by flotilla and by pyiceberg; a write whose
@@ -238,20 +389,22 @@ async fn check_writes(
         "SELECT sum(n_nationkey) + (SELECT sum(n_nationkey) FROM nation WHERE n_regionkey = 1) FROM nation",
     )
     .await;
-    let (rows, sum) = pyiceberg_read(python, uri, "nation", "n_nationkey", warehouse);
+    let (rows, sum) = pyiceberg_read(python, uri, "web.nation", "n_nationkey", "", warehouse);
     assert_eq!(rows, 30, "pyiceberg reads what flotilla wrote");
-    assert_eq!(Some(sum), sums[0][0].as_i64().or_else(|| sums[0][0].as_str().and_then(|s| s.parse().ok())));
+    assert_eq!(sum, int(&sums[0][0]));
 
-    // An empty table, partitioned as Trino spells it; writing into it is refused.
-    client
-        .execute("CREATE TABLE ice.web.events (id bigint, ts timestamp(6), name varchar) WITH (partitioning = ARRAY['day(ts)', 'bucket(id, 4)'])")
-        .await
-        .expect("create partitioned");
-    assert_eq!(count(client, "SELECT count(*) FROM ice.web.events").await, 0);
-    let (name, message) = query_error(
-        client.execute("INSERT INTO ice.web.events VALUES (1, TIMESTAMP '2024-01-01 00:00:00', 'a')").await,
+    // Two inserts at once: iceberg-rust commits the second on top of the first.
+    let (a, b) = tokio::join!(
+        client.execute("INSERT INTO ice.web.nation SELECT * FROM tpch.sf0_1.nation WHERE n_regionkey = 2"),
+        client.execute("INSERT INTO ice.web.nation SELECT * FROM tpch.sf0_1.nation WHERE n_regionkey = 3"),
     );
-    assert_eq!(name, "NOT_SUPPORTED", "{message}");
+    assert_eq!(a.expect("first concurrent insert").update_count, Some(5));
+    assert_eq!(b.expect("second concurrent insert").update_count, Some(5));
+    assert_eq!(count(client, "SELECT count(*) FROM ice.web.nation").await, 40);
+    assert_eq!(count(client, "SELECT count(*) FROM ice.web.\"nation$snapshots\"").await, 4);
+
+    check_partitioned_writes(client, python, uri, warehouse).await;
+    check_ddl(client, python, uri, warehouse).await;
     let (name, _) = query_error(client.execute("CREATE TABLE ice.web.nation AS SELECT 1 AS x").await);
     assert_eq!(name, "GENERIC_USER_ERROR");
 

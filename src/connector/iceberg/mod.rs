@@ -14,9 +14,16 @@
 //! only, S3 under the warehouse's bucket and prefix with the catalog's `s3.*`
 //! settings. Workers read data files through the same stores and never talk to the
 //! catalog.
+//!
+//! `CREATE SCHEMA`, `DROP SCHEMA` and `DROP TABLE` reach the catalog through the
+//! providers here (`ddl`); writes are planned by `coordinator::iceberg_write` and
+//! committed with `write`, `partition` and `data_file`.
 
+pub mod data_file;
+mod ddl;
 pub mod filter;
 pub mod metadata;
+pub mod partition;
 pub mod scan;
 pub mod schema;
 pub mod storage;
@@ -29,7 +36,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
-use datafusion::common::{not_impl_err, plan_datafusion_err};
+use datafusion::common::{plan_datafusion_err, plan_err};
+use datafusion::datasource::empty::EmptyTable;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_plan::ExecutionPlan;
 use iceberg::{Catalog, CatalogBuilder, NamespaceIdent, TableIdent};
@@ -285,10 +293,11 @@ impl IcebergCatalogState {
         let catalog = self.catalog().await?;
         let ident = TableIdent::new(namespace(schema), table.to_string());
         let what = format!("table {}.{schema}.{table}", self.name);
-        if !catalog.table_exists(&ident).await.map_err(|e| iceberg_error(&what, e))? {
-            return Ok(None);
+        match catalog.load_table(&ident).await {
+            Ok(t) => Ok(Some(t)),
+            Err(e) if e.kind() == iceberg::ErrorKind::TableNotFound => Ok(None),
+            Err(e) => Err(iceberg_error(&what, e)),
         }
-        catalog.load_table(&ident).await.map(Some).map_err(|e| iceberg_error(&what, e))
     }
 }
 
@@ -397,7 +406,13 @@ impl CatalogProvider for IcebergCatalog {
     }
 
     fn register_schema(&self, name: &str, _schema: Arc<dyn SchemaProvider>) -> Result<Option<Arc<dyn SchemaProvider>>> {
-        not_impl_err!("CREATE SCHEMA {}.{name}: flotilla does not make Iceberg namespaces yet", self.state.name)
+        self.state.create_namespace(name)?;
+        Ok(None)
+    }
+
+    fn deregister_schema(&self, name: &str, cascade: bool) -> Result<Option<Arc<dyn SchemaProvider>>> {
+        let dropped = self.state.drop_namespace(name, cascade)?;
+        Ok(dropped.then(|| Arc::new(IcebergSchema { state: self.state.clone(), name: name.to_string() }) as _))
     }
 }
 
@@ -457,6 +472,15 @@ impl SchemaProvider for IcebergSchema {
             }
             TableName::Metadata(_, kind) => metadata::table(kind, &full, &table).await?,
         }))
+    }
+
+    fn deregister_table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        let TableName::Current(table) = TableName::parse(name) else {
+            return plan_err!("{name} is not a table of {}.{} that can be dropped", self.state.name, self.name);
+        };
+        let dropped = self.state.drop_table_and_files(&self.name, table)?;
+        let gone = || Arc::new(EmptyTable::new(Arc::new(datafusion::arrow::datatypes::Schema::empty()))) as _;
+        Ok(dropped.then(gone))
     }
 
     fn table_exist(&self, name: &str) -> bool {

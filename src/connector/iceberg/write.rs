@@ -11,22 +11,14 @@ use datafusion::arrow::datatypes::{DataType, Schema as ArrowSchema};
 use datafusion::common::{not_impl_err, plan_datafusion_err, plan_err};
 use datafusion::error::Result;
 use iceberg::spec::{
-    DataContentType, DataFileBuilder, DataFileFormat, NestedField, PrimitiveType, Schema, Transform, Type,
-    UnboundPartitionSpec,
+    DataContentType, DataFileBuilder, DataFileFormat, NestedField, PartitionSpecRef, PrimitiveType, Schema, SchemaRef,
+    Transform, Type, UnboundPartitionSpec,
 };
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{TableCreation, TableIdent};
 
+use super::data_file::WrittenFile;
 use super::{iceberg_error, namespace, IcebergConnector};
-
-/// A data file a writer left, as the commit found it.
-#[derive(Debug, Clone)]
-pub struct WrittenFile {
-    /// Its absolute location (`file:///...`, `s3://...`).
-    pub location: String,
-    pub size: u64,
-    pub rows: u64,
-}
 
 /// The Iceberg type of a column a query produces; Trino's mapping (small integers
 /// widen to `int`, every timestamp is kept in microseconds).
@@ -107,6 +99,15 @@ fn parse_partitioning(text: &str) -> Result<(String, Transform)> {
     Ok((column, transform))
 }
 
+/// What a write into an existing table follows: where its files go, the columns
+/// they hold, and how they are partitioned.
+pub struct TableLayout {
+    /// The table's location, without a trailing `/`.
+    pub location: String,
+    pub schema: SchemaRef,
+    pub spec: PartitionSpecRef,
+}
+
 impl IcebergConnector {
     /// Where a new table `schema.table` puts its files: under the warehouse, as
     /// iceberg-rust's SQL catalog places tables it creates.
@@ -125,11 +126,15 @@ impl IcebergConnector {
             .await
     }
 
-    /// The table `schema.table`: its location and whether it is partitioned, or None.
-    pub async fn table_layout(&self, schema: &str, table: &str) -> Result<Option<(String, bool)>> {
+    /// The table `schema.table` as the catalog has it now, or None.
+    pub async fn table_layout(&self, schema: &str, table: &str) -> Result<Option<TableLayout>> {
         Ok(self.state.load(schema, table).await?.map(|t| {
             let m = t.metadata();
-            (m.location().trim_end_matches('/').to_string(), !m.default_partition_spec().is_unpartitioned())
+            TableLayout {
+                location: m.location().trim_end_matches('/').to_string(),
+                schema: m.current_schema().clone(),
+                spec: m.default_partition_spec().clone(),
+            }
         }))
     }
 
@@ -174,13 +179,14 @@ impl IcebergConnector {
         Ok(())
     }
 
-    /// Appends `files` to table `schema.table` as one new snapshot; its id.
-    pub async fn append(&self, schema: &str, table: &str, files: &[WrittenFile]) -> Result<Option<i64>> {
+    /// Appends `files`, written under partition spec `spec_id`, to table
+    /// `schema.table` as one new snapshot; its id.
+    pub async fn append(&self, schema: &str, table: &str, spec_id: i32, files: &[WrittenFile]) -> Result<Option<i64>> {
         let what = format!("{}.{schema}.{table}", self.state.name);
         let loaded =
             self.state.load(schema, table).await?.ok_or_else(|| plan_datafusion_err!("table {what} is gone"))?;
-        if !loaded.metadata().default_partition_spec().is_unpartitioned() {
-            return not_impl_err!("writing into partitioned Iceberg table {what} is not supported yet");
+        if loaded.metadata().default_partition_spec_id() != spec_id {
+            return plan_err!("the partitioning of Iceberg table {what} changed while rows were written into it");
         }
         let data_files = files
             .iter()
@@ -191,7 +197,13 @@ impl IcebergConnector {
                     .file_format(DataFileFormat::Parquet)
                     .record_count(f.rows)
                     .file_size_in_bytes(f.size)
-                    .partition_spec_id(loaded.metadata().default_partition_spec_id())
+                    .partition_spec_id(spec_id)
+                    .partition(f.partition.clone())
+                    .column_sizes(f.columns.sizes.clone())
+                    .value_counts(f.columns.values.clone())
+                    .null_value_counts(f.columns.nulls.clone())
+                    .lower_bounds(f.columns.lower.clone())
+                    .upper_bounds(f.columns.upper.clone())
                     .build()
                     .map_err(|e| plan_datafusion_err!("Iceberg table {what}: data file {}: {e}", f.location))
             })
