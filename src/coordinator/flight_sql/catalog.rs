@@ -73,13 +73,17 @@ impl Catalogs {
     }
 }
 
-/// SQL's `LIKE` without an escape, as Flight SQL's filter patterns are.
+/// SQL's `LIKE` with `\` escaping the next character, as Flight SQL's filter
+/// patterns are read (arrow's `like`, which the answer builders apply after this
+/// pre-filter, reads them so; JDBC clients escape the `_` of a name they look up).
 fn like(pattern: &str, text: &str) -> bool {
     let mut re = String::from("(?s)^");
-    for c in pattern.chars() {
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
         match c {
             '%' => re.push_str(".*"),
             '_' => re.push('.'),
+            '\\' => re.push_str(&regex::escape(&chars.next().unwrap_or('\\').to_string())),
             c => re.push_str(&regex::escape(&c.to_string())),
         }
     }
@@ -234,7 +238,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn filter_patterns_are_like_without_escapes() {
+    fn filter_patterns_are_like_with_backslash_escapes() {
+        assert!(like("my\\_table", "my_table"));
+        assert!(!like("my\\_table", "myxtable"));
+        assert!(like("100\\%", "100%"));
+        assert!(!like("100\\%", "1000"));
         assert!(like("line%", "lineitem"));
         assert!(like("s_1", "sf1"));
         assert!(!like("s_1", "sf10"));
