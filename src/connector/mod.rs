@@ -418,4 +418,3 @@ pub fn register_functions(registry: &mut dyn datafusion::execution::FunctionRegi
     let _ = registry;
     Ok(())
 }
-

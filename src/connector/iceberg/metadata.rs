@@ -6,7 +6,7 @@
 //! Trino's; `$files` leaves out the raw key metadata and `readable_metrics`, and
 //! `$partitions` the per-column `data` summary.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
@@ -18,7 +18,9 @@ use datafusion::arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, T
 use datafusion::catalog::TableProvider;
 use datafusion::common::{Result, ScalarValue};
 use datafusion::datasource::MemTable;
-use iceberg::spec::{Literal, ManifestList, PrimitiveLiteral, PrimitiveType, StructType, TableMetadata, Type};
+use iceberg::spec::{
+    DataFile, Literal, ManifestList, PrimitiveLiteral, PrimitiveType, StructType, TableMetadata, Type,
+};
 use iceberg::table::Table;
 
 use super::iceberg_error;
@@ -147,69 +149,14 @@ fn history(metadata: &TableMetadata) -> Result<RecordBatch> {
 /// table's current spec (`$partitions` groups by it).
 async fn files(name: &str, table: &Table) -> Result<(RecordBatch, StructType)> {
     let metadata = table.metadata();
-    let fail = |e| iceberg_error(name, e);
-    let partition_type = metadata.default_partition_spec().partition_type(metadata.current_schema()).map_err(fail)?;
-    let mut rows = Vec::new();
-    if let Some(snapshot) = metadata.current_snapshot() {
-        let bytes = table.file_io().new_input(snapshot.manifest_list()).map_err(fail)?.read().await.map_err(fail)?;
-        let version = metadata.format_version();
-        let list = ManifestList::parse_with_version(&bytes, version).map_err(fail)?;
-        for manifest_file in list.entries() {
-            let manifest = manifest_file.load_manifest(table.file_io()).await.map_err(fail)?;
-            for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
-                rows.push((manifest_file.partition_spec_id, entry.data_file().clone()));
-            }
-        }
-    }
-    let partition_fields: Vec<Field> = partition_type
-        .fields()
-        .iter()
-        .map(|f| Ok(Field::new(&f.name, super::schema::arrow_type(&f.field_type)?, true)))
-        .collect::<Result<_>>()?;
-    let partition_column: ArrayRef = if partition_fields.is_empty() {
-        Arc::new(datafusion::arrow::array::NullArray::new(rows.len()))
-    } else {
-        let mut columns: Vec<ArrayRef> = Vec::new();
-        for (i, f) in partition_type.fields().iter().enumerate() {
-            let values = rows
-                .iter()
-                .map(|(_, d)| scalar(d.partition().fields().get(i).and_then(Option::as_ref), &f.field_type))
-                .collect::<Result<Vec<_>>>()?;
-            columns.push(if values.is_empty() {
-                datafusion::arrow::array::new_empty_array(partition_fields[i].data_type())
-            } else {
-                ScalarValue::iter_to_array(values)?
-            });
-        }
-        Arc::new(datafusion::arrow::array::StructArray::try_new(Fields::from(partition_fields), columns, None)?)
+    let partition_type = metadata
+        .default_partition_spec()
+        .partition_type(metadata.current_schema())
+        .map_err(|e| iceberg_error(name, e))?;
+    let rows = live_files(name, table).await?;
+    let sizes = |pick: fn(&DataFile) -> &HashMap<i32, u64>| {
+        counts(&rows, |d| pick(d).iter().map(|(k, v)| (*k, *v as i64)).collect())
     };
-    let counts = |pick: &dyn Fn(&iceberg::spec::DataFile) -> Vec<(i32, i64)>| -> Result<ArrayRef> {
-        let mut b = MapBuilder::new(None, Int32Builder::new(), Int64Builder::new());
-        for (_, d) in &rows {
-            let mut pairs = pick(d);
-            pairs.sort();
-            for (k, v) in pairs {
-                b.keys().append_value(k);
-                b.values().append_value(v);
-            }
-            b.append(true)?;
-        }
-        Ok(Arc::new(b.finish()))
-    };
-    let bounds = |upper: bool| -> Result<ArrayRef> {
-        let mut b = MapBuilder::new(None, Int32Builder::new(), StringBuilder::new());
-        for (_, d) in &rows {
-            let map = if upper { d.upper_bounds() } else { d.lower_bounds() };
-            let sorted: BTreeMap<_, _> = map.iter().collect();
-            for (k, v) in sorted {
-                b.keys().append_value(*k);
-                b.values().append_value(v.to_human_string());
-            }
-            b.append(true)?;
-        }
-        Ok(Arc::new(b.finish()))
-    };
-    let named = |name: &str, a: &ArrayRef| Field::new(name, a.data_type().clone(), true);
     let columns: Vec<(&str, ArrayRef)> = vec![
         ("content", Arc::new(Int32Array::from_iter_values(rows.iter().map(|(_, d)| d.content_type() as i32)))),
         ("file_path", Arc::new(StringArray::from_iter_values(rows.iter().map(|(_, d)| d.file_path())))),
@@ -220,21 +167,95 @@ async fn files(name: &str, table: &Table) -> Result<(RecordBatch, StructType)> {
             )),
         ),
         ("spec_id", Arc::new(Int32Array::from_iter_values(rows.iter().map(|(s, _)| *s)))),
-        ("partition", partition_column),
+        ("partition", partition_column(&rows, &partition_type)?),
         ("record_count", Arc::new(Int64Array::from_iter_values(rows.iter().map(|(_, d)| d.record_count() as i64)))),
         (
             "file_size_in_bytes",
             Arc::new(Int64Array::from_iter_values(rows.iter().map(|(_, d)| d.file_size_in_bytes() as i64))),
         ),
-        ("column_sizes", counts(&|d| d.column_sizes().iter().map(|(k, v)| (*k, *v as i64)).collect())?),
-        ("value_counts", counts(&|d| d.value_counts().iter().map(|(k, v)| (*k, *v as i64)).collect())?),
-        ("null_value_counts", counts(&|d| d.null_value_counts().iter().map(|(k, v)| (*k, *v as i64)).collect())?),
-        ("nan_value_counts", counts(&|d| d.nan_value_counts().iter().map(|(k, v)| (*k, *v as i64)).collect())?),
-        ("lower_bounds", bounds(false)?),
-        ("upper_bounds", bounds(true)?),
+        ("column_sizes", sizes(DataFile::column_sizes)?),
+        ("value_counts", sizes(DataFile::value_counts)?),
+        ("null_value_counts", sizes(DataFile::null_value_counts)?),
+        ("nan_value_counts", sizes(DataFile::nan_value_counts)?),
+        ("lower_bounds", bounds(&rows, false)?),
+        ("upper_bounds", bounds(&rows, true)?),
     ];
+    let named = |name: &str, a: &ArrayRef| Field::new(name, a.data_type().clone(), true);
     let schema = Arc::new(Schema::new(columns.iter().map(|(n, a)| named(n, a)).collect::<Vec<_>>()));
     Ok((RecordBatch::try_new(schema, columns.into_iter().map(|(_, a)| a).collect())?, partition_type))
+}
+
+/// The live data and delete files of the current snapshot, with their spec ids.
+async fn live_files(name: &str, table: &Table) -> Result<Vec<(i32, DataFile)>> {
+    let metadata = table.metadata();
+    let fail = |e| iceberg_error(name, e);
+    let mut rows = Vec::new();
+    let Some(snapshot) = metadata.current_snapshot() else { return Ok(rows) };
+    let bytes = table.file_io().new_input(snapshot.manifest_list()).map_err(fail)?.read().await.map_err(fail)?;
+    let list = ManifestList::parse_with_version(&bytes, metadata.format_version()).map_err(fail)?;
+    for manifest_file in list.entries() {
+        let manifest = manifest_file.load_manifest(table.file_io()).await.map_err(fail)?;
+        for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
+            rows.push((manifest_file.partition_spec_id, entry.data_file().clone()));
+        }
+    }
+    Ok(rows)
+}
+
+/// The files' partitions as one struct column of `partition_type` (all null for an
+/// unpartitioned table).
+fn partition_column(rows: &[(i32, DataFile)], partition_type: &StructType) -> Result<ArrayRef> {
+    let partition_fields: Vec<Field> = partition_type
+        .fields()
+        .iter()
+        .map(|f| Ok(Field::new(&f.name, super::schema::arrow_type(&f.field_type)?, true)))
+        .collect::<Result<_>>()?;
+    if partition_fields.is_empty() {
+        return Ok(Arc::new(datafusion::arrow::array::NullArray::new(rows.len())));
+    }
+    let mut columns: Vec<ArrayRef> = Vec::new();
+    for (i, f) in partition_type.fields().iter().enumerate() {
+        let values = rows
+            .iter()
+            .map(|(_, d)| scalar(d.partition().fields().get(i).and_then(Option::as_ref), &f.field_type))
+            .collect::<Result<Vec<_>>>()?;
+        columns.push(if values.is_empty() {
+            datafusion::arrow::array::new_empty_array(partition_fields[i].data_type())
+        } else {
+            ScalarValue::iter_to_array(values)?
+        });
+    }
+    Ok(Arc::new(datafusion::arrow::array::StructArray::try_new(Fields::from(partition_fields), columns, None)?))
+}
+
+/// A map column of field id to a count `pick` gives per file.
+fn counts(rows: &[(i32, DataFile)], pick: impl Fn(&DataFile) -> Vec<(i32, i64)>) -> Result<ArrayRef> {
+    let mut b = MapBuilder::new(None, Int32Builder::new(), Int64Builder::new());
+    for (_, d) in rows {
+        let mut pairs = pick(d);
+        pairs.sort();
+        for (k, v) in pairs {
+            b.keys().append_value(k);
+            b.values().append_value(v);
+        }
+        b.append(true)?;
+    }
+    Ok(Arc::new(b.finish()))
+}
+
+/// A map column of field id to each file's lower (or upper) bound, as text.
+fn bounds(rows: &[(i32, DataFile)], upper: bool) -> Result<ArrayRef> {
+    let mut b = MapBuilder::new(None, Int32Builder::new(), StringBuilder::new());
+    for (_, d) in rows {
+        let map = if upper { d.upper_bounds() } else { d.lower_bounds() };
+        let sorted: BTreeMap<_, _> = map.iter().collect();
+        for (k, v) in sorted {
+            b.keys().append_value(*k);
+            b.values().append_value(v.to_human_string());
+        }
+        b.append(true)?;
+    }
+    Ok(Arc::new(b.finish()))
 }
 
 /// `$partitions`: the data files of `files` summed per partition value.
