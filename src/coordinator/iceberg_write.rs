@@ -377,7 +377,9 @@ impl IcebergPublish {
         store_url: &str,
         path: &Path,
     ) -> Result<WrittenFile, QueryError> {
-        let location = format!("{}/{path}", store_url.trim_end_matches('/'));
+        // One slash only: the local store's URL is `file:///`, and `file:/tmp/...`
+        // is not the form the table's other locations take.
+        let location = format!("{}/{path}", store_url.strip_suffix('/').unwrap_or(store_url));
         let meta = store.head(path).await.map_err(|e| external(&e, &location))?;
         let footer = DFParquetMetadata::new(store.as_ref(), &meta).fetch_metadata().await;
         let footer = footer.map_err(|e| external(&e, &location))?;

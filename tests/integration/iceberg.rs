@@ -358,6 +358,34 @@ async fn check_ddl(client: &flotilla::client::StatementClient, python: &Path, ur
     assert!(!names("SHOW SCHEMAS FROM ice").await.contains(&"made".to_string()));
 }
 
+/// A partitioned CTAS and an INSERT into `catalog` (PostgreSQL's catalog, or the
+/// warehouse in S3): read back right, each file under its partition in the warehouse.
+async fn check_remote_write(client: &flotilla::client::StatementClient, catalog: &str) {
+    let ctas = format!(
+        "CREATE TABLE {catalog}.web.nation_w WITH (partitioning = ARRAY['n_regionkey']) AS \
+         SELECT * FROM tpch.sf0_1.nation WHERE n_regionkey < 3"
+    );
+    assert_eq!(client.execute(&ctas).await.expect("remote ctas").update_count, Some(15));
+    let insert = format!("INSERT INTO {catalog}.web.nation_w SELECT * FROM tpch.sf0_1.nation WHERE n_regionkey >= 3");
+    assert_eq!(client.execute(&insert).await.expect("remote insert").update_count, Some(10));
+    let sql = "SELECT n_regionkey, count(*), sum(n_nationkey), min(n_name) FROM {T} GROUP BY 1 ORDER BY 1";
+    let want = oracle("sf0_1", &sql.replace("{T}", "nation")).await;
+    let got = sql.replace("{T}", &format!("{catalog}.web.nation_w"));
+    assert_same_rows(catalog, &got, &client.execute(&got).await.unwrap().rows, &want);
+    let files = format!("SELECT file_path FROM {catalog}.web.\"nation_w$files\"");
+    let files = client.execute(&files).await.unwrap().rows;
+    assert_eq!(files.len(), 5, "{catalog}: one file per region: {files:?}");
+    let prefix = if catalog == "ices3" {
+        format!("s3://{BUCKET}/warehouse/web/nation_w/data/n_regionkey=")
+    } else {
+        "file://".into()
+    };
+    for f in &files {
+        let path = f[0].as_str().unwrap();
+        assert!(path.starts_with(&prefix) && path.contains("/data/n_regionkey="), "{catalog}: {path}");
+    }
+}
+
 /// Tables flotilla writes, read back by flotilla and by pyiceberg; a write whose
 /// worker dies commits nothing.
 async fn check_writes(
@@ -509,6 +537,9 @@ async fn iceberg_tables_read_right_in_every_snapshot_with_files_pruned() {
         check_catalog(&client, catalog, summary).await;
     }
 
+    for (catalog, _) in written.iter().filter(|(c, _)| *c != "ice") {
+        check_remote_write(&client, catalog).await;
+    }
     check_writes(&mut c, &client, &python, &local_uri, &warehouse).await;
 
     // Versions of a table that has none.

@@ -112,7 +112,8 @@ impl IcebergSettings {
         let warehouse = p
             .get("iceberg.jdbc-catalog.default-warehouse-dir")
             .ok_or_else(|| invalid("iceberg.jdbc-catalog.default-warehouse-dir is missing".into()))?;
-        let warehouse = storage::object_url(warehouse).map_err(invalid)?.as_str().trim_end_matches('/').to_string();
+        storage::object_url(warehouse).map_err(invalid)?;
+        let warehouse = storage::raw_location(warehouse).trim_end_matches('/').to_string();
         Ok(IcebergSettings { connection_url, catalog_name, warehouse, s3: S3Settings::from_properties(p)? })
     }
 

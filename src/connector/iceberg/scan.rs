@@ -29,7 +29,6 @@ use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::ExecutionPlan;
 use futures::TryStreamExt;
 use iceberg::table::Table;
-use object_store::path::Path;
 
 use super::storage::object_url;
 use super::{filter, iceberg_error};
@@ -77,7 +76,7 @@ impl IcebergSnapshotTable {
             if url.scheme() != root.scheme() || url.host_str() != root.host_str() {
                 return Err(fail(format!("its data file {path} is outside the table's store {store}")));
             }
-            let location = Path::from_url_path(url.path()).map_err(|e| fail(format!("{path}: {e}")))?;
+            let location = super::storage::object_path(path).map_err(fail)?;
             let mut file = PartitionedFile::new(location.to_string(), *size);
             file.object_meta.location = location;
             if *start != 0 || *length != *size {

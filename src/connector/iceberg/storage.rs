@@ -45,9 +45,30 @@ impl ObjectStoreStorage {
             .ok_or_else(|| Error::new(ErrorKind::Unexpected, "an Iceberg storage without object stores"))?;
         let url = object_url(location).map_err(|e| Error::new(ErrorKind::DataInvalid, e))?;
         let store = stores.get_store(&url).map_err(|e| Error::new(ErrorKind::Unexpected, e.to_string()))?;
-        let path = Path::from_url_path(url.path())
-            .map_err(|e| Error::new(ErrorKind::DataInvalid, format!("'{location}': {e}")))?;
+        let path = object_path(location).map_err(|e| Error::new(ErrorKind::DataInvalid, e))?;
         Ok((store, path))
+    }
+}
+
+/// The object's path in its store: the location's path as written, never
+/// percent-decoded. Iceberg's Java writers and pyiceberg treat a location as an
+/// opaque string (the partition value `a/b` is the directory `name=a%2Fb`, those
+/// very characters), and so do ours.
+pub fn object_path(location: &str) -> Result<Path, String> {
+    let raw = match location.split_once("://") {
+        Some((_, rest)) => rest.find('/').map_or("", |i| &rest[i..]),
+        None => location.strip_prefix("file:").unwrap_or(location),
+    };
+    Path::parse(raw).map_err(|e| format!("'{location}': {e}"))
+}
+
+/// A location as Iceberg writes it: a local path as `file://` and the path as it
+/// is (not percent-encoded), anything else unchanged.
+pub fn raw_location(location: &str) -> String {
+    match location.strip_prefix("file:") {
+        _ if location.starts_with('/') => format!("file://{location}"),
+        Some(rest) if !rest.starts_with("//") => format!("file://{rest}"),
+        _ => location.to_string(),
     }
 }
 
@@ -239,5 +260,18 @@ mod tests {
         assert_eq!(object_url("s3a://b/w/x.avro").unwrap().as_str(), "s3://b/w/x.avro");
         assert!(object_url("gs://b/x").unwrap_err().contains("not gs://"));
         assert!(object_url("relative/x").is_err());
+    }
+
+    #[test]
+    fn object_paths_are_the_locations_as_written() {
+        let parts = |l: &str| object_path(l).unwrap().parts().map(|p| p.as_ref().to_string()).collect::<Vec<_>>();
+        assert_eq!(parts("file:///w/t/data/name=a%2Fb/f.parquet"), ["w", "t", "data", "name=a%2Fb", "f.parquet"]);
+        assert_eq!(parts("file:/w/my dir/f"), ["w", "my dir", "f"]);
+        assert_eq!(parts("/w/x"), ["w", "x"]);
+        assert_eq!(parts("s3://bucket/w/name=a%2Fb/f"), ["w", "name=a%2Fb", "f"]);
+        assert_eq!(raw_location("/w/my dir"), "file:///w/my dir");
+        assert_eq!(raw_location("file:/w"), "file:///w");
+        assert_eq!(raw_location("file:///w"), "file:///w");
+        assert_eq!(raw_location("s3://b/w"), "s3://b/w");
     }
 }
