@@ -181,7 +181,9 @@ pub async fn plan_insert(
 }
 
 /// `input` with the hidden column `$partition` after the table's columns, computed
-/// by the spec's transforms; `input` itself for an unpartitioned table.
+/// by the spec's transforms, and its rows hashed by it to the writers, as Trino's
+/// preferred write partitioning does: a partition is then one file per write, not
+/// one per writer that saw a row of it. `input` itself for an unpartitioned table.
 fn with_partition_key(
     ctx: &SessionContext,
     input: Arc<dyn ExecutionPlan>,
@@ -211,23 +213,10 @@ fn with_partition_key(
         .map(|(i, f)| (Arc::new(Column::new(f.name(), i)) as Arc<dyn PhysicalExpr>, f.name().clone()))
         .collect();
     exprs.push((Arc::new(key), partition::PARTITION_COLUMN.to_string()));
-    Ok(Arc::new(ProjectionExec::try_new(exprs, input).map_err(|e| planning_error(&e))?))
-}
-
-/// A partitioned table's rows, each partition's sent to one writer (hashed by
-/// `$partition`), as Trino's preferred write partitioning does: a partition is
-/// then one file per write, not one per writer that saw a row of it.
-fn by_partition(
-    ctx: &SessionContext,
-    input: Arc<dyn ExecutionPlan>,
-    publish: &IcebergPublish,
-) -> Result<Arc<dyn ExecutionPlan>, QueryError> {
-    if publish.spec.is_unpartitioned() {
-        return Ok(input);
-    }
-    let key = col(partition::PARTITION_COLUMN, &input.schema()).map_err(|e| planning_error(&e))?;
-    let writers = ctx.state().config().target_partitions();
-    let hashed = RepartitionExec::try_new(input, Partitioning::Hash(vec![key], writers));
+    let keyed: Arc<dyn ExecutionPlan> =
+        Arc::new(ProjectionExec::try_new(exprs, input).map_err(|e| planning_error(&e))?);
+    let key = col(partition::PARTITION_COLUMN, &keyed.schema()).map_err(|e| planning_error(&e))?;
+    let hashed = RepartitionExec::try_new(keyed, Partitioning::Hash(vec![key], state.config().target_partitions()));
     Ok(Arc::new(hashed.map_err(|e| planning_error(&e))?))
 }
 
@@ -260,7 +249,6 @@ fn plan_write(
         field_ids,
     };
     let input = with_partition_key(ctx, input, &publish)?;
-    let input = by_partition(ctx, input, &publish)?;
     let commit = TableCommit::new(ctx, connector.clone(), full, data, None).for_iceberg(publish);
     Ok(writing(input, target, commit))
 }
