@@ -377,6 +377,10 @@ pub struct NodeInfo {
     pub running_tasks: usize,
     pub buffered_bytes: u64,
     pub uptime_ms: u64,
+    /// Bytes of heap in use (Trino's `heapUsed`), not counting what the allocator
+    /// keeps free.
+    #[serde(default)]
+    pub heap_used: u64,
 }
 
 /// A worker's heartbeat to the coordinator.

@@ -254,6 +254,7 @@ async fn info(State(s): St) -> Response {
         "coordinator": true,
         "starting": false,
         "workers": s.nodes.live_workers().len(),
+        "heapUsed": crate::util::heap_used_bytes(),
     }))
     .into_response()
 }

@@ -309,6 +309,7 @@ impl SqlTaskManager {
             running_tasks: tasks.values().filter(|t| !t.state().is_done()).count(),
             buffered_bytes: tasks.values().map(|t| t.buffered_bytes()).sum(),
             uptime_ms: self.started.elapsed().as_millis() as u64,
+            heap_used: crate::util::heap_used_bytes(),
         }
     }
 

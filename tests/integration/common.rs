@@ -331,6 +331,15 @@ fn status_bytes(pid: u32, key: &str) -> u64 {
 }
 
 /// `GET /v1/query/{id}` of the coordinator at `base`: the query's info.
+/// Heap bytes a node has in use (its `/v1/info`'s `heapUsed`, a worker's
+/// `heap_used`): unlike the resident size, free memory its allocator keeps is not in it.
+pub async fn heap_used(base: &str) -> u64 {
+    let info: Value =
+        reqwest::get(format!("{base}/v1/info")).await.expect("node answers").json().await.expect("info JSON");
+    let used = info.get("heapUsed").or_else(|| info.get("heap_used")).and_then(Value::as_u64);
+    used.unwrap_or_else(|| panic!("no heap figure in {info}"))
+}
+
 pub async fn query_info(base: &str, id: &str) -> Value {
     reqwest::get(format!("{base}/v1/query/{id}"))
         .await

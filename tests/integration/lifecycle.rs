@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::common::{assert_same_rows, oracle, peak_rss, query_info, rss, wait_for_query_end, Cluster, BIN};
+use super::common::{assert_same_rows, heap_used, oracle, peak_rss, query_info, rss, wait_for_query_end, Cluster, BIN};
 
 /// Follows `nextUri`, sending every request twice at once (a client retrying a
 /// request that timed out); both answers must be the same page.
@@ -79,6 +79,13 @@ async fn unpolled_and_cancelled_queries_leave_no_memory_behind() {
     let sql = "SELECT * FROM tpch.tiny.orders";
     let coordinator_pid = cluster.coordinator.child.id();
     let workers_rss = || cluster.workers.iter().map(|w| rss(w.child.id())).sum::<u64>();
+    let workers_heap = || async {
+        let mut sum = 0;
+        for w in &cluster.workers {
+            sum += heap_used(&w.url).await;
+        }
+        sum
+    };
     // Warm: the process's caches and pools are made by the first queries, and the
     // query history (the last 200 queries, plans included) is full of ones like
     // those below, read to their end by their client.
@@ -98,7 +105,8 @@ async fn unpolled_and_cancelled_queries_leave_no_memory_behind() {
     let got = cluster.client("tiny").execute("SELECT count(*) FROM (SELECT * FROM orders) t").await.unwrap();
     assert_same_rows("warm", "", &got.rows, &warm);
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let coordinator_before = rss(coordinator_pid);
+    let coordinator_before = heap_used(&base).await;
+    let coordinator_rss_before = rss(coordinator_pid);
 
     let mut ids = Vec::new();
     for _ in 0..200 {
@@ -131,8 +139,12 @@ async fn unpolled_and_cancelled_queries_leave_no_memory_behind() {
     assert!(said, "a late client learns its rows are gone: {status} {body}");
     cluster.assert_no_tasks_left().await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let coordinator_after = rss(coordinator_pid);
-    println!("coordinator RSS {coordinator_before} before 200 unpolled queries, {coordinator_after} after");
+    let coordinator_after = heap_used(&base).await;
+    let coordinator_rss_after = rss(coordinator_pid);
+    println!(
+        "coordinator heap {coordinator_before} before 200 unpolled queries, {coordinator_after} after \
+         (RSS {coordinator_rss_before}, {coordinator_rss_after})"
+    );
     assert!(
         coordinator_after < coordinator_before + coordinator_before / 10 + (32 << 20),
         "the coordinator kept {coordinator_after} bytes against {coordinator_before} before"
@@ -142,12 +154,13 @@ async fn unpolled_and_cancelled_queries_leave_no_memory_behind() {
     // against the workers after the first 10 such queries).
     let big = "SELECT o_custkey, count(*), max(o_comment) FROM tpch.sf1.orders GROUP BY 1";
     let http = reqwest::Client::new();
-    let mut workers_before = 0;
+    let (mut workers_before, mut workers_rss_before) = (0, 0);
     for i in 0..210 {
         if i == 10 {
             cluster.assert_no_tasks_left().await;
             tokio::time::sleep(Duration::from_secs(3)).await;
-            workers_before = workers_rss();
+            workers_before = workers_heap().await;
+            workers_rss_before = workers_rss();
         }
         let first = cluster.start_statement_page("sf1", big, "").await;
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -155,8 +168,12 @@ async fn unpolled_and_cancelled_queries_leave_no_memory_behind() {
     }
     cluster.assert_no_tasks_left().await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let workers_after = workers_rss();
-    println!("workers' RSS {workers_before} before 200 cancelled queries, {workers_after} after");
+    let workers_after = workers_heap().await;
+    println!(
+        "workers' heap {workers_before} before 200 cancelled queries, {workers_after} after \
+         (RSS {workers_rss_before}, {})",
+        workers_rss()
+    );
     assert!(
         workers_after <= workers_before + workers_before / 10,
         "the workers kept {workers_after} bytes against {workers_before} before"
