@@ -45,7 +45,7 @@ pub enum Retry {
 
 macro_rules! error_codes {
     ($( $(#[$doc:meta])* $variant:ident = ($name:literal, $number:expr, $kind:ident, $retry:ident), )*) => {
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub enum ErrorCode { $( $(#[$doc])* $variant, )* }
 
         impl ErrorCode {

@@ -26,9 +26,10 @@ pub mod client;
 pub mod error_code;
 pub mod format;
 
-// Tools: benchmarks and the data generator.
+// Tools: benchmarks, the data generator, and the schedulers' simulator.
 pub mod bench;
 pub mod generate;
+pub mod sim;
 
 pub mod util;
 

@@ -84,6 +84,7 @@ pub async fn run_scheduling(stages: usize, tasks: usize, workers: usize, iterati
             node_scheduler: Arc::new(NodeScheduler::new()),
             session: Default::default(),
             nodes: None,
+            tick: crate::scheduling::pipelined::IDLE_TICK,
         };
         let client = ExchangeClient::new(
             cluster.coordinator.state.http.clone(),

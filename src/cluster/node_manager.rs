@@ -1,12 +1,15 @@
 //! `NodeManager`: cluster membership as the coordinator sees it. Workers announce
 //! themselves and keep announcing (heartbeats); a worker silent for longer than the
 //! timeout is lost. The scheduler asks it for the live workers when it places tasks.
+//! Its clock is tokio's, so under the simulator (`sim`) heartbeats run out in
+//! simulated time.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::RwLock;
 use serde::Serialize;
+use tokio::time::Instant;
 
 /// A worker as the scheduler uses it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

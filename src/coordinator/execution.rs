@@ -337,6 +337,7 @@ async fn execute_planned(
         node_scheduler: coord.node_scheduler.clone(),
         session: run.session.clone(),
         nodes: Some(coord.nodes.clone()),
+        tick: crate::scheduling::pipelined::IDLE_TICK,
     };
     if props.retry_policy == RetryPolicy::Task {
         let limits = RetryLimits::from_properties(props, coord.config.partitions_per_worker);

@@ -18,7 +18,7 @@
 //! them, the producer re-runs the lost partitions and its Resolved/Running consumers
 //! fall back to Unresolved, recursively towards the leaves.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -95,7 +95,7 @@ pub struct TaskDescription {
     pub partition: usize,
     pub task_attempt: usize,
     /// Input stage -> all its partitions' locations, in partition order.
-    pub input_locations: HashMap<usize, Vec<PartitionLocation>>,
+    pub input_locations: BTreeMap<usize, Vec<PartitionLocation>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -205,7 +205,7 @@ pub struct Stage {
     /// Failed attempts per partition, over all stage attempts.
     pub task_failures: Vec<usize>,
     /// Why the previous stage attempt was rolled back.
-    pub failure_reasons: HashSet<String>,
+    pub failure_reasons: BTreeSet<String>,
     /// Never reused, so a late report from a superseded attempt is recognisable.
     next_attempt: Vec<usize>,
 }
@@ -246,7 +246,7 @@ fn task_succeeded(slot: &Option<TaskInfo>) -> bool {
 struct Effects {
     events: Vec<GraphEvent>,
     killed: Vec<RunningTaskInfo>,
-    touched: HashSet<usize>,
+    touched: BTreeSet<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -276,7 +276,7 @@ impl ExecutionGraph {
                 state: if spec.inputs.is_empty() { ExecutionStage::Resolved } else { ExecutionStage::Unresolved },
                 stage_attempt: 0,
                 task_failures: vec![0; n],
-                failure_reasons: HashSet::new(),
+                failure_reasons: BTreeSet::new(),
                 next_attempt: vec![0; n],
             };
             if stages.insert(id, stage).is_some() {
@@ -303,7 +303,7 @@ impl ExecutionGraph {
             return Err(GraphError::FinalStages(finals));
         }
         // Kahn's algorithm; the smallest ready id first keeps the order deterministic.
-        let mut pending: HashMap<usize, usize> = stages.values().map(|s| (s.stage_id, s.inputs.len())).collect();
+        let mut pending: BTreeMap<usize, usize> = stages.values().map(|s| (s.stage_id, s.inputs.len())).collect();
         let mut ready: BTreeSet<usize> = pending.iter().filter(|(_, n)| **n == 0).map(|(id, _)| *id).collect();
         let mut topo = Vec::with_capacity(stages.len());
         while let Some(id) = ready.pop_first() {
@@ -413,7 +413,7 @@ impl ExecutionGraph {
                 executor_id: executor_id.to_string(),
                 status: TaskAttemptStatus::Running,
             });
-            let input_locations: HashMap<usize, Vec<PartitionLocation>> =
+            let input_locations: BTreeMap<usize, Vec<PartitionLocation>> =
                 stage.inputs.iter().map(|(&i, o)| (i, o.locations.values().flatten().cloned().collect())).collect();
             return Ok(Some(TaskDescription {
                 job_id: self.job_id.clone(),
@@ -519,7 +519,7 @@ impl ExecutionGraph {
                 }
                 fx.killed.extend(self.unresolve(s));
                 if let Some(stage) = self.stages.get_mut(&s) {
-                    stage.failure_reasons = HashSet::from([error]);
+                    stage.failure_reasons = BTreeSet::from([error]);
                 }
                 // Everything of the producer on that executor is suspect, not only the
                 // partition that failed: the next reader would trip over the rest.

@@ -234,7 +234,7 @@ fn lost_executor_running_tasks_are_reset() {
     let a = pop(&mut g, "w1");
     let b = pop(&mut g, "w2");
     let (reset, killed) = g.reset_stages_on_lost_executor("w1").unwrap();
-    assert_eq!(reset, HashSet::from([1]));
+    assert_eq!(reset, BTreeSet::from([1]));
     assert_eq!(killed, vec![running(0, 1, 0, "w1")]);
     assert_eq!(g.running_tasks(), vec![running(0, 1, 1, "w2")]);
     let again = pop(&mut g, "w2");
@@ -255,7 +255,7 @@ fn lost_executor_outputs_rerun_and_consumers_roll_back() {
     report(&mut g, "w2", rest.iter().map(ok).collect());
     pop(&mut g, "w3");
     let (reset, killed) = g.reset_stages_on_lost_executor("w1").unwrap();
-    assert_eq!(reset, HashSet::from([0, 1]));
+    assert_eq!(reset, BTreeSet::from([0, 1]));
     assert_eq!(killed, vec![running(0, 0, 0, "w3")]);
     assert!(matches!(g.stage(0).unwrap().state, ExecutionStage::Unresolved));
     assert!(matches!(g.stage(2).unwrap().state, ExecutionStage::Successful { .. }));
@@ -281,7 +281,7 @@ fn lost_outputs_rerun_only_once_needed_recursively() {
     assert!(matches!(&g.stage(2).unwrap().state, ExecutionStage::Successful { lost, .. } if lost.len() == 2));
     // Losing stage 1's output makes it re-run, which needs stage 2's outputs again.
     let (reset, killed) = g.reset_stages_on_lost_executor("w2").unwrap();
-    assert_eq!(reset, HashSet::from([0, 1, 2]));
+    assert_eq!(reset, BTreeSet::from([0, 1, 2]));
     assert_eq!(killed, vec![running(0, 0, 0, "w3")]);
     assert!(matches!(g.stage(1).unwrap().state, ExecutionStage::Unresolved));
     assert_eq!(g.running_stages(), vec![2]);

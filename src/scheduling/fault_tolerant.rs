@@ -16,14 +16,15 @@
 //!
 //! Built and driven by `QueryExecution` when the session says `retry_policy=task`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 use super::execution_graph::{
     ExecutionGraph, ExecutionStage, GraphEvent, PartitionLocation, StageSpec, TaskAttemptStatus, TaskDescription,
@@ -101,17 +102,17 @@ pub struct FaultTolerantQueryScheduler {
     limits: RetryLimits,
     graph: ExecutionGraph,
     stages: BTreeMap<usize, Arc<StageExecution>>,
-    fragments: HashMap<usize, Base64Bytes>,
+    fragments: BTreeMap<usize, Base64Bytes>,
     /// The attempt of each (stage, partition) the graph has running on a worker.
-    running: HashMap<(usize, usize), Arc<dyn RemoteTask>>,
+    running: BTreeMap<(usize, usize), Arc<dyn RemoteTask>>,
     /// Attempts the graph dropped, kept alive for `SUPERSEDED_GRACE` before they are
     /// aborted: readers rolled back by one fetch failure are usually about to report
     /// the other unreadable outputs, which saves a rollback per broken worker.
     superseded: Vec<(Arc<dyn RemoteTask>, Instant)>,
     /// Workers that ran something for this query, by node id.
-    workers: HashMap<String, WorkerNode>,
+    workers: BTreeMap<String, WorkerNode>,
     /// Workers already reported lost (and not used since).
-    lost: HashSet<String>,
+    lost: BTreeSet<String>,
     /// Every task's status change bumps it; the loop waits on it.
     changed: watch::Sender<u64>,
     stop_pollers: watch::Sender<bool>,
@@ -145,7 +146,7 @@ impl FaultTolerantQueryScheduler {
         }
         specs.push(StageSpec { stage_id: 0, partitions: 1, inputs: plan.root().inputs.clone(), output_links: vec![] });
         let graph = ExecutionGraph::new(&settings.query_id, specs).map_err(|e| SchedulerError::Graph(e.to_string()))?;
-        let mut fragments = HashMap::new();
+        let mut fragments = BTreeMap::new();
         for &id in stages.keys() {
             let bytes = settings
                 .codec
@@ -162,10 +163,10 @@ impl FaultTolerantQueryScheduler {
             graph,
             stages,
             fragments,
-            running: HashMap::new(),
+            running: BTreeMap::new(),
             superseded: Vec::new(),
             workers,
-            lost: HashSet::new(),
+            lost: BTreeSet::new(),
             changed,
             stop_pollers,
             attempts: JoinSet::new(),
@@ -236,10 +237,13 @@ impl FaultTolerantQueryScheduler {
                     None => futures::future::pending().await,
                 }
             };
+            // Biased, as every select here: the simulator replays a seed only if the
+            // order things are looked at in is fixed.
             let outcome = tokio::select! {
+                biased;
                 r = root_done => Some(r),
                 _ = wake.changed() => None,
-                _ = tokio::time::sleep(Duration::from_millis(500)) => None,
+                _ = tokio::time::sleep(self.settings.tick) => None,
             };
             if let Some(result) = outcome {
                 let (attempt, _) = root_run.take().expect("the root was running");
@@ -448,7 +452,7 @@ impl FaultTolerantQueryScheduler {
     /// Moves attempts the graph has dropped (their stage was rolled back or their
     /// worker lost) aside, and aborts those that ended or had their grace.
     fn abort_superseded_attempts(&mut self) {
-        let current: HashSet<(usize, usize, usize)> =
+        let current: BTreeSet<(usize, usize, usize)> =
             self.graph.running_tasks().into_iter().map(|t| (t.stage_id, t.partition, t.task_id)).collect();
         let now = Instant::now();
         let superseded = &mut self.superseded;
@@ -570,6 +574,12 @@ impl FaultTolerantQueryScheduler {
             })
             .collect();
         updates.sort_by_key(|u| u.stage);
+        if super::planted::is(super::planted::Bug::DoubleRead) {
+            // Names one upstream output twice: its reader would count its rows twice.
+            if let Some(first) = updates.iter_mut().find_map(|u| u.tasks.first().cloned().map(|t| (u, t))) {
+                first.0.tasks.push(first.1);
+            }
+        }
         updates
     }
 

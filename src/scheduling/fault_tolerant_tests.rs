@@ -54,6 +54,7 @@ fn start() -> Harness {
         node_scheduler: Arc::new(NodeScheduler::new()),
         session: BTreeMap::new(),
         nodes: Some(nodes.clone()),
+        tick: crate::scheduling::pipelined::IDLE_TICK,
     };
     let limits = RetryLimits { max_task_failures: 3, max_stage_failures: 3, slots_per_worker: 2 };
     let mut scheduler = FaultTolerantQueryScheduler::new(settings, limits, two_stage_plan(2)).expect("a valid graph");

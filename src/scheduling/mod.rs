@@ -9,6 +9,7 @@ pub mod fault_tolerant;
 pub mod node_scheduler;
 pub mod phased;
 pub mod pipelined;
+pub(crate) mod planted;
 pub mod remote_task;
 pub mod stage_execution;
 pub mod state_machine;

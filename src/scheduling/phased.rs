@@ -10,7 +10,7 @@
 //! stage (the stages feeding its probe side do not: see `plan::fragmenter`). Aggregations and unions add no edges. A stage leaves the graph when it is
 //! done producing (`remove_completed_stages`), which may make its dependents ready.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 use petgraph::algo::is_cyclic_directed;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
@@ -33,8 +33,8 @@ pub trait ExecutionSchedule: Send + Sync {
     /// Applies stage states; returns the stages ready now and not yet returned.
     fn get_stages_to_schedule(
         &mut self,
-        states: &HashMap<usize, StageState>,
-        full_buffers: &HashSet<usize>,
+        states: &BTreeMap<usize, StageState>,
+        full_buffers: &BTreeSet<usize>,
     ) -> Vec<usize>;
     /// Every stage has been returned.
     fn is_finished(&self) -> bool;
@@ -43,16 +43,16 @@ pub trait ExecutionSchedule: Send + Sync {
 #[derive(Debug)]
 pub struct PhasedExecutionSchedule {
     graph: StableDiGraph<usize, DependencyKind>,
-    nodes: HashMap<usize, NodeIndex>,
+    nodes: BTreeMap<usize, NodeIndex>,
     /// Stages already handed out for scheduling.
-    returned: HashSet<usize>,
+    returned: BTreeSet<usize>,
     all: BTreeSet<usize>,
 }
 
 impl PhasedExecutionSchedule {
     pub fn new(stages: &[usize], dependencies: &[(usize, usize, DependencyKind)]) -> Result<Self, ScheduleError> {
         let mut graph = StableDiGraph::new();
-        let mut nodes = HashMap::new();
+        let mut nodes = BTreeMap::new();
         for &s in stages {
             nodes.entry(s).or_insert_with(|| graph.add_node(s));
         }
@@ -66,12 +66,12 @@ impl PhasedExecutionSchedule {
         if is_cyclic_directed(&graph) {
             return Err(ScheduleError::Cycle);
         }
-        Ok(PhasedExecutionSchedule { graph, nodes, returned: HashSet::new(), all: stages.iter().copied().collect() })
+        Ok(PhasedExecutionSchedule { graph, nodes, returned: BTreeSet::new(), all: stages.iter().copied().collect() })
     }
 
     /// Removes stages that are done producing (or ended); returns the stages that
     /// became unblocked by it.
-    pub fn remove_completed_stages(&mut self, states: &HashMap<usize, StageState>) -> Vec<usize> {
+    pub fn remove_completed_stages(&mut self, states: &BTreeMap<usize, StageState>) -> Vec<usize> {
         let completed: Vec<usize> = self
             .nodes
             .keys()
@@ -94,7 +94,7 @@ impl PhasedExecutionSchedule {
 
     /// Drops the outgoing edges of stages whose output buffer is full: their consumers
     /// must run or the producer never finishes. Returns the stages that became ready.
-    pub fn unblock_stages_with_full_output_buffer(&mut self, full: &HashSet<usize>) -> Vec<usize> {
+    pub fn unblock_stages_with_full_output_buffer(&mut self, full: &BTreeSet<usize>) -> Vec<usize> {
         let mut unblocked = BTreeSet::new();
         for s in full {
             let Some(&idx) = self.nodes.get(s) else { continue };
@@ -143,8 +143,8 @@ fn is_ended(s: StageState) -> bool {
 impl ExecutionSchedule for PhasedExecutionSchedule {
     fn get_stages_to_schedule(
         &mut self,
-        states: &HashMap<usize, StageState>,
-        full_buffers: &HashSet<usize>,
+        states: &BTreeMap<usize, StageState>,
+        full_buffers: &BTreeSet<usize>,
     ) -> Vec<usize> {
         self.remove_completed_stages(states);
         self.unblock_stages_with_full_output_buffer(full_buffers);
@@ -174,7 +174,7 @@ impl AllAtOnceExecutionSchedule {
 }
 
 impl ExecutionSchedule for AllAtOnceExecutionSchedule {
-    fn get_stages_to_schedule(&mut self, _states: &HashMap<usize, StageState>, _full: &HashSet<usize>) -> Vec<usize> {
+    fn get_stages_to_schedule(&mut self, _states: &BTreeMap<usize, StageState>, _full: &BTreeSet<usize>) -> Vec<usize> {
         std::mem::take(&mut self.pending)
     }
 
@@ -189,12 +189,12 @@ mod tests {
     use super::*;
     use StageState::*;
 
-    fn states(pairs: &[(usize, StageState)]) -> HashMap<usize, StageState> {
+    fn states(pairs: &[(usize, StageState)]) -> BTreeMap<usize, StageState> {
         pairs.iter().copied().collect()
     }
 
-    fn none() -> HashSet<usize> {
-        HashSet::new()
+    fn none() -> BTreeSet<usize> {
+        BTreeSet::new()
     }
 
     #[test]
@@ -213,7 +213,7 @@ mod tests {
         let mut s = PhasedExecutionSchedule::new(&[1, 2], &[(2, 1, BroadcastJoinBuild)]).unwrap();
         assert_eq!(s.get_stages_to_schedule(&states(&[]), &none()), vec![2]);
         assert!(s.get_stages_to_schedule(&states(&[(2, Running)]), &none()).is_empty());
-        let full: HashSet<usize> = [2].into_iter().collect();
+        let full: BTreeSet<usize> = [2].into_iter().collect();
         assert_eq!(s.get_stages_to_schedule(&states(&[(2, Running)]), &full), vec![1]);
         // Or, in another run, the build finishing unblocks it.
         let mut s = PhasedExecutionSchedule::new(&[1, 2], &[(2, 1, BroadcastJoinBuild)]).unwrap();
@@ -263,7 +263,7 @@ mod tests {
         let stages: Vec<usize> = (0..20).collect();
         let deps: Vec<_> = (0..19).map(|i| (i, i + 1, PartitionedJoinBuild)).collect();
         let mut s = PhasedExecutionSchedule::new(&stages, &deps).unwrap();
-        let mut st = HashMap::new();
+        let mut st = BTreeMap::new();
         for i in 0..20 {
             assert_eq!(s.get_stages_to_schedule(&st, &none()), vec![i]);
             st.insert(i, Flushing);
@@ -284,8 +284,8 @@ mod tests {
     #[test]
     fn all_at_once_returns_everything_immediately() {
         let mut s = AllAtOnceExecutionSchedule::new(&[3, 1, 2]);
-        assert_eq!(s.get_stages_to_schedule(&HashMap::new(), &none()), vec![3, 1, 2]);
+        assert_eq!(s.get_stages_to_schedule(&BTreeMap::new(), &none()), vec![3, 1, 2]);
         assert!(s.is_finished());
-        assert!(s.get_stages_to_schedule(&HashMap::new(), &none()).is_empty());
+        assert!(s.get_stages_to_schedule(&BTreeMap::new(), &none()).is_empty());
     }
 }

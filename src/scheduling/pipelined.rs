@@ -8,7 +8,7 @@
 //! It talks to tasks only through `RemoteTask`, so its unit tests drive it with fake
 //! tasks.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +20,7 @@ use tokio::task::JoinSet;
 
 use super::node_scheduler::{partition_slices, NodeScheduler};
 use super::phased::ExecutionSchedule;
+use super::planted;
 use super::remote_task::{delete_in_background, RemoteTask, RemoteTaskError, RemoteTaskFactory};
 pub use super::stage_execution::{StageExecution, StageInfo, TaskFailureReport};
 use super::state_machine::{StageState, StateKind};
@@ -68,7 +69,15 @@ pub struct SchedulerSettings {
     pub session: BTreeMap<String, String>,
     /// Membership, to fail tasks on workers that stopped sending heartbeats.
     pub nodes: Option<Arc<NodeManager>>,
+    /// How long a scheduler waits for a change before it looks again anyway
+    /// (`IDLE_TICK`). Every change should wake it sooner; the simulator sets this
+    /// long, so that a change that fails to wake it shows as a stall.
+    pub tick: Duration,
 }
+
+/// The schedulers' safety net: they look at their tasks at least this often, for
+/// what no event announces (a heartbeat that ran out, a grace period that ended).
+pub const IDLE_TICK: Duration = Duration::from_millis(500);
 
 /// A task and the request that creates it on its worker.
 type TaskCreation = (Arc<dyn RemoteTask>, TaskUpdateRequest);
@@ -180,9 +189,10 @@ impl PipelinedQueryScheduler {
             // two wakes the wait below, instead of waiting for the tick (a missed wake-up
             // that stalled about one query in a few hundred by up to half a second).
             let mut waits: Vec<BoxFuture<'static, ()>> = self.stages.values().map(|s| s.wait_changed()).collect();
-            let states: HashMap<usize, StageState> = self.stages.values().map(|s| (s.id(), s.refresh())).collect();
+            let planted_late = planted::is(planted::Bug::LateWakeup);
+            let states: BTreeMap<usize, StageState> = self.stages.values().map(|s| (s.id(), s.refresh())).collect();
             self.check_failures()?;
-            let full: HashSet<usize> =
+            let full: BTreeSet<usize> =
                 self.stages.values().filter(|s| s.has_full_output_buffer()).map(|s| s.id()).collect();
             let mut ready = self.schedule.get_stages_to_schedule(&states, &full);
             ready.sort_unstable();
@@ -192,7 +202,12 @@ impl PipelinedQueryScheduler {
             if self.schedule.is_finished() && self.stages.values().all(|s| s.state() == StageState::Finished) {
                 return Ok(());
             }
-            waits.push(tokio::time::sleep(Duration::from_millis(500)).boxed());
+            if planted_late {
+                // The bug this loop once had: subscribing after the round, so a
+                // change while the round's requests were out woke nobody.
+                waits = self.stages.values().map(|s| s.wait_changed()).collect();
+            }
+            waits.push(tokio::time::sleep(self.settings.tick).boxed());
             select_all(waits).await;
         }
     }
@@ -214,12 +229,21 @@ impl PipelinedQueryScheduler {
         tokio::pin!(root, scheduling);
         let mut scheduled = false;
         loop {
+            // Biased: a fixed order keeps a simulated run replayable (`sim`).
             tokio::select! {
+                biased;
                 r = &mut scheduling, if !scheduled => match r {
                     Ok(()) => scheduled = true,
                     Err(e) => return Err(e.into()),
                 },
-                r = &mut root => return r,
+                r = &mut root => {
+                    if planted::is(planted::Bug::WaitForDrain) && !scheduled {
+                        // The stall TPC-DS once had: waiting, after the root has every
+                        // row, for stages whose last pages nobody will read.
+                        let _ = (&mut scheduling).await;
+                    }
+                    return r;
+                }
             }
         }
     }

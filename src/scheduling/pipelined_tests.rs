@@ -40,6 +40,7 @@ fn settings(cluster: &Arc<FakeCluster>, worker_count: usize, nodes: Option<Arc<N
         node_scheduler: Arc::new(NodeScheduler::new()),
         session: BTreeMap::new(),
         nodes,
+        tick: crate::scheduling::pipelined::IDLE_TICK,
     }
 }
 

@@ -1,5 +1,6 @@
 //! The `flotilla` command line as clap reads it: one subcommand each for a local
-//! cluster, a coordinator, a worker, the SQL shell, the generator and the benchmarks,
+//! cluster, a coordinator, a worker, the SQL shell, the generator, the benchmarks
+//! and the simulator,
 //! with the flags coordinators and workers share. `main` dispatches on it.
 
 use std::time::Duration;
@@ -32,6 +33,33 @@ pub enum Command {
         #[command(subcommand)]
         suite: BenchSuite,
     },
+    /// Run the schedulers under the deterministic simulator, seed after seed.
+    Sim(SimArgs),
+}
+
+#[derive(Args)]
+pub struct SimArgs {
+    /// How many seeds to run, from --seed on.
+    #[arg(long, default_value_t = 1)]
+    pub seeds: u64,
+    /// The first seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Simulated workers.
+    #[arg(long, default_value_t = 4)]
+    pub workers: usize,
+    /// Retry policy: none, task, or both.
+    #[arg(long, default_value = "both")]
+    pub policy: String,
+    /// Worker stages of each query (drawn from the seed when not given).
+    #[arg(long)]
+    pub stages: Option<usize>,
+    /// Run without faults.
+    #[arg(long)]
+    pub no_faults: bool,
+    /// Print every event of every run.
+    #[arg(long)]
+    pub trace: bool,
 }
 
 #[derive(Args)]

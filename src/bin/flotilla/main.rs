@@ -8,7 +8,9 @@ mod args;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use args::{BenchSuite, Cli, Command, CoordinatorArgs, LocalArgs, QueryArgs, SqlArgs, TpchGenArgs, WorkerArgs};
+use args::{
+    BenchSuite, Cli, Command, CoordinatorArgs, LocalArgs, QueryArgs, SimArgs, SqlArgs, TpchGenArgs, WorkerArgs,
+};
 use clap::Parser;
 use flotilla::client::{ClientError, StatementClient};
 use flotilla::format::OutputFormat;
@@ -55,7 +57,30 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Sql(args) => sql(args).await,
         Command::TpchGen(args) => generate(args).await,
         Command::Bench { suite } => bench(suite).await,
+        Command::Sim(args) => sim(args).await,
     }
+}
+
+/// Each seed runs on a single-threaded runtime of its own, off this one.
+async fn sim(args: SimArgs) -> Result<(), String> {
+    use flotilla::sim::{Policy, SimConfig};
+    let policies = match args.policy.as_str() {
+        "both" => vec![Policy::None, Policy::Task],
+        one => vec![one.parse::<Policy>()?],
+    };
+    if args.workers == 0 {
+        return Err("flotilla sim needs at least one worker (--workers N)".into());
+    }
+    let template = SimConfig {
+        stages: args.stages,
+        faults: !args.no_faults,
+        ..SimConfig::new(args.seed, policies[0], args.workers)
+    };
+    tokio::task::spawn_blocking(move || {
+        flotilla::sim::run_seeds(args.seed, args.seeds, &policies, &template, args.trace)
+    })
+    .await
+    .map_err(|e| format!("the simulator stopped: {e}"))?
 }
 
 async fn local(args: LocalArgs) -> Result<(), String> {

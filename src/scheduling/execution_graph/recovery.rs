@@ -86,10 +86,10 @@ impl ExecutionGraph {
     pub fn reset_stages_on_lost_executor(
         &mut self,
         executor_id: &str,
-    ) -> Result<(HashSet<usize>, Vec<RunningTaskInfo>), GraphError> {
+    ) -> Result<(BTreeSet<usize>, Vec<RunningTaskInfo>), GraphError> {
         let mut fx = Effects::default();
         if self.is_complete() {
-            return Ok((HashSet::new(), Vec::new()));
+            return Ok((BTreeSet::new(), Vec::new()));
         }
         for (&id, stage) in self.stages.iter_mut() {
             match &mut stage.state {
@@ -135,7 +135,7 @@ impl ExecutionGraph {
         map_partition: usize,
         path: &str,
         executor_id: &str,
-    ) -> Result<(HashSet<usize>, Vec<RunningTaskInfo>), GraphError> {
+    ) -> Result<(BTreeSet<usize>, Vec<RunningTaskInfo>), GraphError> {
         let running_job = self.status == JobStatus::Running;
         let stage = self.stage_mut(map_stage_id)?;
         if map_partition >= stage.partitions {

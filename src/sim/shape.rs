@@ -1,0 +1,114 @@
+//! The queries the simulator runs: a random DAG of stages cut as the fragmenter cuts
+//! (producers numbered below their consumers, stage 0 the coordinator's root), with
+//! partition counts, exchange kinds and, for the phased schedule, join dependencies
+//! between sibling inputs. The fragments' plans are empty: the simulated workers do
+//! not run them, they only need the stages' shape.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::physical_plan::empty::EmptyExec;
+use rand::rngs::StdRng;
+use rand::Rng;
+
+use crate::exchange::remote_source::ExchangeMode;
+use crate::plan::fragmenter::{Fragment, FragmentOutput, FragmentedPlan};
+use crate::plan::DependencyKind;
+
+/// A query's stages and the phased schedule's dependencies among them.
+pub struct QueryShape {
+    pub plan: Arc<FragmentedPlan>,
+    pub dependencies: Vec<(usize, usize, DependencyKind)>,
+}
+
+impl QueryShape {
+    /// `stages` worker stages (at least 1) of up to `max_partitions` partitions each.
+    pub fn random(rng: &mut StdRng, stages: usize, max_partitions: usize) -> QueryShape {
+        let stages = stages.max(1);
+        let n = stages + 1;
+        // consumer[s] for s in 1..n: a later stage, or the root. The last stage always
+        // feeds the root; an earlier one now and then does too (a union at the top).
+        let mut consumer = vec![None; n];
+        for (s, slot) in consumer.iter_mut().enumerate().skip(1) {
+            let to_root = s == n - 1 || rng.random_bool(0.1);
+            *slot = Some(if to_root { 0 } else { rng.random_range(s + 1..n) });
+        }
+        let partitions: Vec<usize> =
+            (0..n).map(|s| if s == 0 { 1 } else { rng.random_range(1..=max_partitions.max(1)) }).collect();
+        let inputs = |stage: usize| (1..n).filter(|&p| consumer[p] == Some(stage)).collect::<Vec<_>>();
+        let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, true)]));
+        let mut fragments = Vec::with_capacity(n);
+        let mut graph = petgraph::graph::DiGraph::new();
+        let nodes: Vec<_> = (0..n).map(|i| graph.add_node(i)).collect();
+        for s in 0..n {
+            let output = match consumer[s] {
+                None => FragmentOutput::Root,
+                Some(c) if rng.random_bool(0.25) || c == 0 => FragmentOutput::Broadcast,
+                Some(c) => FragmentOutput::Repartition { partitions: partitions[c] },
+            };
+            if let Some(c) = consumer[s] {
+                let mode = match output {
+                    FragmentOutput::Repartition { .. } => ExchangeMode::Repartition,
+                    _ => ExchangeMode::Broadcast,
+                };
+                graph.add_edge(nodes[s], nodes[c], mode);
+            }
+            let inputs = inputs(s);
+            fragments.push(Fragment {
+                id: s,
+                plan: Arc::new(EmptyExec::new(schema.clone()).with_partitions(partitions[s])),
+                output,
+                partitions: partitions[s],
+                consumer: consumer[s],
+                has_scan: inputs.is_empty(),
+                inputs,
+            });
+        }
+        // A stage with two or more inputs joins them: its first input is the build
+        // side, the second the probe side, as Trino's phased policy orders them.
+        let mut dependencies = Vec::new();
+        for f in fragments.iter().skip(1) {
+            if let [build, probe, ..] = f.inputs[..] {
+                let kind = match fragments[build].output {
+                    FragmentOutput::Broadcast => DependencyKind::BroadcastJoinBuild,
+                    _ => DependencyKind::PartitionedJoinBuild,
+                };
+                dependencies.push((build, probe, kind));
+            }
+        }
+        QueryShape { plan: Arc::new(FragmentedPlan { fragments, graph }), dependencies }
+    }
+
+    pub fn stages(&self) -> usize {
+        self.plan.fragments.len() - 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+
+    #[test]
+    fn shapes_are_dags_cut_as_the_fragmenter_cuts() {
+        for seed in 0..200 {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let shape = QueryShape::random(&mut rng, 1 + seed as usize % 12, 6);
+            let fragments = &shape.plan.fragments;
+            assert_eq!(fragments[0].output, FragmentOutput::Root);
+            assert!(!fragments[0].inputs.is_empty(), "the root reads something");
+            for f in fragments.iter().skip(1) {
+                let c = f.consumer.expect("a worker stage has a consumer");
+                assert!(c == 0 || c > f.id, "producers come before consumers");
+                assert!(fragments[c].inputs.contains(&f.id));
+                if let FragmentOutput::Repartition { partitions } = f.output {
+                    assert_eq!(partitions, fragments[c].partitions);
+                }
+            }
+            let stages = shape.plan.worker_stages();
+            crate::scheduling::phased::PhasedExecutionSchedule::new(&stages, &shape.dependencies)
+                .expect("the dependencies make a valid schedule");
+        }
+    }
+}

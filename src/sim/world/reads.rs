@@ -1,0 +1,193 @@
+//! How simulated readers read: a pipelined task (or the coordinator's root) waits
+//! for its inputs to be done producing, a spooled task (or the fault-tolerant root)
+//! reads finished outputs; either fails with a fetch failure naming an output that is
+//! gone, and every read is checked to name each input partition exactly once.
+
+use std::collections::BTreeMap;
+
+use super::{Inputs, State, World};
+use crate::error_code::ErrorCode;
+use crate::protocol::{SourceUpdate, TaskFailure, TaskId, TaskState, UpstreamTask};
+
+impl World {
+    /// Where a pipelined task (or, for None, the coordinator's root) stands with its
+    /// inputs: all done producing, some still running, or one unreadable.
+    pub(super) fn pipelined_inputs(&self, task: Option<(usize, &TaskId)>) -> Inputs {
+        let s = self.state.lock();
+        let (stage, sources, complete) = match task {
+            Some((w, id)) => match s.workers[w].tasks.get(&id.to_string()) {
+                Some(t) => (id.stage, &t.sources, &t.complete),
+                None => return Inputs::Waiting,
+            },
+            None => (0, &s.root_sources, &s.root_complete),
+        };
+        let mut waiting = false;
+        for &input in &self.plan.fragments[stage].inputs {
+            if !complete.contains(&input) {
+                waiting = true;
+                continue;
+            }
+            for u in sources.get(&input).map(Vec::as_slice).unwrap_or_default() {
+                match self.upstream_state(&s, u) {
+                    Err(f) => return Inputs::Broken(f),
+                    Ok(TaskState::Flushing | TaskState::Finished) => {}
+                    Ok(_) => waiting = true,
+                }
+            }
+        }
+        if waiting {
+            Inputs::Waiting
+        } else {
+            Inputs::Ready
+        }
+    }
+
+    /// An upstream task's state, or the fetch failure of reading it.
+    pub(super) fn upstream_state(&self, s: &State, u: &UpstreamTask) -> Result<TaskState, TaskFailure> {
+        let w = self.worker_index(u.url.trim_start_matches("http://"));
+        let unreachable = |why: &str| {
+            let message = format!("cannot read {} on {}: {why}", u.task_id, u.url);
+            TaskFailure::fetch(ErrorCode::RemoteTaskUnreachable, message, u.task_id.clone(), u.url.clone())
+        };
+        if !s.workers[w].up {
+            return Err(unreachable("its worker is down"));
+        }
+        let Some(t) = s.workers[w].tasks.get(&u.task_id.to_string()) else {
+            return Err(unreachable("the task is gone"));
+        };
+        match t.state {
+            TaskState::Failed | TaskState::Aborted | TaskState::Canceled => {
+                let message = format!("upstream task {} failed", u.task_id);
+                Err(TaskFailure::fetch(ErrorCode::RemoteTaskFailed, message, u.task_id.clone(), u.url.clone()))
+            }
+            _ if t.output_lost => Err(unreachable("its output is lost")),
+            state => Ok(state),
+        }
+    }
+
+    /// A spooled task reads every input partition's output once, at its start.
+    pub(super) fn read_spooled_inputs(&self, w: usize, id: &TaskId) -> Result<(), TaskFailure> {
+        let sources = {
+            let s = self.state.lock();
+            match s.workers[w].tasks.get(&id.to_string()) {
+                Some(t) => t.sources.clone(),
+                None => return Ok(()),
+            }
+        };
+        self.read_spooled(&format!("{id}"), self.plan.fragments[id.stage].inputs.clone(), &sources)
+    }
+
+    /// Reads spooled outputs: every partition of every input stage exactly once, from
+    /// a finished attempt, or the fetch failure of the first that cannot be read.
+    pub fn read_spooled(
+        &self,
+        reader: &str,
+        inputs: Vec<usize>,
+        sources: &BTreeMap<usize, Vec<UpstreamTask>>,
+    ) -> Result<(), TaskFailure> {
+        let s = self.state.lock();
+        for input in inputs {
+            let list = sources.get(&input).map(Vec::as_slice).unwrap_or_default();
+            for u in list {
+                match self.upstream_state(&s, u) {
+                    Err(f) => return Err(f),
+                    Ok(TaskState::Finished) => {}
+                    Ok(state) => {
+                        let message = format!("{reader} was given {} while it was {state:?}", u.task_id);
+                        drop(s);
+                        self.violation(message.clone());
+                        return Err(TaskFailure::new(ErrorCode::GenericInternalError, message));
+                    }
+                }
+            }
+            let partitions = self.plan.fragments[input].partitions;
+            if let Err(why) = covers_once(list, partitions) {
+                drop(s);
+                self.violation(format!("{reader} reads stage {input} wrong: {why}"));
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// The coordinator's pipelined root learns where its inputs run.
+    pub fn add_root_source(&self, update: SourceUpdate) {
+        {
+            let mut s = self.state.lock();
+            let known = s.root_sources.entry(update.stage).or_default();
+            for t in update.tasks {
+                if !known.contains(&t) {
+                    known.push(t);
+                }
+            }
+            if update.no_more {
+                s.root_complete.insert(update.stage);
+            }
+        }
+        self.bump();
+    }
+
+    /// The pipelined root reads until every input is done producing (or, with the
+    /// seed's `root_limit`, until its first input is: a LIMIT that stops early and
+    /// leaves pages nobody reads); a broken input fails it.
+    pub async fn run_pipelined_root(&self) -> Result<(), TaskFailure> {
+        loop {
+            let change = self.next_change();
+            let limit_reached = self.params.root_limit && self.root_has_some_input();
+            match self.pipelined_inputs(None) {
+                Inputs::Ready => break,
+                Inputs::Broken(f) => return Err(f),
+                Inputs::Waiting if limit_reached => break,
+                Inputs::Waiting => {}
+            }
+            change.await;
+        }
+        if !self.params.root_limit {
+            let s = self.state.lock();
+            for &input in &self.plan.fragments[0].inputs {
+                let list = s.root_sources.get(&input).map(Vec::as_slice).unwrap_or_default();
+                if let Err(why) = covers_once(list, self.plan.fragments[input].partitions) {
+                    drop(s);
+                    self.violation(format!("the root reads stage {input} wrong: {why}"));
+                    break;
+                }
+            }
+        }
+        let at = self.now_ms();
+        self.state.lock().record.root_done_at = Some(at);
+        self.event("the root has every row");
+        self.bump();
+        Ok(())
+    }
+
+    pub(super) fn root_has_some_input(&self) -> bool {
+        let s = self.state.lock();
+        s.root_sources
+            .values()
+            .flatten()
+            .any(|u| matches!(self.upstream_state(&s, u), Ok(TaskState::Flushing | TaskState::Finished)))
+    }
+
+    pub fn mark_root_done(&self) {
+        let at = self.now_ms();
+        self.state.lock().record.root_done_at = Some(at);
+        self.event("the root has every row");
+    }
+}
+
+/// Whether `tasks` name each of `partitions` exactly once.
+fn covers_once(tasks: &[UpstreamTask], partitions: usize) -> Result<(), String> {
+    let mut seen = vec![0usize; partitions.max(1)];
+    for t in tasks {
+        for &p in &t.partitions {
+            match seen.get_mut(p) {
+                Some(n) => *n += 1,
+                None => return Err(format!("{} names partition {p} of {partitions}", t.task_id)),
+            }
+        }
+    }
+    match seen.iter().position(|&n| n != 1) {
+        Some(p) => Err(format!("partition {p} is named {} times", seen[p])),
+        None => Ok(()),
+    }
+}
