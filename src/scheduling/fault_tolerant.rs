@@ -42,6 +42,9 @@ use crate::protocol::{Base64Bytes, SourceUpdate, TaskFailure, TaskId, TaskState,
 /// The executor id the graph knows the coordinator's root stage by.
 pub const COORDINATOR: &str = "coordinator";
 
+/// How stale the graph's text in query info may be while the query runs.
+const DISPLAY_INTERVAL: Duration = Duration::from_millis(250);
+
 /// How long a superseded attempt may still report what it could not read.
 const SUPERSEDED_GRACE: Duration = Duration::from_secs(2);
 
@@ -119,8 +122,9 @@ pub struct FaultTolerantQueryScheduler {
     /// Each attempt's creation and status polling, owned here: it ends when told
     /// (`stop_pollers`), and is aborted should the scheduler be dropped untold.
     attempts: JoinSet<()>,
-    /// The graph as text, refreshed every round, for query info.
+    /// The graph as text, for query info (`refresh_display`).
     display: Arc<Mutex<String>>,
+    displayed: Option<Instant>,
     last_failure: Option<TaskFailureReport>,
 }
 
@@ -171,6 +175,7 @@ impl FaultTolerantQueryScheduler {
             stop_pollers,
             attempts: JoinSet::new(),
             display,
+            displayed: None,
             last_failure: None,
         })
     }
@@ -187,6 +192,23 @@ impl FaultTolerantQueryScheduler {
     /// Runs every stage, the root last, until the root has delivered all rows or the
     /// graph gives up. Cancel by dropping the future.
     pub async fn run(&mut self, root: Arc<dyn RootStage>) -> Result<(), SchedulerError> {
+        let outcome = self.run_rounds(root).await;
+        self.refresh_display(true);
+        outcome
+    }
+
+    /// Renders the graph for query info: at most every `DISPLAY_INTERVAL` while the
+    /// query runs, and at its end. A render is linear in the graph's tasks; one per
+    /// round, and a round per status change, made a query of 100,000 tasks quadratic.
+    fn refresh_display(&mut self, end: bool) {
+        let now = Instant::now();
+        if end || self.displayed.is_none_or(|at| now.duration_since(at) >= DISPLAY_INTERVAL) {
+            *self.display.lock() = self.graph.to_string();
+            self.displayed = Some(now);
+        }
+    }
+
+    async fn run_rounds(&mut self, root: Arc<dyn RootStage>) -> Result<(), SchedulerError> {
         let mut wake = self.changed.subscribe();
         let mut root_run: Option<(usize, BoxFuture<'static, Result<(), RootFailure>>)> = None;
         loop {
@@ -211,7 +233,6 @@ impl FaultTolerantQueryScheduler {
                 }
             }
             if self.graph.is_successful() {
-                *self.display.lock() = self.graph.to_string();
                 return Ok(());
             }
             if root_run.is_none() && self.root_available() {
@@ -230,7 +251,7 @@ impl FaultTolerantQueryScheduler {
             }
             self.launch_tasks()?;
             self.refresh_stage_states();
-            *self.display.lock() = self.graph.to_string();
+            self.refresh_display(false);
             let root_done = async {
                 match root_run.as_mut() {
                     Some((_, f)) => f.await,
@@ -248,7 +269,6 @@ impl FaultTolerantQueryScheduler {
             if let Some(result) = outcome {
                 let (attempt, _) = root_run.take().expect("the root was running");
                 if self.apply_root_result(attempt, result)? {
-                    *self.display.lock() = self.graph.to_string();
                     return Ok(());
                 }
             }
@@ -486,13 +506,16 @@ impl FaultTolerantQueryScheduler {
             }
             return Ok(());
         }
+        // Counted once, not once per worker: at a thousand workers that was a
+        // million comparisons a round.
+        let mut running_on: BTreeMap<&str, usize> = BTreeMap::new();
+        for t in self.running.values() {
+            *running_on.entry(t.worker().node_id.as_str()).or_default() += 1;
+        }
+        let slots = self.limits.slots_per_worker;
         let mut free: Vec<usize> = live
             .iter()
-            .map(|w| {
-                self.limits
-                    .slots_per_worker
-                    .saturating_sub(self.running.values().filter(|t| t.worker().node_id == w.node_id).count())
-            })
+            .map(|w| slots.saturating_sub(running_on.get(w.node_id.as_str()).copied().unwrap_or(0)))
             .collect();
         let start = self
             .settings

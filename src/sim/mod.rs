@@ -81,11 +81,13 @@ pub struct SimConfig {
     pub stages: Option<usize>,
     /// Faults on (the default) or a calm run.
     pub faults: bool,
+    /// Most partitions a stage may have (6 by default): more for bigger queries.
+    pub partitions: usize,
 }
 
 impl SimConfig {
     pub fn new(seed: u64, policy: Policy, workers: usize) -> Self {
-        SimConfig { seed, policy, workers: workers.max(1), stages: None, faults: true }
+        SimConfig { seed, policy, workers: workers.max(1), stages: None, faults: true, partitions: 6 }
     }
 
     /// The command that runs this seed again, with its trace.
@@ -97,6 +99,9 @@ impl SimConfig {
         }
         if !self.faults {
             cmd.push_str(" --no-faults");
+        }
+        if self.partitions != 6 {
+            let _ = write!(cmd, " --partitions {}", self.partitions);
         }
         cmd.push_str(" --trace");
         cmd
@@ -169,7 +174,7 @@ pub fn run_seed(config: &SimConfig, codec: &crate::codec::FlotillaCodec) -> SimR
 pub(crate) fn draw(config: &SimConfig) -> (StdRng, QueryShape, Schedule, SimParams) {
     let mut rng = StdRng::seed_from_u64(config.seed);
     let stages = config.stages.unwrap_or_else(|| rng.random_range(1..=8));
-    let shape = QueryShape::random(&mut rng, stages, 6);
+    let shape = QueryShape::random(&mut rng, stages, config.partitions);
     let schedule = if rng.random_bool(0.5) { Schedule::Phased } else { Schedule::AllAtOnce };
     let params = SimParams::draw(&mut rng, config.policy, config.workers, config.faults);
     (rng, shape, schedule, params)

@@ -54,6 +54,9 @@ pub struct SimArgs {
     /// Worker stages of each query (drawn from the seed when not given).
     #[arg(long)]
     pub stages: Option<usize>,
+    /// Most partitions a stage may have.
+    #[arg(long, default_value_t = 6)]
+    pub partitions: usize,
     /// Run without faults.
     #[arg(long)]
     pub no_faults: bool,

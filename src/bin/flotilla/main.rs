@@ -74,6 +74,7 @@ async fn sim(args: SimArgs) -> Result<(), String> {
     let template = SimConfig {
         stages: args.stages,
         faults: !args.no_faults,
+        partitions: args.partitions.max(1),
         ..SimConfig::new(args.seed, policies[0], args.workers)
     };
     tokio::task::spawn_blocking(move || {
