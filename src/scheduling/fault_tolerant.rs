@@ -587,6 +587,7 @@ impl FaultTolerantQueryScheduler {
 
     /// Upstream locations of a task: every partition's successful attempt.
     fn sources_for(&self, desc: &TaskDescription) -> Vec<SourceUpdate> {
+        // In stage order: the locations are keyed by stage in an ordered map.
         let mut updates: Vec<SourceUpdate> = desc
             .input_locations
             .iter()
@@ -596,7 +597,6 @@ impl FaultTolerantQueryScheduler {
                 no_more: true,
             })
             .collect();
-        updates.sort_by_key(|u| u.stage);
         if super::planted::is(super::planted::Bug::DoubleRead) {
             // Names one upstream output twice: its reader would count its rows twice.
             if let Some(first) = updates.iter_mut().find_map(|u| u.tasks.first().cloned().map(|t| (u, t))) {

@@ -339,16 +339,8 @@ impl World {
         }
         let task = worker.tasks.get_mut(&key).expect("present");
         task.last_contact = now;
-        for SourceUpdate { stage, tasks, no_more } in &req.sources {
-            let known = task.sources.entry(*stage).or_default();
-            for t in tasks {
-                if !known.contains(t) {
-                    known.push(t.clone());
-                }
-            }
-            if *no_more {
-                task.complete.insert(*stage);
-            }
+        for update in &req.sources {
+            merge_sources(&mut task.sources, &mut task.complete, update);
         }
         drop(guard);
         if created {
@@ -521,6 +513,24 @@ impl World {
                     && readers.iter().all(|t| matches!(t.state, TaskState::Flushing | TaskState::Finished))
             }
         }
+    }
+}
+
+/// Adds an update's upstream tasks to what a reader knows, each once (updates may
+/// come twice), and marks the stage complete when the update says so.
+fn merge_sources(
+    sources: &mut BTreeMap<usize, Vec<UpstreamTask>>,
+    complete: &mut BTreeSet<usize>,
+    update: &SourceUpdate,
+) {
+    let known = sources.entry(update.stage).or_default();
+    for t in &update.tasks {
+        if !known.contains(t) {
+            known.push(t.clone());
+        }
+    }
+    if update.no_more {
+        complete.insert(update.stage);
     }
 }
 

@@ -276,11 +276,7 @@ async fn metrics(State(m): Mgr) -> Response {
     let mut e = crate::metrics::Exposition::default();
     let all = [Planned, Running, Flushing, Finished, Canceled, Aborted, Failed];
     e.state_counts("flotilla_tasks", "Tasks held by this worker, by state.", &all, &states);
-    e.gauge(
-        "flotilla_output_buffer_bytes",
-        "Bytes in this worker's output buffers.",
-        m.node_info().buffered_bytes as f64,
-    );
+    e.gauge("flotilla_output_buffer_bytes", "Bytes in this worker's output buffers.", m.buffered_bytes() as f64);
     let memory = m.memory();
     e.gauge("flotilla_memory_pool_bytes", "Size of this worker's memory pool.", memory.settings().pool_bytes as f64);
     e.gauge("flotilla_memory_reserved_bytes", "Bytes reserved in this worker's memory pool.", memory.reserved() as f64);

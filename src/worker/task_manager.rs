@@ -299,7 +299,14 @@ impl SqlTaskManager {
         v
     }
 
+    /// Bytes in all tasks' output buffers.
+    pub fn buffered_bytes(&self) -> u64 {
+        self.tasks.read().values().map(|t| t.buffered_bytes()).sum()
+    }
+
     pub fn node_info(&self) -> NodeInfo {
+        // Walks the allocator's arenas: not under the task table's lock.
+        let heap_used = crate::util::heap_used_bytes();
         let tasks = self.tasks.read();
         NodeInfo {
             node_id: self.node_id.clone(),
@@ -309,7 +316,7 @@ impl SqlTaskManager {
             running_tasks: tasks.values().filter(|t| !t.state().is_done()).count(),
             buffered_bytes: tasks.values().map(|t| t.buffered_bytes()).sum(),
             uptime_ms: self.started.elapsed().as_millis() as u64,
-            heap_used: crate::util::heap_used_bytes(),
+            heap_used,
         }
     }
 

@@ -330,7 +330,6 @@ fn status_bytes(pid: u32, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// `GET /v1/query/{id}` of the coordinator at `base`: the query's info.
 /// Heap bytes a node has in use (its `/v1/info`'s `heapUsed`, a worker's
 /// `heap_used`): unlike the resident size, free memory its allocator keeps is not in it.
 pub async fn heap_used(base: &str) -> u64 {
@@ -340,6 +339,7 @@ pub async fn heap_used(base: &str) -> u64 {
     used.unwrap_or_else(|| panic!("no heap figure in {info}"))
 }
 
+/// `GET /v1/query/{id}` of the coordinator at `base`: the query's info.
 pub async fn query_info(base: &str, id: &str) -> Value {
     reqwest::get(format!("{base}/v1/query/{id}"))
         .await

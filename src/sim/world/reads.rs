@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Inputs, State, World};
+use super::{merge_sources, Inputs, State, World};
 use crate::error_code::ErrorCode;
 use crate::protocol::{SourceUpdate, TaskFailure, TaskId, TaskState, UpstreamTask};
 
@@ -113,16 +113,9 @@ impl World {
     /// The coordinator's pipelined root learns where its inputs run.
     pub fn add_root_source(&self, update: SourceUpdate) {
         {
-            let mut s = self.state.lock();
-            let known = s.root_sources.entry(update.stage).or_default();
-            for t in update.tasks {
-                if !known.contains(&t) {
-                    known.push(t);
-                }
-            }
-            if update.no_more {
-                s.root_complete.insert(update.stage);
-            }
+            let mut guard = self.state.lock();
+            let s = &mut *guard;
+            merge_sources(&mut s.root_sources, &mut s.root_complete, &update);
         }
         self.bump();
     }
@@ -153,9 +146,7 @@ impl World {
                 }
             }
         }
-        let at = self.now_ms();
-        self.state.lock().record.root_done_at = Some(at);
-        self.event("the root has every row");
+        self.mark_root_done();
         self.bump();
         Ok(())
     }
