@@ -70,7 +70,7 @@ pub(super) struct QueryProgress {
     /// The write whose update count the client gets (the last attempt's).
     pub update: Option<Arc<super::table_commit::TableCommit>>,
     /// The `ExecutionGraph` as text (retry_policy=task), kept current by its scheduler.
-    pub graph: Option<Arc<Mutex<String>>>,
+    pub graph: Option<Arc<crate::scheduling::fault_tolerant::GraphText>>,
     /// Why the query was stopped from outside: USER_CANCELED, ABANDONED_QUERY.
     pub cancel_reason: Option<QueryError>,
     /// When the client last asked for results (`query.client.timeout`).
@@ -425,7 +425,7 @@ impl QueryExecution {
             memory: stages.iter().fold(Default::default(), |m, s| m + s.memory),
             stages,
             fragment_dag,
-            execution_graph: graph.map(|g| g.lock().clone()),
+            execution_graph: graph.map(|g| g.read()),
         }
     }
 

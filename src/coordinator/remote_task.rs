@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::{BoxFuture, FutureExt};
-use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::cluster::node_manager::NodeManager;
@@ -20,7 +19,7 @@ use crate::cluster::node_manager::WorkerNode;
 use crate::error_code::{ApiCode, ErrorCode};
 use crate::http::{describe_request_error, is_connection_refused, ErrorBudget};
 use crate::protocol::{self, ErrorBody, TaskFailure, TaskId, TaskState, TaskStatus, TaskUpdateRequest};
-use crate::scheduling::remote_task::{planned_status, RemoteTask, RemoteTaskError, RemoteTaskFactory};
+use crate::scheduling::remote_task::{planned_status, RemoteTask, RemoteTaskError, RemoteTaskFactory, TaskStatusCell};
 
 #[derive(Debug)]
 pub struct HttpRemoteTask {
@@ -28,7 +27,7 @@ pub struct HttpRemoteTask {
     pub worker: WorkerNode,
     pub partitions: Vec<usize>,
     http: reqwest::Client,
-    status: Mutex<TaskStatus>,
+    status: TaskStatusCell,
     max_error_duration: Duration,
     /// Bumped on every status change; the stage and scheduler watch it.
     changed: watch::Sender<u64>,
@@ -65,7 +64,7 @@ impl HttpRemoteTask {
             worker,
             partitions,
             http,
-            status: Mutex::new(status),
+            status: TaskStatusCell::new(status),
             max_error_duration,
             changed,
             creating,
@@ -147,17 +146,7 @@ impl HttpRemoteTask {
     }
 
     fn set_status(&self, status: TaskStatus) {
-        let changed = {
-            let mut cur = self.status.lock();
-            // Final states are final even if a late poll says otherwise.
-            if cur.state.is_done() || *cur == status {
-                false
-            } else {
-                *cur = status;
-                true
-            }
-        };
-        if changed {
+        if self.status.replace(status) {
             self.changed.send_modify(|v| *v += 1);
         }
     }
@@ -179,7 +168,7 @@ impl HttpRemoteTask {
     }
 
     fn fail(&self, code: ErrorCode, message: String) {
-        let mut s = self.status.lock().clone();
+        let mut s = self.status.get();
         s.state = TaskState::Failed;
         s.failure = Some(TaskFailure::new(code, message));
         self.set_status(s);
@@ -193,7 +182,7 @@ impl HttpRemoteTask {
         let mut budget = self.error_budget();
         // The version the worker last reported: a done task's cached status no longer
         // follows the worker's, and asking with a stale version would not wait.
-        let mut version = self.status.lock().version;
+        let mut version = self.status.version();
         loop {
             if *stop.borrow() {
                 return;
@@ -300,7 +289,15 @@ impl RemoteTask for HttpRemoteTask {
     }
 
     fn status(&self) -> TaskStatus {
-        self.status.lock().clone()
+        self.status.get()
+    }
+
+    fn state(&self) -> TaskState {
+        self.status.state()
+    }
+
+    fn output_buffer_full(&self) -> bool {
+        self.status.output_buffer_full()
     }
 
     fn send_update(&self, req: TaskUpdateRequest) -> BoxFuture<'_, Result<(), RemoteTaskError>> {

@@ -17,6 +17,7 @@
 //! Built and driven by `QueryExecution` when the session says `retry_policy=task`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,6 +45,22 @@ pub const COORDINATOR: &str = "coordinator";
 
 /// How stale the graph's text in query info may be while the query runs.
 const DISPLAY_INTERVAL: Duration = Duration::from_millis(250);
+
+/// The execution graph as text, for query info: rendered by the scheduler when
+/// asked (`FaultTolerantQueryScheduler::refresh_display`).
+#[derive(Debug, Default)]
+pub struct GraphText {
+    text: Mutex<String>,
+    wanted: AtomicBool,
+}
+
+impl GraphText {
+    /// The last render, asking for a fresh one at the scheduler's next round.
+    pub fn read(&self) -> String {
+        self.wanted.store(true, Ordering::Relaxed);
+        self.text.lock().clone()
+    }
+}
 
 /// How long a superseded attempt may still report what it could not read.
 const SUPERSEDED_GRACE: Duration = Duration::from_secs(2);
@@ -123,7 +140,7 @@ pub struct FaultTolerantQueryScheduler {
     /// (`stop_pollers`), and is aborted should the scheduler be dropped untold.
     attempts: JoinSet<()>,
     /// The graph as text, for query info (`refresh_display`).
-    display: Arc<Mutex<String>>,
+    display: Arc<GraphText>,
     displayed: Option<Instant>,
     last_failure: Option<TaskFailureReport>,
 }
@@ -160,7 +177,7 @@ impl FaultTolerantQueryScheduler {
         }
         let workers = settings.workers.iter().map(|w| (w.node_id.clone(), w.clone())).collect();
         let (stop_pollers, _) = watch::channel(false);
-        let display = Arc::new(Mutex::new(graph.to_string()));
+        let display = Arc::new(GraphText { text: Mutex::new(graph.to_string()), wanted: AtomicBool::new(false) });
         Ok(FaultTolerantQueryScheduler {
             settings,
             limits,
@@ -185,7 +202,7 @@ impl FaultTolerantQueryScheduler {
     }
 
     /// The graph rendered as text, kept current while the query runs.
-    pub fn display(&self) -> Arc<Mutex<String>> {
+    pub fn display(&self) -> Arc<GraphText> {
         self.display.clone()
     }
 
@@ -197,13 +214,16 @@ impl FaultTolerantQueryScheduler {
         outcome
     }
 
-    /// Renders the graph for query info: at most every `DISPLAY_INTERVAL` while the
-    /// query runs, and at its end. A render is linear in the graph's tasks; one per
-    /// round, and a round per status change, made a query of 100,000 tasks quadratic.
+    /// Renders the graph for query info: while the query runs, only when query info
+    /// asked for it since the last render and at most every `DISPLAY_INTERVAL`; and
+    /// at its end. A render is linear in the graph's tasks: one per round made a
+    /// query quadratic in its tasks, and one per interval made a long query so
+    /// (`sim::scale` showed both).
     fn refresh_display(&mut self, end: bool) {
         let now = Instant::now();
-        if end || self.displayed.is_none_or(|at| now.duration_since(at) >= DISPLAY_INTERVAL) {
-            *self.display.lock() = self.graph.to_string();
+        let due = self.displayed.is_none_or(|at| now.duration_since(at) >= DISPLAY_INTERVAL);
+        if end || (due && self.display.wanted.swap(false, Ordering::Relaxed)) {
+            *self.display.text.lock() = self.graph.to_string();
             self.displayed = Some(now);
         }
     }
@@ -307,7 +327,7 @@ impl FaultTolerantQueryScheduler {
         let mut done = Vec::new();
         let mut unreadable = Vec::new();
         for (&(stage, partition), task) in &self.running {
-            let state = match task.status().state {
+            let state = match task.state() {
                 TaskState::Finished => TaskUpdateState::Successful { path: task.task_id().to_string() },
                 TaskState::Failed => {
                     let failure = task.failure().expect("a failed task has a failure");
@@ -484,7 +504,7 @@ impl FaultTolerantQueryScheduler {
             keep
         });
         self.superseded.retain(|(task, since)| {
-            let expired = task.status().state.is_done() || now.duration_since(*since) >= SUPERSEDED_GRACE;
+            let expired = task.state().is_done() || now.duration_since(*since) >= SUPERSEDED_GRACE;
             if expired {
                 let task = task.clone();
                 tokio::spawn(async move { task.delete(true).await });

@@ -100,6 +100,19 @@ pub struct PipelinedQueryScheduler {
     /// The tasks' status pollers, owned here: they end when told (`stop_pollers`), and
     /// are aborted should the scheduler be dropped without being told.
     pollers: JoinSet<()>,
+    /// What each stage looked like at the version last seen: a round looks again only
+    /// at stages that changed, so a round costs the changed stages' tasks, not all
+    /// tasks of the query (quadratic in tasks at a thousand workers, `sim::scale`).
+    views: BTreeMap<usize, StageView>,
+}
+
+/// A stage as a scheduling round last saw it.
+#[derive(Clone)]
+struct StageView {
+    version: u64,
+    state: StageState,
+    full_output: bool,
+    failure: Option<TaskFailureReport>,
 }
 
 /// Tasks of a stage: one per worker, never more than its partitions.
@@ -164,6 +177,7 @@ impl PipelinedQueryScheduler {
             stop_pollers,
             pollers: JoinSet::new(),
             dynamic_filters: vec![],
+            views: BTreeMap::new(),
         }
     }
 
@@ -190,10 +204,11 @@ impl PipelinedQueryScheduler {
             // that stalled about one query in a few hundred by up to half a second).
             let mut waits: Vec<BoxFuture<'static, ()>> = self.stages.values().map(|s| s.wait_changed()).collect();
             let planted_late = planted::is(planted::Bug::LateWakeup);
-            let states: BTreeMap<usize, StageState> = self.stages.values().map(|s| (s.id(), s.refresh())).collect();
+            self.fail_tasks_on_lost_workers();
+            self.look_at_changed_stages();
             self.check_failures()?;
-            let full: BTreeSet<usize> =
-                self.stages.values().filter(|s| s.has_full_output_buffer()).map(|s| s.id()).collect();
+            let states: BTreeMap<usize, StageState> = self.views.iter().map(|(id, v)| (*id, v.state)).collect();
+            let full: BTreeSet<usize> = self.views.iter().filter(|(_, v)| v.full_output).map(|(id, _)| *id).collect();
             let mut ready = self.schedule.get_stages_to_schedule(&states, &full);
             ready.sort_unstable();
             if !ready.is_empty() {
@@ -250,31 +265,46 @@ impl PipelinedQueryScheduler {
 
     /// A task on a worker that stopped sending heartbeats is failed here: its status
     /// link may still look alive to nobody, and waiting for request errors is slower.
+    /// The query's workers are looked at first, its tasks only when one is lost.
     fn fail_tasks_on_lost_workers(&self) {
         let Some(nodes) = &self.settings.nodes else { return };
+        let lost: BTreeSet<&str> =
+            self.settings.workers.iter().filter(|w| !nodes.is_alive(&w.node_id)).map(|w| w.node_id.as_str()).collect();
+        if lost.is_empty() {
+            return;
+        }
         for s in self.stages.values() {
             for t in s.tasks() {
                 let worker = t.worker();
-                if !t.status().state.is_done() && !nodes.is_alive(&worker.node_id) {
+                if lost.contains(worker.node_id.as_str()) && !t.state().is_done() {
                     t.mark_failed(ErrorCode::RemoteHostGone, nodes.lost_message(worker));
                 }
             }
         }
     }
 
-    fn check_failures(&self) -> Result<(), SchedulerError> {
-        self.fail_tasks_on_lost_workers();
-        let mut failures: Vec<TaskFailureReport> = Vec::new();
+    /// Derives again the state, full buffers and failure of each stage that changed
+    /// since the last round. The version is read first: a change during the look
+    /// shows as a new version next round.
+    fn look_at_changed_stages(&mut self) {
         for s in self.stages.values() {
-            if let Some((task, failure)) = s.failed_task() {
-                failures.push(TaskFailureReport {
-                    stage: s.id(),
-                    task: task.task_id().clone(),
-                    worker: task.worker().url.clone(),
-                    failure,
-                });
+            let version = s.version();
+            if self.views.get(&s.id()).is_some_and(|v| v.version == version) {
+                continue;
             }
+            let failure = s.failed_task().map(|(task, failure)| TaskFailureReport {
+                stage: s.id(),
+                task: task.task_id().clone(),
+                worker: task.worker().url.clone(),
+                failure,
+            });
+            let view = StageView { version, state: s.refresh(), full_output: s.has_full_output_buffer(), failure };
+            self.views.insert(s.id(), view);
         }
+    }
+
+    fn check_failures(&self) -> Result<(), SchedulerError> {
+        let failures: Vec<TaskFailureReport> = self.views.values().filter_map(|v| v.failure.clone()).collect();
         match pick_root_cause(failures) {
             Some(r) => Err(SchedulerError::TaskFailed(Box::new(r))),
             None => Ok(()),

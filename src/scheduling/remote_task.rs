@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
+use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::cluster::node_manager::WorkerNode;
@@ -44,6 +45,14 @@ pub trait RemoteTask: Send + Sync + fmt::Debug {
     fn partitions(&self) -> &[usize];
     /// The last status known; final states stay final.
     fn status(&self) -> TaskStatus;
+    /// The last state known, without a copy of the whole status.
+    fn state(&self) -> TaskState {
+        self.status().state
+    }
+    /// Whether the task said its output buffer is over its limit.
+    fn output_buffer_full(&self) -> bool {
+        self.status().output_buffer_overutilized
+    }
     /// Creates the task (a request with a fragment) or sends it a later update.
     fn send_update(&self, req: TaskUpdateRequest) -> BoxFuture<'_, Result<(), RemoteTaskError>>;
     /// Marks a create as under way before it is handed to another tokio task, so a
@@ -69,6 +78,9 @@ pub trait RemoteTask: Send + Sync + fmt::Debug {
 
     /// The task's failure, with a generic one when it failed without saying why.
     fn failure(&self) -> Option<TaskFailure> {
+        if self.state() != TaskState::Failed {
+            return None;
+        }
         let s = self.status();
         (s.state == TaskState::Failed)
             .then(|| s.failure.unwrap_or_else(|| TaskFailure::new(ErrorCode::RemoteTaskError, "task failed")))
@@ -103,6 +115,57 @@ pub async fn delete_all(tasks: Vec<Arc<dyn RemoteTask>>, abort: bool, is_lost: i
         delete_in_background(t, abort);
     }
     futures::future::join_all(reachable.iter().map(|t| t.delete(abort))).await;
+}
+
+/// A remote task's last known status, as the coordinator keeps it: final states
+/// stay final whatever a late poll says. Shared by every `RemoteTask`, so the rule is
+/// written once.
+#[derive(Debug)]
+pub struct TaskStatusCell(Mutex<TaskStatus>);
+
+impl TaskStatusCell {
+    pub fn new(status: TaskStatus) -> Self {
+        TaskStatusCell(Mutex::new(status))
+    }
+
+    pub fn get(&self) -> TaskStatus {
+        self.0.lock().clone()
+    }
+
+    pub fn state(&self) -> TaskState {
+        self.0.lock().state
+    }
+
+    pub fn version(&self) -> u64 {
+        self.0.lock().version
+    }
+
+    pub fn output_buffer_full(&self) -> bool {
+        self.0.lock().output_buffer_overutilized
+    }
+
+    /// Takes `status` unless the known one is final or the same; whether it changed.
+    pub fn replace(&self, status: TaskStatus) -> bool {
+        let mut cur = self.0.lock();
+        if cur.state.is_done() || *cur == status {
+            return false;
+        }
+        *cur = status;
+        true
+    }
+
+    /// Changes the status in place (a new version) unless it is final; whether it
+    /// changed. The schedulers' fake tasks change theirs so.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn modify(&self, f: impl FnOnce(&mut TaskStatus)) -> bool {
+        let mut cur = self.0.lock();
+        if cur.state.is_done() {
+            return false;
+        }
+        f(&mut cur);
+        cur.version += 1;
+        true
+    }
 }
 
 /// The status of a task nobody has heard from yet.

@@ -106,13 +106,19 @@ impl StageExecution {
         }
     }
 
+    /// Bumped by every change of the stage and of its tasks: a scheduler that saw
+    /// this version need not look at the tasks again.
+    pub fn version(&self) -> u64 {
+        *self.changed.borrow()
+    }
+
     /// Derives the stage state from its tasks' states.
     pub fn refresh(&self) -> StageState {
         let tasks = self.tasks();
         if tasks.len() < self.task_count || self.state() == StageState::Planned {
             return self.state();
         }
-        let states: Vec<TaskState> = tasks.iter().map(|t| t.status().state).collect();
+        let states: Vec<TaskState> = tasks.iter().map(|t| t.state()).collect();
         let target = if states.contains(&TaskState::Failed) {
             StageState::Failed
         } else if states.iter().all(|s| *s == TaskState::Finished) {
@@ -129,7 +135,7 @@ impl StageExecution {
     }
 
     pub fn has_full_output_buffer(&self) -> bool {
-        self.tasks().iter().any(|t| t.status().output_buffer_overutilized)
+        self.tasks().iter().any(|t| t.output_buffer_full())
     }
 
     pub fn upstream_tasks(&self) -> Vec<UpstreamTask> {
@@ -144,7 +150,8 @@ impl StageExecution {
     }
 
     pub(crate) fn failed_task(&self) -> Option<(Arc<dyn RemoteTask>, TaskFailure)> {
-        self.tasks().into_iter().find_map(|t| t.failure().map(|f| (t, f)))
+        let tasks = self.tasks.lock();
+        tasks.iter().find_map(|t| t.failure().map(|f| (t.clone(), f)))
     }
 
     /// Resolves at the first change after this call: it subscribes now, not when

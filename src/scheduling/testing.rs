@@ -11,7 +11,7 @@ use futures::future::{BoxFuture, FutureExt};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use super::remote_task::{planned_status, RemoteTask, RemoteTaskError, RemoteTaskFactory};
+use super::remote_task::{planned_status, RemoteTask, RemoteTaskError, RemoteTaskFactory, TaskStatusCell};
 use crate::cluster::node_manager::WorkerNode;
 use crate::error_code::ErrorCode;
 use crate::exchange::remote_source::ExchangeMode;
@@ -23,7 +23,7 @@ pub struct FakeRemoteTask {
     task_id: TaskId,
     worker: WorkerNode,
     partitions: Vec<usize>,
-    status: Mutex<TaskStatus>,
+    status: TaskStatusCell,
     changed: watch::Sender<u64>,
     /// Every create or update the scheduler sent, in order.
     pub requests: Mutex<Vec<TaskUpdateRequest>>,
@@ -33,15 +33,9 @@ pub struct FakeRemoteTask {
 
 impl FakeRemoteTask {
     fn update(&self, f: impl FnOnce(&mut TaskStatus)) {
-        {
-            let mut s = self.status.lock();
-            if s.state.is_done() {
-                return;
-            }
-            f(&mut s);
-            s.version += 1;
+        if self.status.modify(f) {
+            self.changed.send_modify(|v| *v += 1);
         }
-        self.changed.send_modify(|v| *v += 1);
     }
 
     /// What the worker would report next.
@@ -97,7 +91,7 @@ impl RemoteTask for FakeRemoteTask {
     }
 
     fn status(&self) -> TaskStatus {
-        self.status.lock().clone()
+        self.status.get()
     }
 
     fn send_update(&self, req: TaskUpdateRequest) -> BoxFuture<'_, Result<(), RemoteTaskError>> {
@@ -150,7 +144,7 @@ impl RemoteTaskFactory for FakeCluster {
         changed: watch::Sender<u64>,
     ) -> Arc<dyn RemoteTask> {
         let task = Arc::new(FakeRemoteTask {
-            status: Mutex::new(planned_status(&task_id, &worker)),
+            status: TaskStatusCell::new(planned_status(&task_id, &worker)),
             task_id,
             worker,
             partitions,

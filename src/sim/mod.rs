@@ -22,6 +22,7 @@ mod invariants;
 mod params;
 mod query;
 mod remote_task;
+mod scale;
 mod shape;
 mod world;
 
@@ -34,6 +35,7 @@ use rand::{Rng, SeedableRng};
 
 pub use params::{Fault, SimParams};
 pub use query::Outcome;
+pub use scale::{run_grid, run_scale, ScaleConfig, ScaleReport};
 pub use shape::QueryShape;
 
 /// The retry policy the simulated query runs under.

@@ -103,9 +103,9 @@ async fn run_pipelined(
     let sink = Arc::new(RootSink(world.clone()));
     let mut scheduler = PipelinedQueryScheduler::new(settings(world, codec), world.plan.clone(), schedule, sink);
     let root = async { world.run_pipelined_root().await.map_err(RunFailure::Root) };
-    let outcome = scheduler.run_with_root(root).await;
+    let outcome = world.timed(scheduler.run_with_root(root)).await;
     world.answered(outcome.is_ok());
-    let reported = scheduler.remove_all_tasks(outcome.is_err()).await;
+    let reported = world.timed(scheduler.remove_all_tasks(outcome.is_err())).await;
     match outcome {
         Ok(()) => Ok(()),
         Err(RunFailure::Scheduler(SchedulerError::TaskFailed(report))) => {
@@ -169,9 +169,9 @@ async fn run_fault_tolerant(world: &Arc<World>, codec: FlotillaCodec) -> Outcome
         Err(e) => return Err((ErrorCode::GenericInternalError, e.to_string())),
     };
     let root = Arc::new(SpooledRoot { world: world.clone(), progress: Arc::new(Mutex::new(RootProgress::Reading)) });
-    let outcome = scheduler.run(root).await;
+    let outcome = world.timed(scheduler.run(root)).await;
     world.answered(outcome.is_ok());
-    scheduler.remove_all_tasks(outcome.is_err()).await;
+    world.timed(scheduler.remove_all_tasks(outcome.is_err())).await;
     match outcome {
         Ok(()) => Ok(()),
         Err(SchedulerError::TaskFailed(report)) => Err(report_error(&report)),

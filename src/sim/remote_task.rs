@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
-use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -18,7 +17,7 @@ use super::world::{NetError, World};
 use crate::cluster::node_manager::WorkerNode;
 use crate::error_code::ErrorCode;
 use crate::protocol::{TaskFailure, TaskId, TaskState, TaskStatus, TaskUpdateRequest};
-use crate::scheduling::remote_task::{planned_status, RemoteTask, RemoteTaskError, RemoteTaskFactory};
+use crate::scheduling::remote_task::{planned_status, RemoteTask, RemoteTaskError, RemoteTaskFactory, TaskStatusCell};
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long requests to a task may fail before the task counts as failed.
@@ -42,7 +41,7 @@ impl RemoteTaskFactory for SimTaskFactory {
         Arc::new(SimRemoteTask {
             world: self.world.clone(),
             index: self.world.worker_index(&worker.node_id),
-            status: Mutex::new(planned_status(&task_id, &worker)),
+            status: TaskStatusCell::new(planned_status(&task_id, &worker)),
             task_id,
             worker,
             partitions,
@@ -58,7 +57,7 @@ pub struct SimRemoteTask {
     worker: WorkerNode,
     index: usize,
     partitions: Vec<usize>,
-    status: Mutex<TaskStatus>,
+    status: TaskStatusCell,
     changed: watch::Sender<u64>,
     creating: watch::Sender<bool>,
 }
@@ -72,16 +71,7 @@ impl std::fmt::Debug for SimRemoteTask {
 impl SimRemoteTask {
     /// Takes a status the worker reported; final states stay final.
     fn set_status(&self, status: TaskStatus, from_poll: bool) {
-        let changed = {
-            let mut cur = self.status.lock();
-            if cur.state.is_done() || *cur == status {
-                false
-            } else {
-                *cur = status.clone();
-                true
-            }
-        };
-        if !changed {
+        if !self.status.replace(status.clone()) {
             return;
         }
         if from_poll && self.world.ended() {
@@ -97,7 +87,7 @@ impl SimRemoteTask {
     }
 
     fn fail(&self, code: ErrorCode, message: String) {
-        let mut s = self.status.lock().clone();
+        let mut s = self.status.get();
         s.state = TaskState::Failed;
         s.failure = Some(TaskFailure::new(code, message));
         self.set_status(s, false);
@@ -146,16 +136,16 @@ impl SimRemoteTask {
 
     /// One long poll: there, a wait at the worker for a newer version, and back.
     async fn poll_once(&self, version: u64) -> Result<TaskStatus, NetError> {
+        self.world.count_status_request();
         tokio::time::sleep(self.world.delay()).await;
         let deadline = Instant::now() + LONG_POLL;
         let status = loop {
-            let change = self.world.next_change();
-            let status = self.world.status(self.index, &self.task_id)?;
+            let (status, change) = self.world.status(self.index, &self.task_id)?;
             if status.version != version || Instant::now() >= deadline {
                 break status;
             }
-            if tokio::time::timeout_at(deadline, change).await.is_err() {
-                break self.world.status(self.index, &self.task_id)?;
+            if tokio::time::timeout_at(deadline, change.wait()).await.is_err() {
+                break self.world.status(self.index, &self.task_id)?.0;
             }
         };
         tokio::time::sleep(self.world.delay()).await;
@@ -164,7 +154,7 @@ impl SimRemoteTask {
 
     async fn poll(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
         let mut failing_since: Option<Instant> = None;
-        let mut version = self.status.lock().version;
+        let mut version = self.status.version();
         loop {
             if *stop.borrow() {
                 return;
@@ -242,7 +232,15 @@ impl RemoteTask for SimRemoteTask {
     }
 
     fn status(&self) -> TaskStatus {
-        self.status.lock().clone()
+        self.status.get()
+    }
+
+    fn state(&self) -> TaskState {
+        self.status.state()
+    }
+
+    fn output_buffer_full(&self) -> bool {
+        self.status.output_buffer_full()
     }
 
     fn send_update(&self, req: TaskUpdateRequest) -> BoxFuture<'_, Result<(), RemoteTaskError>> {

@@ -79,6 +79,77 @@ impl QueryShape {
         QueryShape { plan: Arc::new(FragmentedPlan { fragments, graph }), dependencies }
     }
 
+    /// A query for the scale runs: a left-deep chain of partitioned joins, each
+    /// joining a scan stage (its build side, a task per worker, as a scan over many
+    /// splits gets) with the joins below it, `hash_partitions` partitions each; with
+    /// an even `stages`, an aggregation on top. The last stage feeds the root.
+    pub fn scale(stages: usize, workers: usize, hash_partitions: usize) -> QueryShape {
+        let stages = stages.max(1);
+        let n = stages + 1;
+        // Stage 1 scans; then each join (id j) reads a scan (j - 1) and the stage
+        // below (j - 2); an aggregation (the last, with even stages) reads j - 1.
+        let mut consumer = vec![None; n];
+        let mut inputs = vec![Vec::new(); n];
+        let mut is_scan = vec![false; n];
+        is_scan[1] = true;
+        let mut top = 1;
+        let mut next = 2;
+        while next + 1 < n {
+            is_scan[next] = true;
+            inputs[next + 1] = vec![next, top];
+            consumer[next] = Some(next + 1);
+            consumer[top] = Some(next + 1);
+            top = next + 1;
+            next += 2;
+        }
+        if next < n {
+            inputs[next] = vec![top];
+            consumer[top] = Some(next);
+            top = next;
+        }
+        consumer[top] = Some(0);
+        inputs[0] = vec![top];
+        let partitions: Vec<usize> = (0..n)
+            .map(|s| match s {
+                0 => 1,
+                _ if is_scan[s] => workers.max(1),
+                _ => hash_partitions.max(1),
+            })
+            .collect();
+        let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, true)]));
+        let mut graph = petgraph::graph::DiGraph::new();
+        let nodes: Vec<_> = (0..n).map(|i| graph.add_node(i)).collect();
+        let mut fragments = Vec::with_capacity(n);
+        let mut dependencies = Vec::new();
+        for s in 0..n {
+            let output = match consumer[s] {
+                None => FragmentOutput::Root,
+                Some(0) => FragmentOutput::Broadcast,
+                Some(c) => FragmentOutput::Repartition { partitions: partitions[c] },
+            };
+            if let Some(c) = consumer[s] {
+                let mode = match output {
+                    FragmentOutput::Repartition { .. } => ExchangeMode::Repartition,
+                    _ => ExchangeMode::Broadcast,
+                };
+                graph.add_edge(nodes[s], nodes[c], mode);
+            }
+            if let [build, probe] = inputs[s][..] {
+                dependencies.push((build, probe, DependencyKind::PartitionedJoinBuild));
+            }
+            fragments.push(Fragment {
+                id: s,
+                plan: Arc::new(EmptyExec::new(schema.clone()).with_partitions(partitions[s])),
+                output,
+                partitions: partitions[s],
+                consumer: consumer[s],
+                has_scan: is_scan[s],
+                inputs: inputs[s].clone(),
+            });
+        }
+        QueryShape { plan: Arc::new(FragmentedPlan { fragments, graph }), dependencies }
+    }
+
     pub fn stages(&self) -> usize {
         self.plan.fragments.len() - 1
     }
@@ -109,6 +180,28 @@ mod tests {
             let stages = shape.plan.worker_stages();
             crate::scheduling::phased::PhasedExecutionSchedule::new(&stages, &shape.dependencies)
                 .expect("the dependencies make a valid schedule");
+        }
+    }
+
+    #[test]
+    fn scale_shapes_chain_joins_over_scans() {
+        for stages in 1..12 {
+            let shape = QueryShape::scale(stages, 7, 3);
+            let fragments = &shape.plan.fragments;
+            assert_eq!(fragments.len(), stages + 1);
+            assert_eq!(fragments[0].inputs.len(), 1, "the root reads the top stage");
+            for f in fragments.iter().skip(1) {
+                let c = f.consumer.expect("a worker stage has a consumer");
+                assert!(c == 0 || c > f.id, "producers come before consumers");
+                assert!(fragments[c].inputs.contains(&f.id));
+                assert_eq!(f.partitions, if f.has_scan { 7 } else { 3 }, "stage {}", f.id);
+                assert!(f.has_scan == f.inputs.is_empty());
+            }
+            let joins = fragments.iter().filter(|f| f.inputs.len() == 2).count();
+            assert_eq!(joins, (stages - 1) / 2, "{stages} stages");
+            assert_eq!(shape.dependencies.len(), joins);
+            crate::scheduling::phased::PhasedExecutionSchedule::new(&shape.plan.worker_stages(), &shape.dependencies)
+                .expect("a valid schedule");
         }
     }
 }

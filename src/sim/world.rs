@@ -18,7 +18,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::Rng;
-use tokio::sync::futures::Notified;
+use tokio::sync::futures::OwnedNotified;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -55,7 +55,7 @@ struct WorkerTask {
     version: u64,
     failure: Option<TaskFailure>,
     spool: bool,
-    sources: BTreeMap<usize, Vec<UpstreamTask>>,
+    sources: BTreeMap<usize, Arc<Vec<UpstreamTask>>>,
     /// Input stages whose list of tasks is complete.
     complete: BTreeSet<usize>,
     /// Its output buffer is full until its consumers run.
@@ -63,6 +63,43 @@ struct WorkerTask {
     /// Its spooled output was lost after it finished.
     output_lost: bool,
     last_contact: Instant,
+    /// Woken on every change of this task: its state, its sources, its removal.
+    notify: Arc<Notify>,
+    /// How far a pipelined reader got through its inputs (`reads`).
+    cursor: Cursor,
+}
+
+/// A pipelined reader's place in its inputs: upstream tasks before it were seen done
+/// producing, as of breakage epoch `epoch` (see `State::breakage`). Resuming there
+/// keeps a reader's wake-up O(1) instead of a scan of every upstream task.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Cursor {
+    pub input: usize,
+    pub upstream: usize,
+    pub epoch: u64,
+}
+
+/// A stage's tasks on the workers: how many exist, how many are done producing.
+#[derive(Debug, Clone, Copy, Default)]
+struct StageCount {
+    existing: usize,
+    producing_done: usize,
+}
+
+impl StageCount {
+    fn add(&mut self, state: TaskState) {
+        self.existing += 1;
+        self.producing_done += usize::from(done_producing(state));
+    }
+
+    fn remove(&mut self, state: TaskState) {
+        self.existing -= 1;
+        self.producing_done -= usize::from(done_producing(state));
+    }
+}
+
+fn done_producing(state: TaskState) -> bool {
+    matches!(state, TaskState::Flushing | TaskState::Finished)
 }
 
 struct Worker {
@@ -96,6 +133,18 @@ pub struct Record {
     pub creates_sent: Vec<(u64, TaskId)>,
     /// When the coordinator first saw each task done producing.
     pub seen_producing: BTreeMap<String, (TaskId, u64)>,
+    /// Requests the coordinator sent: status polls, creates and updates, deletes;
+    /// and heartbeats the workers sent.
+    pub traffic: Traffic,
+}
+
+/// Messages between the coordinator and the workers, counted.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Traffic {
+    pub status_requests: u64,
+    pub update_requests: u64,
+    pub delete_requests: u64,
+    pub heartbeats: u64,
 }
 
 struct State {
@@ -103,19 +152,34 @@ struct State {
     workers: Vec<Worker>,
     record: Record,
     /// Upstream tasks the coordinator's root reads, by stage (pipelined).
-    root_sources: BTreeMap<usize, Vec<UpstreamTask>>,
+    root_sources: BTreeMap<usize, Arc<Vec<UpstreamTask>>>,
     root_complete: BTreeSet<usize>,
+    root_cursor: Cursor,
     /// Injected failures per (stage, partition), held to the seed's budget.
     injected: BTreeMap<(usize, usize), usize>,
     ended: bool,
+    /// Tasks per stage, kept as tasks come, move and go.
+    counts: Vec<StageCount>,
+    /// Bumped whenever an output may have become unreadable (a task failed or was
+    /// removed, a worker died, an output was lost): readers then look again at the
+    /// upstream tasks they had passed.
+    breakage: u64,
+    /// Source lists as the scheduler sends them, one copy shared by all readers of
+    /// a stage: all-to-all lists are stages' tasks squared.
+    interned: BTreeMap<usize, Arc<Vec<UpstreamTask>>>,
 }
 
 pub struct World {
     state: Mutex<State>,
-    /// Wakes whoever waits for the world to change, in the order they began to
-    /// wait: tokio's `watch` wakes its receivers in a random order, which no replay
-    /// could follow.
-    changed: Notify,
+    /// Woken on any change of a stage's tasks (index 0: the root's sources and its
+    /// end). Waiters are woken in the order they began to wait: tokio's `watch` wakes
+    /// its receivers in a random order, which no replay could follow.
+    stage_changed: Vec<Arc<Notify>>,
+    /// Woken with every bump of `State::breakage`.
+    broken: Arc<Notify>,
+    /// Real time spent in the simulated world while a scheduler was being polled
+    /// (see `scale`): subtracted from the scheduler's own time.
+    pub(super) clock: Mutex<CpuClock>,
     pub params: SimParams,
     pub nodes: Arc<NodeManager>,
     pub plan: Arc<FragmentedPlan>,
@@ -129,6 +193,37 @@ enum Inputs {
     Ready,
     Waiting,
     Broken(TaskFailure),
+    /// The task is gone from its worker.
+    Gone,
+}
+
+/// Real time a scheduler's polls took, and the part of it spent in the world.
+#[derive(Debug, Default)]
+pub struct CpuClock {
+    pub polling: Duration,
+    pub in_world: Duration,
+    inside: bool,
+}
+
+/// Notifications a waiter takes while the state they guard is locked, so that no
+/// change between its look and its wait is missed.
+#[derive(Default)]
+pub(crate) struct Wake(Vec<Pin<Box<OwnedNotified>>>);
+
+impl Wake {
+    pub(crate) fn on(mut self, notify: &Arc<Notify>) -> Self {
+        let mut next = Box::pin(notify.clone().notified_owned());
+        next.as_mut().enable();
+        self.0.push(next);
+        self
+    }
+
+    pub(crate) async fn wait(self) {
+        if self.0.is_empty() {
+            return std::future::pending().await;
+        }
+        futures::future::select_all(self.0).await;
+    }
 }
 
 impl World {
@@ -153,13 +248,18 @@ impl World {
             record: Record::default(),
             root_sources: BTreeMap::new(),
             root_complete: BTreeSet::new(),
+            root_cursor: Cursor::default(),
             injected: BTreeMap::new(),
             ended: false,
+            counts: vec![StageCount::default(); plan.fragments.len()],
+            breakage: 0,
+            interned: BTreeMap::new(),
         };
-        let changed = Notify::new();
         let world = Arc::new(World {
             state: Mutex::new(state),
-            changed,
+            stage_changed: (0..plan.fragments.len()).map(|_| Arc::new(Notify::new())).collect(),
+            broken: Arc::new(Notify::new()),
+            clock: Mutex::new(CpuClock::default()),
             params,
             nodes,
             plan,
@@ -202,16 +302,48 @@ impl World {
         self.state.lock().record.fault_codes.insert(code);
     }
 
-    fn bump(&self) {
-        self.changed.notify_waiters();
+    /// Wakes who waits on stage `stage` and on the task whose notify is given.
+    fn touched(&self, stage: usize, task: Option<&Arc<Notify>>) {
+        self.stage_changed[stage].notify_waiters();
+        if let Some(n) = task {
+            n.notify_waiters();
+        }
     }
 
-    /// Resolves at the first change after this call (it waits from now, not from
-    /// its first poll, so a caller takes it before looking at what it waits on).
-    pub fn next_change(&self) -> Pin<Box<Notified<'_>>> {
-        let mut next = Box::pin(self.changed.notified());
-        next.as_mut().enable();
-        next
+    /// An output may have become unreadable: readers look again.
+    fn broke(&self, s: &mut State) {
+        s.breakage += 1;
+        self.broken.notify_waiters();
+    }
+
+    /// Runs `f`, the world's own work, outside a scheduler's measured time.
+    pub(super) fn world_work<T>(&self, f: impl FnOnce() -> T) -> T {
+        if !self.clock.lock().inside {
+            return f();
+        }
+        let started = std::time::Instant::now();
+        let out = f();
+        self.clock.lock().in_world += started.elapsed();
+        out
+    }
+
+    /// Polls `f` (a scheduler) counting the real time its polls take.
+    pub async fn timed<F: std::future::Future>(&self, f: F) -> F::Output {
+        let mut f = std::pin::pin!(f);
+        std::future::poll_fn(|cx| {
+            self.clock.lock().inside = true;
+            let started = std::time::Instant::now();
+            let out = f.as_mut().poll(cx);
+            let mut clock = self.clock.lock();
+            clock.polling += started.elapsed();
+            clock.inside = false;
+            out
+        })
+        .await
+    }
+
+    pub fn traffic(&self) -> Traffic {
+        self.state.lock().record.traffic
     }
 
     pub fn ended(&self) -> bool {
@@ -279,8 +411,13 @@ impl World {
 
     /// A create or update request arrives at worker `w`; a dropped one never does.
     pub fn deliver_update(self: &Arc<Self>, w: usize, id: &TaskId, req: &TaskUpdateRequest) -> Result<(), NetError> {
+        self.world_work(|| self.deliver(w, id, req))
+    }
+
+    fn deliver(self: &Arc<Self>, w: usize, id: &TaskId, req: &TaskUpdateRequest) -> Result<(), NetError> {
         let duplicate = {
             let mut s = self.state.lock();
+            s.record.traffic.update_requests += 1;
             self.reachable(&s, w)?;
             if s.rng.random_bool(self.params.drop_rate) {
                 drop(s);
@@ -311,7 +448,7 @@ impl World {
         let now = Instant::now();
         let at = self.now_ms();
         let mut guard = self.state.lock();
-        let State { rng, workers, record, .. } = &mut *guard;
+        let State { rng, workers, record, counts, interned, .. } = &mut *guard;
         let worker = &mut workers[w];
         if worker.removed.contains(&key) {
             return;
@@ -332,46 +469,63 @@ impl World {
                 full: rng.random_bool(self.params.full_buffer_rate),
                 output_lost: false,
                 last_contact: now,
+                notify: Arc::new(Notify::new()),
+                cursor: Cursor::default(),
             };
             worker.tasks.insert(key.clone(), task);
+            counts[id.stage].add(TaskState::Running);
             record.tasks_created += 1;
             record.events.push((at, format!("created {id} on w{w}")));
         }
         let task = worker.tasks.get_mut(&key).expect("present");
         task.last_contact = now;
         for update in &req.sources {
-            merge_sources(&mut task.sources, &mut task.complete, update);
+            merge_sources(interned, &mut task.sources, &mut task.complete, update);
         }
+        if !req.sources.is_empty() {
+            task.cursor = Cursor::default();
+        }
+        let notify = task.notify.clone();
         drop(guard);
         if created {
             let world = self.clone();
             let id = id.clone();
             self.background.lock().spawn(async move { world.run_task(w, id).await });
         }
-        self.bump();
+        self.touched(id.stage, Some(&notify));
     }
 
-    /// The task's status as its worker answers a status request.
-    pub fn status(&self, w: usize, id: &TaskId) -> Result<TaskStatus, NetError> {
-        let mut s = self.state.lock();
-        self.reachable(&s, w)?;
-        let worker = &mut s.workers[w];
-        let node_id = worker.node.node_id.clone();
-        let task = worker.tasks.get_mut(&id.to_string()).ok_or(NetError::NotFound)?;
-        task.last_contact = Instant::now();
-        Ok(status_of(task, &node_id))
+    /// The task's status as its worker answers a status request, and (for a long
+    /// poll) the wake-up of its next change, taken with it.
+    pub fn status(&self, w: usize, id: &TaskId) -> Result<(TaskStatus, Wake), NetError> {
+        self.world_work(|| {
+            let mut s = self.state.lock();
+            self.reachable(&s, w)?;
+            let worker = &mut s.workers[w];
+            let node_id = worker.node.node_id.clone();
+            let task = worker.tasks.get_mut(&id.to_string()).ok_or(NetError::NotFound)?;
+            task.last_contact = Instant::now();
+            Ok((status_of(task, &node_id), Wake::default().on(&task.notify)))
+        })
+    }
+
+    pub fn count_status_request(&self) {
+        self.state.lock().record.traffic.status_requests += 1;
     }
 
     /// Removes a task (abort or cancel), answering with its final status.
     pub fn delete(&self, w: usize, id: &TaskId, abort: bool) -> Result<TaskStatus, NetError> {
         let key = id.to_string();
-        let status = {
-            let mut s = self.state.lock();
-            self.reachable(&s, w)?;
+        let status = self.world_work(|| {
+            let mut guard = self.state.lock();
+            let s = &mut *guard;
+            s.record.traffic.delete_requests += 1;
+            self.reachable(s, w)?;
             let worker = &mut s.workers[w];
             worker.removed.insert(key.clone());
             let node_id = worker.node.node_id.clone();
             let mut task = worker.tasks.remove(&key).ok_or(NetError::NotFound)?;
+            s.counts[id.stage].remove(task.state);
             if !task.state.is_done() {
                 task.state = match (abort, task.state) {
                     (true, _) => TaskState::Aborted,
@@ -380,35 +534,40 @@ impl World {
                 };
                 task.version += 1;
             }
-            status_of(&task, &node_id)
-        };
+            self.broke(s);
+            drop(guard);
+            self.touched(id.stage, Some(&task.notify));
+            Ok(status_of(&task, &node_id))
+        })?;
         self.event(format!("deleted {id} ({:?})", status.state));
-        self.bump();
         Ok(status)
     }
 
     /// Moves a task on, if it is still there and not yet done.
     fn set_state(&self, w: usize, id: &TaskId, state: TaskState, failure: Option<TaskFailure>) {
-        let changed = {
-            let mut s = self.state.lock();
+        let notify = {
+            let mut guard = self.state.lock();
+            let s = &mut *guard;
             match s.workers[w].tasks.get_mut(&id.to_string()) {
                 Some(t) if !t.state.is_done() && t.state != state => {
+                    s.counts[id.stage].remove(t.state);
+                    s.counts[id.stage].add(state);
                     t.state = state;
                     t.failure = failure;
                     t.version += 1;
-                    true
+                    let notify = t.notify.clone();
+                    if !done_producing(state) {
+                        self.broke(s);
+                    }
+                    Some(notify)
                 }
-                _ => false,
+                _ => None,
             }
         };
-        if changed {
+        if let Some(notify) = notify {
             self.event(format!("{id} {state:?} on w{w}"));
-            self.bump();
+            self.touched(id.stage, Some(&notify));
         }
-    }
-
-    fn task_exists(&self, w: usize, id: &TaskId) -> bool {
-        self.state.lock().workers[w].tasks.contains_key(&id.to_string())
     }
 
     /// A worker task's life: inputs, work, output, and (pipelined) being read.
@@ -420,16 +579,13 @@ impl World {
             }
         } else {
             loop {
-                let change = self.next_change();
-                match self.pipelined_inputs(Some((w, &id))) {
+                let (inputs, wake) = self.pipelined_inputs(Some((w, &id)));
+                match inputs {
                     Inputs::Ready => break,
                     Inputs::Broken(f) => return self.set_state(w, &id, TaskState::Failed, Some(f)),
-                    Inputs::Waiting => {}
+                    Inputs::Gone => return,
+                    Inputs::Waiting => wake.wait().await,
                 }
-                if !self.task_exists(w, &id) {
-                    return;
-                }
-                change.await;
             }
         }
         if let Some(after) = fail_after {
@@ -441,28 +597,22 @@ impl World {
         tokio::time::sleep(work).await;
         // A full output buffer holds the task until its consumers run.
         loop {
-            let change = self.next_change();
-            if !self.output_full(w, &id) {
-                break;
+            match self.output_full(w, &id) {
+                None => return,
+                Some((false, _)) => break,
+                Some((true, wake)) => wake.wait().await,
             }
-            if !self.task_exists(w, &id) {
-                return;
-            }
-            change.await;
         }
         if spool {
             return self.set_state(w, &id, TaskState::Finished, None);
         }
         self.set_state(w, &id, TaskState::Flushing, None);
         loop {
-            let change = self.next_change();
-            if self.consumers_read(&id) {
-                return self.set_state(w, &id, TaskState::Finished, None);
+            match self.consumers_read(w, &id) {
+                None => return,
+                Some((true, _)) => return self.set_state(w, &id, TaskState::Finished, None),
+                Some((false, wake)) => wake.wait().await,
             }
-            if !self.task_exists(w, &id) {
-                return;
-            }
-            change.await;
         }
     }
 
@@ -480,53 +630,72 @@ impl World {
         (work, fails.then(|| work.mul_f64(0.5)), spool)
     }
 
-    fn output_full(&self, w: usize, id: &TaskId) -> bool {
+    /// Whether the task's output buffer holds it back (None: the task is gone).
+    fn output_full(&self, w: usize, id: &TaskId) -> Option<(bool, Wake)> {
         let s = self.state.lock();
-        let Some(task) = s.workers[w].tasks.get(&id.to_string()) else { return false };
+        let task = s.workers[w].tasks.get(&id.to_string())?;
         // A spooled output goes to disk: nothing holds its producer back.
         if !task.full || task.spool {
-            return false;
+            return Some((false, Wake::default()));
         }
         // Unblocked once a consumer task exists (it reads, the buffer drains).
-        match self.plan.fragments[id.stage].consumer {
-            Some(0) | None => false,
-            Some(c) => !s.workers.iter().any(|w| w.tasks.values().any(|t| t.id.stage == c)),
-        }
+        let full = match self.plan.fragments[id.stage].consumer {
+            Some(0) | None => return Some((false, Wake::default())),
+            Some(c) => (s.counts[c].existing == 0).then_some(c),
+        };
+        Some(match full {
+            Some(c) => (true, Wake::default().on(&task.notify).on(&self.stage_changed[c])),
+            None => (false, Wake::default()),
+        })
     }
 
-    /// Whether every consumer of a pipelined task's output has read all of it.
-    fn consumers_read(&self, id: &TaskId) -> bool {
+    /// Whether every consumer of a pipelined task's output has read all of it (None:
+    /// the task is gone). A consumer task done producing has read all its inputs,
+    /// and pipelined consumers read every producer task.
+    fn consumers_read(&self, w: usize, id: &TaskId) -> Option<(bool, Wake)> {
         let s = self.state.lock();
-        match self.plan.fragments[id.stage].consumer {
+        let task = s.workers[w].tasks.get(&id.to_string())?;
+        let (read, stage) = match self.plan.fragments[id.stage].consumer {
             // A root that stopped at its LIMIT never reads the rest.
-            Some(0) | None => s.record.root_done_at.is_some() && !self.params.root_limit,
+            Some(0) | None => (s.record.root_done_at.is_some() && !self.params.root_limit, 0),
             Some(c) => {
-                let readers: Vec<&WorkerTask> = s
-                    .workers
-                    .iter()
-                    .flat_map(|w| w.tasks.values())
-                    .filter(|t| {
-                        t.id.stage == c && t.sources.get(&id.stage).is_some_and(|l| l.iter().any(|u| &u.task_id == id))
-                    })
-                    .collect();
-                !readers.is_empty()
-                    && readers.iter().all(|t| matches!(t.state, TaskState::Flushing | TaskState::Finished))
+                let n = s.counts[c];
+                (n.existing > 0 && n.producing_done == n.existing, c)
             }
-        }
+        };
+        Some((read, Wake::default().on(&task.notify).on(&self.stage_changed[stage])))
     }
 }
 
 /// Adds an update's upstream tasks to what a reader knows, each once (updates may
-/// come twice), and marks the stage complete when the update says so.
+/// come twice), and marks the stage complete when the update says so. A first list
+/// equal to the one other readers got is shared with them.
 fn merge_sources(
-    sources: &mut BTreeMap<usize, Vec<UpstreamTask>>,
+    interned: &mut BTreeMap<usize, Arc<Vec<UpstreamTask>>>,
+    sources: &mut BTreeMap<usize, Arc<Vec<UpstreamTask>>>,
     complete: &mut BTreeSet<usize>,
     update: &SourceUpdate,
 ) {
     let known = sources.entry(update.stage).or_default();
-    for t in &update.tasks {
-        if !known.contains(t) {
-            known.push(t.clone());
+    let shared = interned.get(&update.stage).filter(|l| l.as_slice() == update.tasks.as_slice());
+    match shared {
+        Some(list) if known.is_empty() => *known = list.clone(),
+        _ => {
+            let mut list: Vec<UpstreamTask> = known.as_ref().clone();
+            let mut seen: std::collections::HashSet<TaskId> = list.iter().map(|u| u.task_id.clone()).collect();
+            let before = list.len();
+            for t in &update.tasks {
+                // Known by id; an id seen before with another place or other
+                // partitions is kept, for the readers' checks to report.
+                if seen.insert(t.task_id.clone()) || !list.contains(t) {
+                    list.push(t.clone());
+                }
+            }
+            let fresh = before == 0 && list.as_slice() == update.tasks.as_slice();
+            *known = Arc::new(list);
+            if fresh {
+                interned.insert(update.stage, known.clone());
+            }
         }
     }
     if update.no_more {

@@ -63,6 +63,22 @@ pub struct SimArgs {
     /// Print every event of every run.
     #[arg(long)]
     pub trace: bool,
+    /// Measure the control plane at scale instead: one calm query per size of the
+    /// grid, a markdown table of its costs.
+    #[arg(long)]
+    pub scale: bool,
+    /// Simulated workers of the scale grid, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [10, 100, 1000])]
+    pub scale_workers: Vec<usize>,
+    /// Stages of the scale grid's queries, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [10, 50, 200])]
+    pub scale_stages: Vec<usize>,
+    /// Partitions of the scale queries' join stages.
+    #[arg(long, default_value_t = 100)]
+    pub hash_partitions: usize,
+    /// Kill a worker 3 s into each scale run of policy task.
+    #[arg(long)]
+    pub lose_worker: bool,
 }
 
 #[derive(Args)]

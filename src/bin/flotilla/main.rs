@@ -71,6 +71,14 @@ async fn sim(args: SimArgs) -> Result<(), String> {
     if args.workers == 0 {
         return Err("flotilla sim needs at least one worker (--workers N)".into());
     }
+    if args.scale {
+        let SimArgs { scale_workers, scale_stages, hash_partitions, lose_worker, .. } = args;
+        return tokio::task::spawn_blocking(move || {
+            flotilla::sim::run_grid(&scale_workers, &scale_stages, &policies, hash_partitions.max(1), lose_worker)
+        })
+        .await
+        .map_err(|e| format!("the simulator stopped: {e}"))?;
+    }
     let template = SimConfig {
         stages: args.stages,
         faults: !args.no_faults,

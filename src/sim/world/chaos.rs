@@ -30,12 +30,15 @@ impl World {
         loop {
             tokio::time::sleep(HEARTBEAT).await;
             let mut reaped = Vec::new();
+            let mut touched = Vec::new();
             {
-                let mut s = self.state.lock();
+                let mut guard = self.state.lock();
+                let s = &mut *guard;
                 let now = Instant::now();
                 for w in s.workers.iter_mut().filter(|w| w.up) {
                     if !w.cut {
                         self.nodes.announce(&w.node.node_id, &w.node.url);
+                        s.record.traffic.heartbeats += 1;
                     }
                     let stale: Vec<String> = w
                         .tasks
@@ -44,17 +47,24 @@ impl World {
                         .map(|(k, _)| k.clone())
                         .collect();
                     for key in stale {
-                        w.tasks.remove(&key);
+                        let task = w.tasks.remove(&key).expect("listed");
+                        s.counts[task.id.stage].remove(task.state);
+                        touched.push((task.id.stage, task.notify));
                         w.removed.insert(key.clone());
                         reaped.push(format!("{key} on {}", w.node.node_id));
                     }
                 }
                 let at = self.started.elapsed().as_millis() as u64;
                 s.record.reaped.extend(reaped.iter().map(|r| (at, r.clone())));
+                if !reaped.is_empty() {
+                    self.broke(s);
+                }
             }
             for r in reaped {
                 self.event(format!("reaped {r}: its coordinator went silent"));
-                self.bump();
+            }
+            for (stage, notify) in touched {
+                self.touched(stage, Some(&notify));
             }
         }
     }
@@ -66,11 +76,22 @@ impl World {
         }
         match fault {
             Fault::Kill { worker, down_ms, .. } => {
-                self.set_worker(worker, |w| {
+                let touched = {
+                    let mut guard = self.state.lock();
+                    let s = &mut *guard;
+                    let w = &mut s.workers[worker];
                     w.up = false;
-                    w.tasks.clear();
                     w.removed.clear();
-                });
+                    let tasks = std::mem::take(&mut w.tasks);
+                    for t in tasks.values() {
+                        s.counts[t.id.stage].remove(t.state);
+                    }
+                    self.broke(s);
+                    tasks.into_values().map(|t| (t.id.stage, t.notify)).collect::<Vec<_>>()
+                };
+                for (stage, notify) in touched {
+                    self.touched(stage, Some(&notify));
+                }
                 self.event(format!("w{worker} died"));
                 for code in [ErrorCode::RemoteHostGone, ErrorCode::TaskLost, ErrorCode::RemoteTaskUnreachable] {
                     self.note_fault_code(code);
@@ -82,6 +103,12 @@ impl World {
             }
             Fault::Cut { worker, for_ms, .. } => {
                 self.set_worker(worker, |w| w.cut = true);
+                // Long polls under way now time out.
+                let notifies: Vec<_> =
+                    self.state.lock().workers[worker].tasks.values().map(|t| t.notify.clone()).collect();
+                for n in notifies {
+                    n.notify_waiters();
+                }
                 self.event(format!("w{worker} cut off from the coordinator"));
                 // Polls time out; heartbeats stop; a task the worker gave up on is lost.
                 for code in [
@@ -110,6 +137,7 @@ impl World {
                     let chosen = (!finished.is_empty()).then(|| finished[pick % finished.len()].clone());
                     if let Some((i, k)) = &chosen {
                         s.workers[*i].tasks.get_mut(k).expect("listed").output_lost = true;
+                        self.broke(&mut s);
                     }
                     chosen
                 };
@@ -119,7 +147,6 @@ impl World {
                 }
             }
         }
-        self.bump();
     }
 
     /// The worker is up and reachable again, from now.

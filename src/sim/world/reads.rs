@@ -5,41 +5,90 @@
 
 use std::collections::BTreeMap;
 
-use super::{merge_sources, Inputs, State, World};
+use super::{merge_sources, Cursor, Inputs, State, Wake, World};
 use crate::error_code::ErrorCode;
 use crate::protocol::{SourceUpdate, TaskFailure, TaskId, TaskState, UpstreamTask};
 
 impl World {
     /// Where a pipelined task (or, for None, the coordinator's root) stands with its
-    /// inputs: all done producing, some still running, or one unreadable.
-    pub(super) fn pipelined_inputs(&self, task: Option<(usize, &TaskId)>) -> Inputs {
-        let s = self.state.lock();
-        let (stage, sources, complete) = match task {
-            Some((w, id)) => match s.workers[w].tasks.get(&id.to_string()) {
-                Some(t) => (id.stage, &t.sources, &t.complete),
-                None => return Inputs::Waiting,
-            },
-            None => (0, &s.root_sources, &s.root_complete),
-        };
-        let mut waiting = false;
-        for &input in &self.plan.fragments[stage].inputs {
-            if !complete.contains(&input) {
-                waiting = true;
-                continue;
+    /// inputs: all done producing, some still running, or one unreadable; with the
+    /// wake-up of whatever it waits on, taken under the same lock.
+    pub(super) fn pipelined_inputs(&self, task: Option<(usize, &TaskId)>) -> (Inputs, Wake) {
+        self.world_work(|| {
+            let mut guard = self.state.lock();
+            let s = &mut *guard;
+            let (stage, cursor, own) = match task {
+                Some((w, id)) => match s.workers[w].tasks.get(&id.to_string()) {
+                    Some(t) => (id.stage, t.cursor, t.notify.clone()),
+                    None => return (Inputs::Gone, Wake::default()),
+                },
+                None => (0, s.root_cursor, self.stage_changed[0].clone()),
+            };
+            let (inputs, cursor) = self.look_at_inputs(s, task, stage, cursor);
+            match task {
+                Some((w, id)) => s.workers[w].tasks.get_mut(&id.to_string()).expect("present").cursor = cursor,
+                None => s.root_cursor = cursor,
             }
-            for u in sources.get(&input).map(Vec::as_slice).unwrap_or_default() {
-                match self.upstream_state(&s, u) {
-                    Err(f) => return Inputs::Broken(f),
-                    Ok(TaskState::Flushing | TaskState::Finished) => {}
-                    Ok(_) => waiting = true,
+            let wake = match &inputs {
+                Inputs::Waiting => {
+                    let input = self.plan.fragments[stage].inputs.get(cursor.input).copied();
+                    let wake = Wake::default().on(&own).on(&self.broken);
+                    match input {
+                        Some(i) => wake.on(&self.stage_changed[i]),
+                        None => wake,
+                    }
+                }
+                _ => Wake::default(),
+            };
+            (inputs, wake)
+        })
+    }
+
+    /// Walks a reader's inputs from its cursor: after a breakage, first every
+    /// upstream task it passed, for one now unreadable.
+    fn look_at_inputs(
+        &self,
+        s: &State,
+        task: Option<(usize, &TaskId)>,
+        stage: usize,
+        mut cursor: Cursor,
+    ) -> (Inputs, Cursor) {
+        let (sources, complete) = match task {
+            Some((w, id)) => {
+                let t = &s.workers[w].tasks[&id.to_string()];
+                (&t.sources, &t.complete)
+            }
+            None => (&s.root_sources, &s.root_complete),
+        };
+        let inputs = &self.plan.fragments[stage].inputs;
+        let list = |input: usize| sources.get(&input).map(|l| l.as_slice()).unwrap_or_default();
+        if cursor.epoch != s.breakage {
+            // Every complete input's tasks, for one that broke since the last look.
+            for &input in inputs.iter().filter(|i| complete.contains(i)) {
+                for u in list(input) {
+                    if let Err(f) = self.upstream_state(s, u) {
+                        return (Inputs::Broken(f), cursor);
+                    }
                 }
             }
+            cursor.epoch = s.breakage;
         }
-        if waiting {
-            Inputs::Waiting
-        } else {
-            Inputs::Ready
+        while let Some(&input) = inputs.get(cursor.input) {
+            if !complete.contains(&input) {
+                return (Inputs::Waiting, cursor);
+            }
+            let upstream = list(input);
+            while let Some(u) = upstream.get(cursor.upstream) {
+                match self.upstream_state(s, u) {
+                    Err(f) => return (Inputs::Broken(f), cursor),
+                    Ok(TaskState::Flushing | TaskState::Finished) => cursor.upstream += 1,
+                    Ok(_) => return (Inputs::Waiting, cursor),
+                }
+            }
+            cursor.input += 1;
+            cursor.upstream = 0;
         }
+        (Inputs::Ready, cursor)
     }
 
     /// An upstream task's state, or the fetch failure of reading it.
@@ -70,7 +119,7 @@ impl World {
         let sources = {
             let s = self.state.lock();
             match s.workers[w].tasks.get(&id.to_string()) {
-                Some(t) => t.sources.clone(),
+                Some(t) => t.sources.iter().map(|(k, v)| (*k, v.as_ref().clone())).collect(),
                 None => return Ok(()),
             }
         };
@@ -80,6 +129,15 @@ impl World {
     /// Reads spooled outputs: every partition of every input stage exactly once, from
     /// a finished attempt, or the fetch failure of the first that cannot be read.
     pub fn read_spooled(
+        &self,
+        reader: &str,
+        inputs: Vec<usize>,
+        sources: &BTreeMap<usize, Vec<UpstreamTask>>,
+    ) -> Result<(), TaskFailure> {
+        self.world_work(|| self.read_spooled_now(reader, inputs, sources))
+    }
+
+    fn read_spooled_now(
         &self,
         reader: &str,
         inputs: Vec<usize>,
@@ -115,9 +173,10 @@ impl World {
         {
             let mut guard = self.state.lock();
             let s = &mut *guard;
-            merge_sources(&mut s.root_sources, &mut s.root_complete, &update);
+            merge_sources(&mut s.interned, &mut s.root_sources, &mut s.root_complete, &update);
+            s.root_cursor = Cursor::default();
         }
-        self.bump();
+        self.touched(0, None);
     }
 
     /// The pipelined root reads until every input is done producing (or, with the
@@ -125,20 +184,25 @@ impl World {
     /// leaves pages nobody reads); a broken input fails it.
     pub async fn run_pipelined_root(&self) -> Result<(), TaskFailure> {
         loop {
-            let change = self.next_change();
             let limit_reached = self.params.root_limit && self.root_has_some_input();
-            match self.pipelined_inputs(None) {
+            let (inputs, wake) = self.pipelined_inputs(None);
+            match inputs {
                 Inputs::Ready => break,
                 Inputs::Broken(f) => return Err(f),
                 Inputs::Waiting if limit_reached => break,
-                Inputs::Waiting => {}
+                Inputs::Waiting | Inputs::Gone => {}
             }
-            change.await;
+            // With a LIMIT, any input's progress may be enough.
+            let wake = match self.params.root_limit {
+                true => self.plan.fragments[0].inputs.iter().fold(wake, |w, &i| w.on(&self.stage_changed[i])),
+                false => wake,
+            };
+            wake.wait().await;
         }
         if !self.params.root_limit {
             let s = self.state.lock();
             for &input in &self.plan.fragments[0].inputs {
-                let list = s.root_sources.get(&input).map(Vec::as_slice).unwrap_or_default();
+                let list = s.root_sources.get(&input).map(|l| l.as_slice()).unwrap_or_default();
                 if let Err(why) = covers_once(list, self.plan.fragments[input].partitions) {
                     drop(s);
                     self.violation(format!("the root reads stage {input} wrong: {why}"));
@@ -147,15 +211,18 @@ impl World {
             }
         }
         self.mark_root_done();
-        self.bump();
         Ok(())
     }
 
     pub(super) fn root_has_some_input(&self) -> bool {
+        self.world_work(|| self.root_has_some_input_now())
+    }
+
+    fn root_has_some_input_now(&self) -> bool {
         let s = self.state.lock();
         s.root_sources
             .values()
-            .flatten()
+            .flat_map(|l| l.iter())
             .any(|u| matches!(self.upstream_state(&s, u), Ok(TaskState::Flushing | TaskState::Finished)))
     }
 
@@ -163,6 +230,7 @@ impl World {
         let at = self.now_ms();
         self.state.lock().record.root_done_at = Some(at);
         self.event("the root has every row");
+        self.touched(0, None);
     }
 }
 
