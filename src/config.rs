@@ -58,6 +58,13 @@ pub struct SessionProperties {
     /// A partitioned join's probe stage starts after its build stage and drops the
     /// rows whose keys the build side lacks (`plan::dynamic_filter`; Trino's name).
     pub enable_dynamic_filtering: bool,
+    /// Under `retry_policy=task`, a task far slower than its stage's median gets a
+    /// copy on another worker; the first to finish wins (`scheduling::speculation`).
+    pub task_speculation_enabled: bool,
+    /// How many times its stage's median a task must have run to be copied.
+    pub task_speculation_multiplier: f64,
+    /// Share of a stage's tasks finished before any is copied.
+    pub task_speculation_quantile: f64,
 }
 
 /// Default of `join_max_broadcast_table_size`.
@@ -89,6 +96,9 @@ impl Default for SessionProperties {
             single_task_max_rows: DEFAULT_SINGLE_TASK_MAX_ROWS,
             early_filter_rewrites: true,
             enable_dynamic_filtering: true,
+            task_speculation_enabled: false,
+            task_speculation_multiplier: 1.5,
+            task_speculation_quantile: 0.75,
         }
     }
 }
@@ -115,6 +125,14 @@ fn ranged<T: PartialOrd + std::fmt::Display + Copy>(name: &str, n: T, lo: T, hi:
         return Err(format!("session property '{name}' must be between {lo} and {hi}, got {n}"));
     }
     Ok(n)
+}
+
+fn fraction(name: &str, v: &str, lo: f64, hi: f64) -> Result<f64, String> {
+    let n: f64 = v.trim().parse().map_err(|_| format!("session property '{name}' must be a number, got '{v}'"))?;
+    if !n.is_finite() {
+        return Err(format!("session property '{name}' must be a number, got '{v}'"));
+    }
+    ranged(name, n, lo, hi)
 }
 
 fn count(name: &str, v: &str, lo: usize, hi: usize) -> Result<usize, String> {
@@ -267,6 +285,33 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         set: |p, v| {
             let options = [("none", RetryPolicy::None), ("query", RetryPolicy::Query), ("task", RetryPolicy::Task)];
             { p.retry_policy = choice("retry_policy", v, &options)?; Ok(()) }
+        },
+    },
+    PropertyDef {
+        name: "task_speculation_enabled",
+        default: "false",
+        description: "`true`: under `retry_policy=task`, a task far slower than its stage's others gets a copy on another worker; the first to finish wins",
+        set: |p, v| {
+            p.task_speculation_enabled = choice("task_speculation_enabled", v, &[("true", true), ("false", false)])?;
+            Ok(())
+        },
+    },
+    PropertyDef {
+        name: "task_speculation_multiplier",
+        default: "1.5",
+        description: "a task is copied once it ran this many times its stage's median (1 to 100)",
+        set: |p, v| {
+            p.task_speculation_multiplier = fraction("task_speculation_multiplier", v, 1.0, 100.0)?;
+            Ok(())
+        },
+    },
+    PropertyDef {
+        name: "task_speculation_quantile",
+        default: "0.75",
+        description: "share of a stage's tasks finished before any is copied (0 to 1)",
+        set: |p, v| {
+            p.task_speculation_quantile = fraction("task_speculation_quantile", v, 0.0, 1.0)?;
+            Ok(())
         },
     },
     PropertyDef {

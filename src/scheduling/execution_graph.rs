@@ -413,8 +413,7 @@ impl ExecutionGraph {
                 executor_id: executor_id.to_string(),
                 status: TaskAttemptStatus::Running,
             });
-            let input_locations: BTreeMap<usize, Vec<PartitionLocation>> =
-                stage.inputs.iter().map(|(&i, o)| (i, o.locations.values().flatten().cloned().collect())).collect();
+            let input_locations = stage.input_locations();
             return Ok(Some(TaskDescription {
                 job_id: self.job_id.clone(),
                 stage_id: id,
@@ -594,6 +593,7 @@ impl ExecutionGraph {
 
 mod display;
 mod recovery;
+mod speculation;
 #[cfg(test)]
 #[path = "execution_graph_tests.rs"]
 mod tests;

@@ -33,12 +33,16 @@ use super::execution_graph::{
 };
 use super::pipelined::{output_spec, SchedulerError, SchedulerSettings};
 use super::remote_task::{delete_all, RemoteTask, RemoteTaskError};
+use super::speculation::{PartitionKey, SpeculationPolicy, Stragglers};
 use super::stage_execution::{StageExecution, TaskFailureReport};
 use super::state_machine::{StageState, StateKind};
 use crate::cluster::node_manager::WorkerNode;
 use crate::error_code::{ErrorCode, QueryError};
 use crate::plan::fragmenter::FragmentedPlan;
 use crate::protocol::{Base64Bytes, SourceUpdate, TaskFailure, TaskId, TaskState, TaskUpdateRequest, UpstreamTask};
+
+#[path = "fault_tolerant_copies.rs"]
+mod copies;
 
 /// The executor id the graph knows the coordinator's root stage by.
 pub const COORDINATOR: &str = "coordinator";
@@ -74,6 +78,8 @@ pub struct RetryLimits {
     pub max_stage_failures: usize,
     /// Tasks run at once on one worker.
     pub slots_per_worker: usize,
+    /// Copies of stragglers (`task_speculation_enabled`), or none.
+    pub speculation: Option<SpeculationPolicy>,
 }
 
 impl RetryLimits {
@@ -83,6 +89,9 @@ impl RetryLimits {
             max_task_failures: props.task_retry_attempts.saturating_add(1),
             max_stage_failures: props.stage_retry_attempts,
             slots_per_worker: slots_per_worker.max(1),
+            speculation: props
+                .task_speculation_enabled
+                .then(|| SpeculationPolicy::new(props.task_speculation_multiplier, props.task_speculation_quantile)),
         }
     }
 }
@@ -143,6 +152,16 @@ pub struct FaultTolerantQueryScheduler {
     display: Arc<GraphText>,
     displayed: Option<Instant>,
     last_failure: Option<TaskFailureReport>,
+    /// Attempt times, for speculation (`None` when it is off).
+    stragglers: Option<Stragglers>,
+    /// Copies of stragglers running beside them, with the attempt they copy
+    /// (`fault_tolerant_copies.rs`).
+    copies: BTreeMap<PartitionKey, (Arc<dyn RemoteTask>, usize)>,
+    /// When the next straggler becomes due, to wake for it.
+    next_copy_due: Option<Instant>,
+    /// Workers whose attempt lost to a copy: they get no new tasks of this query
+    /// while other workers are live, or every stage would wait on them again.
+    slow_workers: BTreeSet<String>,
 }
 
 impl FaultTolerantQueryScheduler {
@@ -178,6 +197,8 @@ impl FaultTolerantQueryScheduler {
         let workers = settings.workers.iter().map(|w| (w.node_id.clone(), w.clone())).collect();
         let (stop_pollers, _) = watch::channel(false);
         let display = Arc::new(GraphText { text: Mutex::new(graph.to_string()), wanted: AtomicBool::new(false) });
+        let partitions = stages.iter().map(|(&id, s)| (id, s.task_count)).collect();
+        let stragglers = limits.speculation.map(|p| Stragglers::new(p, partitions));
         Ok(FaultTolerantQueryScheduler {
             settings,
             limits,
@@ -194,6 +215,10 @@ impl FaultTolerantQueryScheduler {
             display,
             displayed: None,
             last_failure: None,
+            stragglers,
+            copies: BTreeMap::new(),
+            next_copy_due: None,
+            slow_workers: BTreeSet::new(),
         })
     }
 
@@ -234,7 +259,9 @@ impl FaultTolerantQueryScheduler {
         loop {
             wake.borrow_and_update();
             self.check_lost_workers()?;
+            self.settle_copies();
             self.apply_task_updates()?;
+            self.settle_copies();
             self.abort_superseded_attempts();
             if let Some((attempt, _)) = &root_run {
                 if !self.graph.running_tasks().iter().any(|t| t.stage_id == 0 && t.task_id == *attempt) {
@@ -270,6 +297,7 @@ impl FaultTolerantQueryScheduler {
                 }
             }
             self.launch_tasks()?;
+            self.launch_copies();
             self.refresh_stage_states();
             self.refresh_display(false);
             let root_done = async {
@@ -280,10 +308,17 @@ impl FaultTolerantQueryScheduler {
             };
             // Biased, as every select here: the simulator replays a seed only if the
             // order things are looked at in is fixed.
+            let copy_due = async {
+                match self.next_copy_due {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => futures::future::pending().await,
+                }
+            };
             let outcome = tokio::select! {
                 biased;
                 r = root_done => Some(r),
                 _ = wake.changed() => None,
+                _ = copy_due => None,
                 _ = tokio::time::sleep(self.settings.tick) => None,
             };
             if let Some(result) = outcome {
@@ -313,7 +348,8 @@ impl FaultTolerantQueryScheduler {
         for node in gone {
             tracing::warn!(query = %self.settings.query_id, worker = %node, "worker lost, recomputing its work");
             self.lost.insert(node.clone());
-            for task in self.running.values().filter(|t| t.worker().node_id == node) {
+            let copies = self.copies.values().map(|(t, _)| t);
+            for task in self.running.values().chain(copies).filter(|t| t.worker().node_id == node) {
                 task.mark_failed(ErrorCode::RemoteHostGone, nodes.lost_message(task.worker()));
             }
             self.graph.reset_stages_on_lost_executor(&node).map_err(|e| SchedulerError::Graph(e.to_string()))?;
@@ -354,12 +390,19 @@ impl FaultTolerantQueryScheduler {
                 },
                 _ => continue,
             };
-            done.push((stage, partition));
+            done.push(((stage, partition), matches!(state, TaskUpdateState::Successful { .. })));
             let update = TaskStatusUpdate { stage_id: stage, partition, task_attempt: task.task_id().attempt, state };
             by_executor.entry(task.worker().node_id.clone()).or_default().push(update);
         }
-        for key in done {
+        let now = Instant::now();
+        for (key, finished) in done {
             self.running.remove(&key);
+            if let Some(s) = &mut self.stragglers {
+                match finished {
+                    true => s.finished(key, now),
+                    false => s.stopped(key),
+                }
+            }
         }
         for (executor, updates) in by_executor {
             let events = self
@@ -529,13 +572,17 @@ impl FaultTolerantQueryScheduler {
         // Counted once, not once per worker: at a thousand workers that was a
         // million comparisons a round.
         let mut running_on: BTreeMap<&str, usize> = BTreeMap::new();
-        for t in self.running.values() {
+        for t in self.running.values().chain(self.copies.values().map(|(t, _)| t)) {
             *running_on.entry(t.worker().node_id.as_str()).or_default() += 1;
         }
         let slots = self.limits.slots_per_worker;
+        let avoid_slow = live.iter().any(|w| !self.slow_workers.contains(&w.node_id));
         let mut free: Vec<usize> = live
             .iter()
-            .map(|w| slots.saturating_sub(running_on.get(w.node_id.as_str()).copied().unwrap_or(0)))
+            .map(|w| match avoid_slow && self.slow_workers.contains(&w.node_id) {
+                true => 0,
+                false => slots.saturating_sub(running_on.get(w.node_id.as_str()).copied().unwrap_or(0)),
+            })
             .collect();
         let start = self
             .settings
@@ -570,6 +617,16 @@ impl FaultTolerantQueryScheduler {
     }
 
     fn launch(&mut self, desc: TaskDescription, worker: WorkerNode) {
+        let key = (desc.stage_id, desc.partition);
+        let task = self.start_attempt(desc, worker);
+        if let Some(s) = &mut self.stragglers {
+            s.started(key, Instant::now());
+        }
+        self.running.insert(key, task);
+    }
+
+    /// Creates an attempt on its worker and follows its status, in the background.
+    fn start_attempt(&mut self, desc: TaskDescription, worker: WorkerNode) -> Arc<dyn RemoteTask> {
         let (stage_id, partition) = (desc.stage_id, desc.partition);
         self.lost.remove(&worker.node_id);
         self.workers.insert(worker.node_id.clone(), worker.clone());
@@ -586,12 +643,13 @@ impl FaultTolerantQueryScheduler {
             session: self.settings.session.clone(),
             spool: true,
         };
-        self.running.insert((stage_id, partition), task.clone());
         task.mark_creating();
         let stop = self.stop_pollers.subscribe();
         // Finished attempts leave the set as new ones come.
         while self.attempts.try_join_next().is_some() {}
+        let attempt = task.clone();
         self.attempts.spawn(async move {
+            let task = attempt;
             match task.send_update(request).await {
                 Ok(()) => task.poll_status(stop).await,
                 Err(e) => {
@@ -603,6 +661,7 @@ impl FaultTolerantQueryScheduler {
                 }
             }
         });
+        task
     }
 
     /// Upstream locations of a task: every partition's successful attempt.

@@ -56,7 +56,7 @@ fn start() -> Harness {
         nodes: Some(nodes.clone()),
         tick: crate::scheduling::pipelined::IDLE_TICK,
     };
-    let limits = RetryLimits { max_task_failures: 3, max_stage_failures: 3, slots_per_worker: 2 };
+    let limits = RetryLimits { max_task_failures: 3, max_stage_failures: 3, slots_per_worker: 2, speculation: None };
     let mut scheduler = FaultTolerantQueryScheduler::new(settings, limits, two_stage_plan(2)).expect("a valid graph");
     let root = Arc::new(FakeRoot::default());
     let root_stage: Arc<dyn RootStage> = root.clone();

@@ -11,6 +11,7 @@ pub mod phased;
 pub mod pipelined;
 pub(crate) mod planted;
 pub mod remote_task;
+pub mod speculation;
 pub mod stage_execution;
 pub mod state_machine;
 #[cfg(test)]

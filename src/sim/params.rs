@@ -45,6 +45,10 @@ pub struct SimParams {
     /// The root stops reading after its first input (a LIMIT).
     pub root_limit: bool,
     pub faults: Vec<Fault>,
+    /// A straggler worker and how many times slower its tasks run.
+    pub slow_worker: Option<(usize, f64)>,
+    /// Retry policy `task` copies stragglers (`scheduling::speculation`).
+    pub speculation: bool,
 }
 
 impl SimParams {
@@ -61,6 +65,8 @@ impl SimParams {
             full_buffer_rate: 0.0,
             root_limit: false,
             faults: Vec::new(),
+            slow_worker: None,
+            speculation: false,
         }
     }
 
@@ -76,6 +82,14 @@ impl SimParams {
         p.max_delay_ms = rng.random_range(0..50);
         p.full_buffer_rate = if rng.random_bool(0.3) { 0.3 } else { 0.0 };
         p.root_limit = policy == Policy::None && rng.random_bool(0.15);
+        if policy == Policy::Task {
+            // Drawn only here, so that policy `none` seeds replay as they always did.
+            p.speculation = rng.random_bool(0.5);
+            if p.workers > 1 && rng.random_bool(0.3) {
+                // At most 5x: a task of 2 s then takes 10 s, within the quiet limit.
+                p.slow_worker = Some((rng.random_range(0..p.workers), rng.random_range(2.0..5.0)));
+            }
+        }
         if !faults {
             return p;
         }

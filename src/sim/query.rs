@@ -25,6 +25,7 @@ use crate::scheduling::phased::{AllAtOnceExecutionSchedule, ExecutionSchedule, P
 use crate::scheduling::pipelined::{
     pick_root_cause, PipelinedQueryScheduler, RootSourceSink, SchedulerError, SchedulerSettings,
 };
+use crate::scheduling::speculation::SpeculationPolicy;
 use crate::scheduling::stage_execution::TaskFailureReport;
 
 /// The schedulers' idle tick in the simulator: long, so that a change that does not
@@ -163,7 +164,8 @@ impl RootStage for SpooledRoot {
 async fn run_fault_tolerant(world: &Arc<World>, codec: FlotillaCodec) -> Outcome {
     // Trino's defaults: four retries of a task; stages may restart often here, as the
     // seeds lose outputs on purpose.
-    let limits = RetryLimits { max_task_failures: 5, max_stage_failures: 10, slots_per_worker: 2 };
+    let speculation = world.params.speculation.then(|| SpeculationPolicy::new(1.5, 0.75));
+    let limits = RetryLimits { max_task_failures: 5, max_stage_failures: 10, slots_per_worker: 2, speculation };
     let mut scheduler = match FaultTolerantQueryScheduler::new(settings(world, codec), limits, world.plan.clone()) {
         Ok(s) => s,
         Err(e) => return Err((ErrorCode::GenericInternalError, e.to_string())),

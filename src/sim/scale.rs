@@ -36,6 +36,10 @@ pub struct ScaleConfig {
     pub hash_partitions: usize,
     /// Kill the last worker at `KILL_AT` (retry policy `task` survives it).
     pub lose_worker: bool,
+    /// The last worker's tasks run this many times slower (a straggler).
+    pub slow_worker: Option<f64>,
+    /// Retry policy `task` copies stragglers.
+    pub speculation: bool,
     pub seed: u64,
 }
 
@@ -119,6 +123,8 @@ async fn scale_run(config: ScaleConfig, codec: crate::codec::FlotillaCodec) -> S
     params.max_delay_ms = 2;
     let victim = config.workers - 1;
     let lose = config.lose_worker && config.workers > 1;
+    params.slow_worker = config.slow_worker.map(|times| (victim, times));
+    params.speculation = config.speculation;
     if lose {
         params.faults.push(Fault::Kill { at_ms: KILL_AT.as_millis() as u64, worker: victim, down_ms: 3_600_000 });
     }
@@ -202,6 +208,8 @@ pub fn run_grid(
                     stages: s.max(1),
                     hash_partitions,
                     lose_worker: lose_worker && policy == Policy::Task,
+                    slow_worker: None,
+                    speculation: false,
                     seed: 1,
                 };
                 let report = run_scale(&config, &codec);
@@ -223,14 +231,45 @@ pub fn run_grid(
 mod tests {
     use super::*;
 
+    fn calm() -> ScaleConfig {
+        ScaleConfig {
+            policy: Policy::Task,
+            workers: 20,
+            stages: 9,
+            hash_partitions: 8,
+            lose_worker: false,
+            slow_worker: None,
+            speculation: false,
+            seed: 3,
+        }
+    }
+
+    /// One worker ten times slower: without speculation the query waits for its
+    /// tasks; with it, copies elsewhere finish first and the query ends within 1.3x
+    /// of its time without the slow worker (simulated time: deterministic).
+    #[test]
+    fn speculation_hides_a_slow_worker() {
+        let codec = super::super::codec();
+        let run = |slow: Option<f64>, speculation: bool| {
+            let r = run_scale(&ScaleConfig { slow_worker: slow, speculation, ..calm() }, &codec);
+            assert!(r.outcome.is_ok(), "{}", r.row());
+            r.simulated.as_secs_f64()
+        };
+        let (calm, slow, copied) = (run(None, false), run(Some(10.0), false), run(Some(10.0), true));
+        println!("calm {calm:.1} s, one worker 10x slower {slow:.1} s, with speculation {copied:.1} s");
+        assert!(slow > 1.3 * calm, "the slow worker shows without speculation");
+        assert!(copied <= 1.3 * calm, "speculation hides it: {copied:.1} s vs {calm:.1} s");
+        let even = run(None, true);
+        println!("with speculation and no slow worker {even:.1} s");
+    }
+
     /// A small grid: every run ends as its policy promises, the numbers are there,
     /// and a killed worker is noticed within the node manager's timeout.
     #[test]
     fn scale_runs_report_their_costs() {
         let codec = super::super::codec();
         for policy in [Policy::None, Policy::Task] {
-            let config =
-                ScaleConfig { policy, workers: 20, stages: 9, hash_partitions: 8, lose_worker: false, seed: 3 };
+            let config = ScaleConfig { policy, ..calm() };
             let r = run_scale(&config, &codec);
             assert!(r.outcome.is_ok(), "{}", r.row());
             // 5 scans of a task per worker, 4 joins of 8 partitions.
@@ -238,15 +277,7 @@ mod tests {
             assert!(r.scheduler > Duration::ZERO && r.status_requests > 0 && r.update_requests > 0);
             assert!(r.heartbeats >= 20, "a heartbeat a second per worker: {}", r.row());
         }
-        let config = ScaleConfig {
-            policy: Policy::Task,
-            workers: 20,
-            stages: 9,
-            hash_partitions: 8,
-            lose_worker: true,
-            seed: 3,
-        };
-        let r = run_scale(&config, &codec);
+        let r = run_scale(&ScaleConfig { lose_worker: true, ..calm() }, &codec);
         assert!(r.outcome.is_ok(), "a lost worker's tasks run again: {}", r.row());
         let seen = r.detected_lost.expect("the kill was noticed");
         assert!(seen <= Duration::from_secs(3), "within the heartbeat timeout: {}", r.row());

@@ -621,7 +621,12 @@ impl World {
         let mut s = self.state.lock();
         let spool = s.workers[w].tasks.get(&id.to_string()).is_some_and(|t| t.spool);
         let (lo, hi) = self.params.task_ms;
-        let work = Duration::from_millis(s.rng.random_range(lo..=hi));
+        let mut work = Duration::from_millis(s.rng.random_range(lo..=hi));
+        if let Some((slow, times)) = self.params.slow_worker {
+            if slow == w {
+                work = work.mul_f64(times);
+            }
+        }
         let used = s.injected.get(&(id.stage, id.task)).copied().unwrap_or(0);
         let fails = used < self.params.failures_per_partition && s.rng.random_bool(self.params.task_failure_rate);
         if fails {

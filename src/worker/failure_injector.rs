@@ -1,6 +1,6 @@
 //! `FailureInjector`: failures a worker started with `--enable-failure-injection`
 //! inflicts on itself, keyed by query, stage, task and attempt, with Trino's five
-//! kinds. Tests set them through `POST /v1/failure-injection` (an endpoint that does
+//! kinds and a sixth of ours, `slow` (a straggler: a wait after every batch). Tests set them through `POST /v1/failure-injection` (an endpoint that does
 //! not exist without the flag); the task API consults the injector on each request.
 
 use std::time::Duration;
@@ -23,6 +23,9 @@ pub enum InjectedFailureKind {
     GetResultsRequestTimeout,
     /// The task itself fails.
     TaskFailure,
+    /// The task runs, waiting `delay_ms` (100 by default) after every batch its plan
+    /// yields: a straggler, for speculative execution.
+    Slow,
 }
 
 impl InjectedFailureKind {
@@ -51,6 +54,9 @@ pub struct InjectedFailure {
     #[serde(default)]
     pub attempt: Option<usize>,
     pub kind: InjectedFailureKind,
+    /// The `slow` kind's wait per batch, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
 }
 
 impl InjectedFailure {
@@ -83,6 +89,13 @@ impl FailureInjector {
         self.failures.lock().clone()
     }
 
+    /// The `slow` kind's wait per batch for this task, if one is set.
+    pub fn batch_delay(&self, id: &TaskId) -> Option<Duration> {
+        let failures = self.failures.lock();
+        let slow = failures.iter().find(|f| f.kind == InjectedFailureKind::Slow && f.matches(id))?;
+        Some(Duration::from_millis(slow.delay_ms.unwrap_or(100)))
+    }
+
     /// The failure of one of `kinds` set for this task, if any.
     pub fn find(&self, id: &TaskId, wanted: impl Fn(InjectedFailureKind) -> bool) -> Option<InjectedFailureKind> {
         self.failures.lock().iter().find(|f| wanted(f.kind) && f.matches(id)).map(|f| f.kind)
@@ -102,6 +115,7 @@ mod tests {
             task: None,
             attempt: Some(0),
             kind: InjectedFailureKind::TaskFailure,
+            delay_ms: None,
         });
         let hit = TaskId::new("q1", 2, 5, 0);
         assert_eq!(inj.find(&hit, |k| k == InjectedFailureKind::TaskFailure), Some(InjectedFailureKind::TaskFailure));
@@ -118,5 +132,10 @@ mod tests {
             serde_json::from_str(r#"{"stage": 1, "kind": "get_results_request_timeout"}"#).unwrap();
         assert!(f.kind.is_get_results() && f.kind.is_timeout());
         assert!(serde_json::from_str::<InjectedFailure>(r#"{"kind": "meteor_strike"}"#).is_err());
+        let slow: InjectedFailure = serde_json::from_str(r#"{"kind": "slow", "delay_ms": 250}"#).unwrap();
+        let inj = FailureInjector::default();
+        inj.inject(slow);
+        assert_eq!(inj.batch_delay(&TaskId::new("q", 1, 0, 0)), Some(Duration::from_millis(250)));
+        assert_eq!(inj.find(&TaskId::new("q", 1, 0, 0), |k| k != InjectedFailureKind::Slow), None);
     }
 }

@@ -87,6 +87,8 @@ pub struct SqlTask {
     memory: Arc<super::memory::TaskMemoryPool>,
     /// The running plan, for what its operators spilled.
     plan: Arc<dyn ExecutionPlan>,
+    /// Failure injection's `slow` kind: a wait after every batch the plan yields.
+    batch_delay: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for SqlTask {
@@ -118,6 +120,8 @@ pub struct TaskStart {
     /// task failed after starting could finish first, and a test of retries that run
     /// out would see it succeed).
     pub fail_injected: bool,
+    /// Failure injection's `slow` kind: a wait after every batch (a straggler).
+    pub batch_delay: Option<std::time::Duration>,
 }
 
 /// A context with `base`'s session and functions, and `config` and `runtime`.
@@ -207,6 +211,7 @@ impl SqlTask {
             last_contact: Mutex::new(Instant::now()),
             memory: start.memory,
             plan: exec_plan.clone(),
+            batch_delay: start.batch_delay,
         });
         task.add_sources(start.sources);
         task.transition(TaskState::Running);
@@ -497,6 +502,9 @@ impl SqlTask {
         let target = batch_size.max(1);
         while let Some(batch) = stream.next().await {
             let batch = batch?;
+            if let Some(delay) = self.batch_delay {
+                tokio::time::sleep(delay).await;
+            }
             if batch.num_rows() == 0 {
                 continue;
             }

@@ -202,6 +202,7 @@ impl SqlTaskManager {
         };
         let fail_injected =
             self.injector.as_ref().is_some_and(|i| i.find(&id, |k| k == InjectedFailureKind::TaskFailure).is_some());
+        let batch_delay = self.injector.as_ref().and_then(|i| i.batch_delay(&id));
         let started = SqlTask::start(TaskStart {
             id: id.clone(),
             node_id: self.node_id.clone(),
@@ -218,6 +219,7 @@ impl SqlTaskManager {
             codec: self.codec.clone(),
             memory,
             fail_injected,
+            batch_delay,
         });
         let task = match started {
             Ok(task) => task,
