@@ -25,7 +25,7 @@ pub struct SpeculationPolicy {
 
 impl SpeculationPolicy {
     pub fn new(multiplier: f64, quantile: f64) -> Self {
-        SpeculationPolicy { multiplier, quantile, min_runtime: Duration::from_millis(500) }
+        SpeculationPolicy { multiplier, quantile, min_runtime: Duration::from_millis(200) }
     }
 }
 
@@ -70,11 +70,14 @@ impl Stragglers {
     }
 
     /// The stage's threshold: `multiplier` times the median of its finished
-    /// partitions, once `quantile` of them finished.
+    /// partitions, once `quantile` of them finished (rounded down).
     fn threshold(&self, stage: usize) -> Option<Duration> {
         let done = self.durations.get(&stage)?;
         let partitions = *self.partitions.get(&stage)?;
-        if done.is_empty() || (done.len() as f64) < self.policy.quantile * partitions as f64 {
+        // Spark's rule: at least floor(quantile x partitions) finished, and one. With
+        // 3 partitions and 0.75, two: a stage of three must not wait for its third.
+        let needed = ((self.policy.quantile * partitions as f64).floor() as usize).max(1);
+        if done.len() < needed {
             return None;
         }
         let mut times: Vec<Duration> = done.values().copied().collect();
@@ -146,7 +149,7 @@ mod tests {
         s.started((1, 1), t0);
         s.finished((1, 0), t0 + Duration::from_millis(10));
         // The median is 10 ms, but a copy is never made before `min_runtime`.
-        assert_eq!(s.due(t0 + Duration::from_millis(100), |_| false).1, Some(t0 + Duration::from_millis(500)));
+        assert_eq!(s.due(t0 + Duration::from_millis(100), |_| false).1, Some(t0 + Duration::from_millis(200)));
         s.stopped((1, 1));
         assert_eq!(s.due(t0 + Duration::from_secs(5), |_| false), (vec![], None));
         // A rerun after a rollback is timed afresh, and its stage's old time dropped.

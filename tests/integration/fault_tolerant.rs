@@ -135,9 +135,10 @@ async fn retry_policy_task_survives_every_injected_failure() {
 }
 
 /// A failure on every attempt exhausts `task_retry_attempts`; a user error is not
-/// retried at all. Both fail cleanly.
+/// retried at all. Both fail cleanly. Then a straggler: see
+/// `a_slow_worker_is_copied_around`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn retry_policy_task_gives_up_when_retries_run_out() {
+async fn retry_policy_task_gives_up_when_retries_run_out_and_copies_stragglers() {
     let spool = SpoolDir::new("give-up");
     let cluster = Cluster::start(3, &["--enable-failure-injection", "--spool-dir", spool.arg()]).await;
     let positions = stage_positions(&cluster).await;
@@ -168,6 +169,66 @@ async fn retry_policy_task_gives_up_when_retries_run_out() {
         }
         other => panic!("expected a failure, got {other:?}"),
     }
+    cluster.assert_no_tasks_left().await;
+    spool.assert_empty().await;
+    a_slow_worker_is_copied_around(&cluster, &spool).await;
+}
+
+/// One worker of three slowed by the injector's `slow` kind (a wait after every
+/// batch its tasks' plans yield): with `task_speculation_enabled` some of its tasks
+/// get copies on the other workers that finish first, the first attempts are
+/// aborted, the rows are single-node DataFusion's, and nothing is left behind. The
+/// times with and without the slow worker, and without speculation, are printed
+/// (docs/operations/retries.md quotes them), not asserted.
+async fn a_slow_worker_is_copied_around(cluster: &Cluster, spool: &SpoolDir) {
+    // sf1: tasks long enough that noticing a straggler (200 ms at least) is a small
+    // part of them, as in the queries speculation is for.
+    let client = task_mode(cluster, "sf1").with_session(PARTITIONED_JOINS.0, PARTITIONED_JOINS.1);
+    let want = oracle("sf1", QUERY).await;
+    let timed = |client: StatementClient| async move {
+        let started = Instant::now();
+        let got = client.execute(QUERY).await.unwrap_or_else(|e| panic!("{e}"));
+        (got, started.elapsed())
+    };
+    timed(client.clone()).await;
+    let (_, even) = timed(client.clone()).await;
+    let slow = &cluster.workers[2];
+    let info: Value = reqwest::get(format!("{}/v1/info", slow.url)).await.unwrap().json().await.unwrap();
+    let slow_node = info["node_id"].as_str().expect("the worker's node id").to_string();
+    let http = reqwest::Client::new();
+    let resp = http
+        .post(format!("{}/v1/failure-injection", slow.url))
+        .json(&json!({"kind": "slow", "delay_ms": 100}))
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "failure injection endpoint: {}", resp.status());
+    let (_, uncopied) = timed(client.clone()).await;
+    let (got, copied) = timed(client.clone().with_session("task_speculation_enabled", "true")).await;
+    set_failure(cluster, None).await;
+    assert_same_rows("speculation around a slow worker", QUERY, &got.rows, &want);
+    eprintln!(
+        "retry_policy=task, one worker of 3 slowed by 100 ms a batch: {even:.1?} without it, {uncopied:.1?} with it, \
+         {copied:.1?} with it and task_speculation_enabled ({:.2}x)",
+        copied.as_secs_f64() / even.as_secs_f64()
+    );
+    // A partition with an attempt aborted on the slow worker and one finished on
+    // another: a copy that won.
+    let info = query_info(cluster, &got.id).await;
+    let tasks: Vec<&Value> =
+        info["stages"].as_array().unwrap().iter().flat_map(|s| s["tasks"].as_array().unwrap().iter()).collect();
+    let partition = |t: &Value| {
+        let id = t["task_id"].as_str().unwrap();
+        id.rsplit_once('.').map(|(p, _)| p.to_string()).unwrap()
+    };
+    let won = tasks.iter().filter(|t| t["node_id"] != slow_node.as_str() && t["state"] == "FINISHED").any(|w| {
+        tasks
+            .iter()
+            .any(|l| l["node_id"] == slow_node.as_str() && l["state"] == "ABORTED" && partition(l) == partition(w))
+    });
+    let states: Vec<String> =
+        tasks.iter().map(|t| format!("{} {} {}", t["task_id"], t["node_id"], t["state"])).collect();
+    assert!(won, "no copy beat an attempt on the slow worker {slow_node}: {states:#?}");
     cluster.assert_no_tasks_left().await;
     spool.assert_empty().await;
 }
