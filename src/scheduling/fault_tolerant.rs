@@ -66,6 +66,9 @@ impl GraphText {
     }
 }
 
+/// The least time between two scheduling rounds (see `run_rounds`).
+const MIN_ROUND_GAP: Duration = Duration::from_millis(10);
+
 /// How long a superseded attempt may still report what it could not read.
 const SUPERSEDED_GRACE: Duration = Duration::from_secs(2);
 
@@ -256,7 +259,16 @@ impl FaultTolerantQueryScheduler {
     async fn run_rounds(&mut self, root: Arc<dyn RootStage>) -> Result<(), SchedulerError> {
         let mut wake = self.changed.subscribe();
         let mut root_run: Option<(usize, BoxFuture<'static, Result<(), RootFailure>>)> = None;
+        let mut last_round: Option<Instant> = None;
         loop {
+            // Changes that come faster than `MIN_ROUND_GAP` wait for one round
+            // together: a round costs the cluster's size (workers, slots, running
+            // attempts), and one per status change made the scheduler the busiest
+            // part of a 1,000-worker query (`sim::scale`).
+            if let Some(at) = last_round {
+                tokio::time::sleep_until(at + MIN_ROUND_GAP).await;
+            }
+            last_round = Some(Instant::now());
             wake.borrow_and_update();
             self.check_lost_workers()?;
             self.settle_copies();
