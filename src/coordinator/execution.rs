@@ -32,7 +32,8 @@ use crate::protocol::SourceUpdate;
 use crate::scheduling::fault_tolerant::{FaultTolerantQueryScheduler, RetryLimits};
 use crate::scheduling::phased::{AllAtOnceExecutionSchedule, ExecutionSchedule, PhasedExecutionSchedule};
 use crate::scheduling::pipelined::{
-    pick_root_cause, PipelinedQueryScheduler, RootSourceSink, SchedulerError, SchedulerSettings, StageExecution,
+    query_failure, PipelinedFailure, PipelinedQueryScheduler, QueryFailure, RootSourceSink, SchedulerError,
+    SchedulerSettings, StageExecution,
 };
 use crate::scheduling::remote_task::delete_all;
 use crate::scheduling::state_machine::QueryState;
@@ -428,18 +429,12 @@ async fn execute_pipelined(
             Some(text) => emit_text(q, "Query Plan", format!("Output: {rows} rows\n\n{text}")).await,
             None => Ok(()),
         },
-        Err(RunFailure::Scheduler(SchedulerError::TaskFailed(report))) => {
-            let best = pick_root_cause(std::iter::once(*report).chain(reported).collect()).expect("one report");
-            Err(task_failure_error(&best))
-        }
-        Err(RunFailure::Scheduler(SchedulerError::RemoteTask(e))) => {
-            Err(QueryError::new(e.error_code(), e.to_string()))
-        }
-        Err(RunFailure::Scheduler(e)) => Err(QueryError::new(ErrorCode::RemoteTaskError, e.to_string())),
-        Err(RunFailure::Root(e)) => match pick_root_cause(reported) {
-            Some(best) if !best.failure.code.is(ErrorCode::RemoteTaskFailed) => Err(task_failure_error(&best)),
-            _ => Err(e),
-        },
+        Err(failure) => Err(match query_failure(failure, reported) {
+            QueryFailure::Task(best) => task_failure_error(&best),
+            QueryFailure::RemoteTask(e) => QueryError::new(e.error_code(), e.to_string()),
+            QueryFailure::Scheduler(e) => QueryError::new(ErrorCode::RemoteTaskError, e.to_string()),
+            QueryFailure::Root(e) => e,
+        }),
     }
 }
 
@@ -473,16 +468,7 @@ async fn execute_fault_tolerant(
     }
 }
 
-enum RunFailure {
-    Scheduler(SchedulerError),
-    Root(QueryError),
-}
-
-impl From<SchedulerError> for RunFailure {
-    fn from(e: SchedulerError) -> Self {
-        RunFailure::Scheduler(e)
-    }
-}
+type RunFailure = PipelinedFailure<QueryError>;
 
 /// Runs the worker stages and the root stage together until the root has all rows
 /// (`PipelinedQueryScheduler::run_with_root`); returns the number of rows. With

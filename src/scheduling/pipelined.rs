@@ -152,6 +152,48 @@ pub fn pick_root_cause(failures: Vec<TaskFailureReport>) -> Option<TaskFailureRe
     failures.into_iter().min_by_key(rank)
 }
 
+/// How a pipelined query's run failed: in the scheduler, or in the coordinator's
+/// root stage (whose error type is the caller's).
+#[derive(Debug)]
+pub enum PipelinedFailure<R> {
+    Scheduler(SchedulerError),
+    Root(R),
+}
+
+impl<R> From<SchedulerError> for PipelinedFailure<R> {
+    fn from(e: SchedulerError) -> Self {
+        PipelinedFailure::Scheduler(e)
+    }
+}
+
+/// What a pipelined query fails with, chosen once for the coordinator and the
+/// simulator: the closest to the cause among the run's failure and the failures the
+/// workers reported as the tasks were removed (`reported`). A root stage that could
+/// not read an input yields to a task's own failure, never to its echo
+/// (`REMOTE_TASK_FAILED`).
+#[derive(Debug)]
+pub enum QueryFailure<R> {
+    Task(TaskFailureReport),
+    RemoteTask(RemoteTaskError),
+    Scheduler(SchedulerError),
+    Root(R),
+}
+
+pub fn query_failure<R>(failure: PipelinedFailure<R>, reported: Vec<TaskFailureReport>) -> QueryFailure<R> {
+    match failure {
+        PipelinedFailure::Scheduler(SchedulerError::TaskFailed(report)) => {
+            let all = std::iter::once(*report).chain(reported).collect();
+            QueryFailure::Task(pick_root_cause(all).expect("one report at least"))
+        }
+        PipelinedFailure::Scheduler(SchedulerError::RemoteTask(e)) => QueryFailure::RemoteTask(e),
+        PipelinedFailure::Scheduler(e) => QueryFailure::Scheduler(e),
+        PipelinedFailure::Root(r) => match pick_root_cause(reported) {
+            Some(best) if !best.failure.code.is(ErrorCode::RemoteTaskFailed) => QueryFailure::Task(best),
+            _ => QueryFailure::Root(r),
+        },
+    }
+}
+
 impl PipelinedQueryScheduler {
     pub fn new(
         settings: SchedulerSettings,

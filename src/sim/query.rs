@@ -23,7 +23,8 @@ use crate::scheduling::fault_tolerant::{
 use crate::scheduling::node_scheduler::NodeScheduler;
 use crate::scheduling::phased::{AllAtOnceExecutionSchedule, ExecutionSchedule, PhasedExecutionSchedule};
 use crate::scheduling::pipelined::{
-    pick_root_cause, PipelinedQueryScheduler, RootSourceSink, SchedulerError, SchedulerSettings,
+    query_failure, PipelinedFailure, PipelinedQueryScheduler, QueryFailure, RootSourceSink, SchedulerError,
+    SchedulerSettings,
 };
 use crate::scheduling::speculation::SpeculationPolicy;
 use crate::scheduling::stage_execution::TaskFailureReport;
@@ -71,16 +72,7 @@ pub async fn run(
 }
 
 /// The pipelined root's failure, or the scheduler's.
-enum RunFailure {
-    Scheduler(SchedulerError),
-    Root(TaskFailure),
-}
-
-impl From<SchedulerError> for RunFailure {
-    fn from(e: SchedulerError) -> Self {
-        RunFailure::Scheduler(e)
-    }
-}
+type RunFailure = PipelinedFailure<TaskFailure>;
 
 struct RootSink(Arc<World>);
 
@@ -107,19 +99,14 @@ async fn run_pipelined(
     let outcome = world.timed(scheduler.run_with_root(root)).await;
     world.answered(outcome.is_ok());
     let reported = world.timed(scheduler.remove_all_tasks(outcome.is_err())).await;
-    match outcome {
-        Ok(()) => Ok(()),
-        Err(RunFailure::Scheduler(SchedulerError::TaskFailed(report))) => {
-            let best = pick_root_cause(std::iter::once(*report).chain(reported).collect()).expect("one report");
-            Err(report_error(&best))
-        }
-        Err(RunFailure::Scheduler(SchedulerError::RemoteTask(e))) => Err((e.error_code(), e.to_string())),
-        Err(RunFailure::Scheduler(e)) => Err((ErrorCode::RemoteTaskError, e.to_string())),
-        Err(RunFailure::Root(f)) => match pick_root_cause(reported) {
-            Some(best) if !best.failure.code.is(ErrorCode::RemoteTaskFailed) => Err(report_error(&best)),
-            _ => Err((f.code.known().unwrap_or(ErrorCode::GenericInternalError), f.message)),
-        },
-    }
+    // The coordinator's choice, from the same function (`query_failure`).
+    let Err(failure) = outcome else { return Ok(()) };
+    Err(match query_failure(failure, reported) {
+        QueryFailure::Task(best) => report_error(&best),
+        QueryFailure::RemoteTask(e) => (e.error_code(), e.to_string()),
+        QueryFailure::Scheduler(e) => (ErrorCode::RemoteTaskError, e.to_string()),
+        QueryFailure::Root(f) => (f.code.known().unwrap_or(ErrorCode::GenericInternalError), f.message),
+    })
 }
 
 /// The root stage of a fault-tolerant query: reads every input partition's spooled
