@@ -581,7 +581,10 @@ impl World {
             loop {
                 let (inputs, wake) = self.pipelined_inputs(Some((w, &id)));
                 match inputs {
-                    Inputs::Ready => break,
+                    Inputs::Ready => {
+                        self.check_pipelined_reads(w, &id);
+                        break;
+                    }
                     Inputs::Broken(f) => return self.set_state(w, &id, TaskState::Failed, Some(f)),
                     Inputs::Gone => return,
                     Inputs::Waiting => wake.wait().await,

@@ -168,6 +168,22 @@ impl World {
         Ok(())
     }
 
+    /// A pipelined task with all its inputs done producing reads them: each input
+    /// stage's partitions must be named exactly once by the tasks it was told of.
+    pub(super) fn check_pipelined_reads(&self, w: usize, id: &TaskId) {
+        let wrong = {
+            let s = self.state.lock();
+            let Some(task) = s.workers[w].tasks.get(&id.to_string()) else { return };
+            self.plan.fragments[id.stage].inputs.iter().find_map(|&input| {
+                let list = task.sources.get(&input).map(|l| l.as_slice()).unwrap_or_default();
+                covers_once(list, self.plan.fragments[input].partitions).err().map(|why| (input, why))
+            })
+        };
+        if let Some((input, why)) = wrong {
+            self.violation(format!("{id} reads stage {input} wrong: {why}"));
+        }
+    }
+
     /// The coordinator's pipelined root learns where its inputs run.
     pub fn add_root_source(&self, update: SourceUpdate) {
         {
