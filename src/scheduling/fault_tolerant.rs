@@ -568,12 +568,27 @@ impl FaultTolerantQueryScheduler {
         });
     }
 
-    /// Fills every free slot of every live worker, spreading tasks round robin.
-    fn launch_tasks(&mut self) -> Result<(), SchedulerError> {
-        let live: Vec<WorkerNode> = match &self.settings.nodes {
+    fn live_workers(&self) -> Vec<WorkerNode> {
+        match &self.settings.nodes {
             Some(nodes) => nodes.live_workers(),
             None => self.settings.workers.clone(),
-        };
+        }
+    }
+
+    /// Free slots of each of `live`, attempts and copies counted once, not once per
+    /// worker: at a thousand workers that was a million comparisons a round.
+    fn free_slots(&self, live: &[WorkerNode]) -> Vec<usize> {
+        let mut running_on: BTreeMap<&str, usize> = BTreeMap::new();
+        for t in self.running.values().chain(self.copies.values().map(|(t, _)| t)) {
+            *running_on.entry(t.worker().node_id.as_str()).or_default() += 1;
+        }
+        let slots = self.limits.slots_per_worker;
+        live.iter().map(|w| slots.saturating_sub(running_on.get(w.node_id.as_str()).copied().unwrap_or(0))).collect()
+    }
+
+    /// Fills every free slot of every live worker, spreading tasks round robin.
+    fn launch_tasks(&mut self) -> Result<(), SchedulerError> {
+        let live = self.live_workers();
         if live.is_empty() {
             if self.graph.available_tasks() > 0 && self.running.is_empty() {
                 let stage = self.graph.running_stages().first().copied().unwrap_or(0);
@@ -581,21 +596,14 @@ impl FaultTolerantQueryScheduler {
             }
             return Ok(());
         }
-        // Counted once, not once per worker: at a thousand workers that was a
-        // million comparisons a round.
-        let mut running_on: BTreeMap<&str, usize> = BTreeMap::new();
-        for t in self.running.values().chain(self.copies.values().map(|(t, _)| t)) {
-            *running_on.entry(t.worker().node_id.as_str()).or_default() += 1;
+        let mut free = self.free_slots(&live);
+        if live.iter().any(|w| !self.slow_workers.contains(&w.node_id)) {
+            for (f, w) in free.iter_mut().zip(&live) {
+                if self.slow_workers.contains(&w.node_id) {
+                    *f = 0;
+                }
+            }
         }
-        let slots = self.limits.slots_per_worker;
-        let avoid_slow = live.iter().any(|w| !self.slow_workers.contains(&w.node_id));
-        let mut free: Vec<usize> = live
-            .iter()
-            .map(|w| match avoid_slow && self.slow_workers.contains(&w.node_id) {
-                true => 0,
-                false => slots.saturating_sub(running_on.get(w.node_id.as_str()).copied().unwrap_or(0)),
-            })
-            .collect();
         let start = self
             .settings
             .node_scheduler

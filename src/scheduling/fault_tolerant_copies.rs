@@ -12,7 +12,6 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::FaultTolerantQueryScheduler;
-use crate::cluster::node_manager::WorkerNode;
 use crate::protocol::TaskState;
 use crate::scheduling::remote_task::RemoteTask;
 
@@ -69,18 +68,8 @@ impl FaultTolerantQueryScheduler {
         if due.is_empty() {
             return;
         }
-        let live: Vec<WorkerNode> = match &self.settings.nodes {
-            Some(nodes) => nodes.live_workers(),
-            None => self.settings.workers.clone(),
-        };
-        let mut free: Vec<usize> = live
-            .iter()
-            .map(|w| {
-                let copies = self.copies.values().map(|(t, _)| t);
-                let busy = self.running.values().chain(copies).filter(|t| t.worker().node_id == w.node_id).count();
-                self.limits.slots_per_worker.saturating_sub(busy)
-            })
-            .collect();
+        let live = self.live_workers();
+        let mut free = self.free_slots(&live);
         for key in due {
             let Some(first) = self.running.get(&key).cloned() else { continue };
             let fits = |i: usize| {

@@ -36,34 +36,17 @@ impl QueryShape {
         let partitions: Vec<usize> =
             (0..n).map(|s| if s == 0 { 1 } else { rng.random_range(1..=max_partitions.max(1)) }).collect();
         let inputs = |stage: usize| (1..n).filter(|&p| consumer[p] == Some(stage)).collect::<Vec<_>>();
-        let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, true)]));
-        let mut fragments = Vec::with_capacity(n);
-        let mut graph = petgraph::graph::DiGraph::new();
-        let nodes: Vec<_> = (0..n).map(|i| graph.add_node(i)).collect();
-        for s in 0..n {
-            let output = match consumer[s] {
+        // Drawn in stage order, as before the shapes shared `assemble`: seeds replay.
+        let outputs: Vec<FragmentOutput> = (0..n)
+            .map(|s| match consumer[s] {
                 None => FragmentOutput::Root,
                 Some(c) if rng.random_bool(0.25) || c == 0 => FragmentOutput::Broadcast,
                 Some(c) => FragmentOutput::Repartition { partitions: partitions[c] },
-            };
-            if let Some(c) = consumer[s] {
-                let mode = match output {
-                    FragmentOutput::Repartition { .. } => ExchangeMode::Repartition,
-                    _ => ExchangeMode::Broadcast,
-                };
-                graph.add_edge(nodes[s], nodes[c], mode);
-            }
-            let inputs = inputs(s);
-            fragments.push(Fragment {
-                id: s,
-                plan: Arc::new(EmptyExec::new(schema.clone()).with_partitions(partitions[s])),
-                output,
-                partitions: partitions[s],
-                consumer: consumer[s],
-                has_scan: inputs.is_empty(),
-                inputs,
-            });
-        }
+            })
+            .collect();
+        let inputs: Vec<Vec<usize>> = (0..n).map(inputs).collect();
+        let has_scan: Vec<bool> = inputs.iter().map(Vec::is_empty).collect();
+        let (fragments, graph) = assemble(&consumer, &partitions, outputs, inputs, &has_scan);
         // A stage with two or more inputs joins them: its first input is the build
         // side, the second the probe side, as Trino's phased policy orders them.
         let mut dependencies = Vec::new();
@@ -116,43 +99,61 @@ impl QueryShape {
                 _ => hash_partitions.max(1),
             })
             .collect();
-        let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, true)]));
-        let mut graph = petgraph::graph::DiGraph::new();
-        let nodes: Vec<_> = (0..n).map(|i| graph.add_node(i)).collect();
-        let mut fragments = Vec::with_capacity(n);
-        let mut dependencies = Vec::new();
-        for s in 0..n {
-            let output = match consumer[s] {
+        let outputs: Vec<FragmentOutput> = (0..n)
+            .map(|s| match consumer[s] {
                 None => FragmentOutput::Root,
                 Some(0) => FragmentOutput::Broadcast,
                 Some(c) => FragmentOutput::Repartition { partitions: partitions[c] },
-            };
-            if let Some(c) = consumer[s] {
-                let mode = match output {
-                    FragmentOutput::Repartition { .. } => ExchangeMode::Repartition,
-                    _ => ExchangeMode::Broadcast,
-                };
-                graph.add_edge(nodes[s], nodes[c], mode);
-            }
-            if let [build, probe] = inputs[s][..] {
-                dependencies.push((build, probe, DependencyKind::PartitionedJoinBuild));
-            }
-            fragments.push(Fragment {
-                id: s,
-                plan: Arc::new(EmptyExec::new(schema.clone()).with_partitions(partitions[s])),
-                output,
-                partitions: partitions[s],
-                consumer: consumer[s],
-                has_scan: is_scan[s],
-                inputs: inputs[s].clone(),
-            });
-        }
+            })
+            .collect();
+        let dependencies = inputs
+            .iter()
+            .filter_map(|i| match i[..] {
+                [build, probe] => Some((build, probe, DependencyKind::PartitionedJoinBuild)),
+                _ => None,
+            })
+            .collect();
+        let (fragments, graph) = assemble(&consumer, &partitions, outputs, inputs, &is_scan);
         QueryShape { plan: Arc::new(FragmentedPlan { fragments, graph }), dependencies }
     }
 
     pub fn stages(&self) -> usize {
         self.plan.fragments.len() - 1
     }
+}
+
+/// The fragments and their exchange graph, from each stage's consumer, partitions,
+/// output, inputs and whether it scans; plans are empty.
+fn assemble(
+    consumer: &[Option<usize>],
+    partitions: &[usize],
+    outputs: Vec<FragmentOutput>,
+    inputs: Vec<Vec<usize>>,
+    has_scan: &[bool],
+) -> (Vec<Fragment>, petgraph::graph::DiGraph<usize, ExchangeMode>) {
+    let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, true)]));
+    let mut graph = petgraph::graph::DiGraph::new();
+    let nodes: Vec<_> = (0..consumer.len()).map(|i| graph.add_node(i)).collect();
+    let mut fragments = Vec::with_capacity(consumer.len());
+    for (s, (output, inputs)) in outputs.into_iter().zip(inputs).enumerate() {
+        if let Some(c) = consumer[s] {
+            let mode = match output {
+                FragmentOutput::Repartition { .. } => ExchangeMode::Repartition,
+                _ => ExchangeMode::Broadcast,
+            };
+            graph.add_edge(nodes[s], nodes[c], mode);
+        }
+        fragments.push(Fragment {
+            id: s,
+            plan: Arc::new(EmptyExec::new(schema.clone()).with_partitions(partitions[s])),
+            output,
+            partitions: partitions[s],
+            consumer: consumer[s],
+            has_scan: has_scan[s],
+            inputs,
+        });
+    }
+    (fragments, graph)
 }
 
 #[cfg(test)]
