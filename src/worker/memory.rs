@@ -84,6 +84,21 @@ pub fn available_memory() -> u64 {
 struct QueryMemory {
     limit: usize,
     reserved: AtomicUsize,
+    /// Consumers of the query here that can spill, each held to an equal part of
+    /// the query's spillable share.
+    spillable_consumers: AtomicUsize,
+}
+
+impl QueryMemory {
+    fn new(limit: usize) -> Self {
+        QueryMemory { limit, reserved: AtomicUsize::new(0), spillable_consumers: AtomicUsize::new(0) }
+    }
+
+    /// What one consumer that can spill may hold: an equal part of the spillable
+    /// share, as DataFusion's `FairSpillPool` gives out its pool.
+    fn fair_share(&self) -> usize {
+        spillable_share(self.limit) / self.spillable_consumers.load(Ordering::Relaxed).max(1)
+    }
 }
 
 /// The worker's memory, shared by its tasks.
@@ -176,7 +191,7 @@ impl WorkerMemory {
                 Some(q) => q,
                 None => {
                     let limit = limit.unwrap_or(self.settings.query_max_per_node);
-                    let q = Arc::new(QueryMemory { limit, reserved: AtomicUsize::new(0) });
+                    let q = Arc::new(QueryMemory::new(limit));
                     queries.insert(query_id.to_string(), Arc::downgrade(&q));
                     q
                 }
@@ -240,10 +255,16 @@ impl MemoryPool for TaskMemoryPool {
     }
 
     fn register(&self, consumer: &MemoryConsumer) {
+        if consumer.can_spill() {
+            self.query.spillable_consumers.fetch_add(1, Ordering::Relaxed);
+        }
         self.inner.register(consumer)
     }
 
     fn unregister(&self, consumer: &MemoryConsumer) {
+        if consumer.can_spill() {
+            self.query.spillable_consumers.fetch_sub(1, Ordering::Relaxed);
+        }
         self.inner.unregister(consumer)
     }
 
@@ -268,6 +289,21 @@ impl MemoryPool for TaskMemoryPool {
             true => spillable_share(self.query.limit),
             false => self.query.limit,
         };
+        // And each of them to an equal part of that: without it one sort could take
+        // nearly all of the share, and a sort of another partition with nothing in
+        // memory to spill was refused its first batch and failed the query.
+        if reservation.consumer().can_spill() && reservation.size() + additional > self.query.fair_share() {
+            return Err(DataFusionError::ResourcesExhausted(format!(
+                "{LOCAL_LIMIT_MARK} of {} on worker {}: {} holds {} and asked for {} more, over its fair share \
+                 of {} (query_max_memory_per_node)",
+                human(self.query.limit),
+                self.node_id,
+                reservation.consumer().name(),
+                human(reservation.size()),
+                human(additional),
+                human(self.query.fair_share()),
+            )));
+        }
         let held = self.query.reserved.fetch_add(additional, Ordering::Relaxed);
         if held + additional > limit {
             self.query.reserved.fetch_sub(additional, Ordering::Relaxed);
@@ -408,6 +444,27 @@ mod tests {
         merge.try_grow(100).unwrap();
         assert!(merge.try_grow(1).is_err(), "the pool is full");
         assert_eq!(m.reserved(), 1000);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Sorts of one query share its spillable part equally, so the one that comes
+    /// last still finds room for its first batch (the others spill to make it).
+    #[test]
+    fn spillable_consumers_of_a_query_get_equal_parts() {
+        let (m, dir) = memory(10_000, 1000);
+        let (_, a) = m.task_runtime("q", None).unwrap();
+        let (_, b) = m.task_runtime("q", None).unwrap();
+        let (a, b): (Arc<dyn MemoryPool>, Arc<dyn MemoryPool>) = (a, b);
+        let first = MemoryConsumer::new("ExternalSorter[0]").with_can_spill(true).register(&a);
+        let second = MemoryConsumer::new("ExternalSorter[1]").with_can_spill(true).register(&b);
+        first.try_grow(450).unwrap();
+        let err = first.try_grow(1).unwrap_err().to_string();
+        assert!(err.contains(LOCAL_LIMIT_MARK) && err.contains("fair share of 450 B"), "{err}");
+        second.try_grow(450).unwrap();
+        // The first is gone: the one left may have the whole share.
+        drop(first);
+        second.try_grow(450).unwrap();
+        assert!(second.try_grow(1).is_err(), "a tenth stays for those that cannot spill");
         let _ = std::fs::remove_dir_all(dir);
     }
 
