@@ -65,6 +65,11 @@ pub struct SessionProperties {
     pub task_speculation_multiplier: f64,
     /// Share of a stage's tasks finished before any is copied.
     pub task_speculation_quantile: f64,
+    /// Under `retry_policy=task`, a stage whose spooled inputs turned out small runs
+    /// as fewer tasks over neighbouring partitions (`scheduling::adaptive`).
+    pub adaptive_partitioning_enabled: bool,
+    /// What one coalesced task should read at most.
+    pub adaptive_partition_target_size: u64,
 }
 
 /// Default of `join_max_broadcast_table_size`.
@@ -99,6 +104,8 @@ impl Default for SessionProperties {
             task_speculation_enabled: false,
             task_speculation_multiplier: 1.5,
             task_speculation_quantile: 0.75,
+            adaptive_partitioning_enabled: true,
+            adaptive_partition_target_size: 64 << 20,
         }
     }
 }
@@ -311,6 +318,26 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         description: "share of a stage's tasks finished before any is copied (0 to 1)",
         set: |p, v| {
             p.task_speculation_quantile = fraction("task_speculation_quantile", v, 0.0, 1.0)?;
+            Ok(())
+        },
+    },
+    PropertyDef {
+        name: "adaptive_partitioning_enabled",
+        default: "true",
+        description: "under `retry_policy=task`, a stage whose inputs turned out small, by what their spooled outputs hold, runs as fewer tasks, each over neighbouring partitions; EXPLAIN ANALYZE shows the change",
+        set: |p, v| {
+            let options = [("true", true), ("false", false)];
+            p.adaptive_partitioning_enabled = choice("adaptive_partitioning_enabled", v, &options)?;
+            Ok(())
+        },
+    },
+    PropertyDef {
+        name: "adaptive_partition_target_size",
+        default: "64MB",
+        description: "what one coalesced task reads at most, and less when the stage's input spread over the cluster's task slots is smaller, but not under 1MB (1MB to 4GB)",
+        set: |p, v| {
+            p.adaptive_partition_target_size =
+                bytes_between("adaptive_partition_target_size", v, 1 << 20, MAX_BUFFER_BYTES)?;
             Ok(())
         },
     },

@@ -293,6 +293,10 @@ pub struct TaskStats {
     /// Bytes its operators wrote to spill files.
     #[serde(default)]
     pub spilled_bytes: u64,
+    /// Of a finished task with a partitioned output: the bytes it wrote to each
+    /// consumer partition (adaptive planning sizes the consumer's tasks by them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output_partition_bytes: Vec<u64>,
 }
 
 /// Memory over several tasks (a stage's, a query's): what they hold now, their peaks

@@ -102,7 +102,7 @@ pub async fn run_scheduling(stages: usize, tasks: usize, workers: usize, iterati
             tokio::pin!(run);
             loop {
                 let all = watched.iter().all(|s| {
-                    s.tasks().len() == s.task_count
+                    s.tasks().len() == s.task_count()
                         && !matches!(s.state(), StageState::Planned | StageState::Scheduling)
                 });
                 if all {

@@ -526,6 +526,9 @@ fn explain_analyze(plan: &FragmentedPlan, stages: &[Arc<StageExecution>], elapse
             info.memory.peak_bytes,
             info.memory.spilled_bytes
         );
+        if let Some(change) = &info.adaptive {
+            let _ = writeln!(out, "    {change}");
+        }
         for t in &info.tasks {
             let _ = writeln!(
                 out,

@@ -570,7 +570,7 @@ fn results_document(q: &Arc<QueryExecution>, base: &str, token: u64, exhausted: 
 fn stats(q: &QueryExecution) -> Value {
     let stages = q.stages();
     let tasks: Vec<_> = stages.iter().flat_map(|s| s.tasks()).map(|t| t.status()).collect();
-    let total_tasks: usize = stages.iter().map(|s| s.task_count).sum();
+    let total_tasks: usize = stages.iter().map(|s| s.task_count()).sum();
     let done = tasks.iter().filter(|t| t.state.is_done()).count();
     let running = tasks.iter().filter(|t| matches!(t.state, TaskState::Running | TaskState::Flushing)).count();
     let processed_rows: u64 = stages

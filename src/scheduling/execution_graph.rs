@@ -158,6 +158,8 @@ pub enum GraphError {
     UnknownPartition { stage: usize, partition: usize },
     #[error("stage {stage} does not read stage {input}")]
     NotAnInput { stage: usize, input: usize },
+    #[error("stage {0} has run tasks (or is not resolved): its task count is fixed")]
+    AlreadyStarted(usize),
     #[error("stage {stage} is running but its input {input} is incomplete")]
     IncompleteInput { stage: usize, input: usize },
     #[cfg(test)]
@@ -591,6 +593,7 @@ impl ExecutionGraph {
     }
 }
 
+mod adaptive;
 mod display;
 mod recovery;
 mod speculation;

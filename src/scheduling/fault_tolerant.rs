@@ -27,6 +27,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::adaptive::AdaptivePolicy;
 use super::execution_graph::{
     ExecutionGraph, ExecutionStage, GraphEvent, PartitionLocation, StageSpec, TaskAttemptStatus, TaskDescription,
     TaskStatusUpdate, TaskUpdateState,
@@ -41,6 +42,8 @@ use crate::error_code::{ErrorCode, QueryError};
 use crate::plan::fragmenter::FragmentedPlan;
 use crate::protocol::{Base64Bytes, SourceUpdate, TaskFailure, TaskId, TaskState, TaskUpdateRequest, UpstreamTask};
 
+#[path = "fault_tolerant_adaptive.rs"]
+mod adaptive;
 #[path = "fault_tolerant_copies.rs"]
 mod copies;
 
@@ -83,6 +86,8 @@ pub struct RetryLimits {
     pub slots_per_worker: usize,
     /// Copies of stragglers (`task_speculation_enabled`), or none.
     pub speculation: Option<SpeculationPolicy>,
+    /// Coalescing of small partitions (`adaptive_partitioning_enabled`), or none.
+    pub adaptive: Option<AdaptivePolicy>,
 }
 
 impl RetryLimits {
@@ -95,6 +100,9 @@ impl RetryLimits {
             speculation: props
                 .task_speculation_enabled
                 .then(|| SpeculationPolicy::new(props.task_speculation_multiplier, props.task_speculation_quantile)),
+            adaptive: props
+                .adaptive_partitioning_enabled
+                .then_some(AdaptivePolicy { target_bytes: props.adaptive_partition_target_size }),
         }
     }
 }
@@ -165,6 +173,10 @@ pub struct FaultTolerantQueryScheduler {
     /// Workers whose attempt lost to a copy: they get no new tasks of this query
     /// while other workers are live, or every stage would wait on them again.
     slow_workers: BTreeSet<String>,
+    /// Stages adaptive planning has looked at (once each, when first resolved).
+    adapted: BTreeSet<usize>,
+    /// Of coalesced stages: each task's fragment partitions, by task.
+    task_partitions: BTreeMap<usize, Vec<Vec<usize>>>,
 }
 
 impl FaultTolerantQueryScheduler {
@@ -200,7 +212,7 @@ impl FaultTolerantQueryScheduler {
         let workers = settings.workers.iter().map(|w| (w.node_id.clone(), w.clone())).collect();
         let (stop_pollers, _) = watch::channel(false);
         let display = Arc::new(GraphText { text: Mutex::new(graph.to_string()), wanted: AtomicBool::new(false) });
-        let partitions = stages.iter().map(|(&id, s)| (id, s.task_count)).collect();
+        let partitions = stages.iter().map(|(&id, s)| (id, s.task_count())).collect();
         let stragglers = limits.speculation.map(|p| Stragglers::new(p, partitions));
         Ok(FaultTolerantQueryScheduler {
             settings,
@@ -222,6 +234,8 @@ impl FaultTolerantQueryScheduler {
             copies: BTreeMap::new(),
             next_copy_due: None,
             slow_workers: BTreeSet::new(),
+            adapted: BTreeSet::new(),
+            task_partitions: BTreeMap::new(),
         })
     }
 
@@ -275,6 +289,7 @@ impl FaultTolerantQueryScheduler {
             self.apply_task_updates()?;
             self.settle_copies();
             self.abort_superseded_attempts();
+            self.adapt_resolved_stages();
             if let Some((attempt, _)) = &root_run {
                 if !self.graph.running_tasks().iter().any(|t| t.stage_id == 0 && t.task_id == *attempt) {
                     // Rolled back: an input is being recomputed.
@@ -653,10 +668,11 @@ impl FaultTolerantQueryScheduler {
         let stage = self.stages[&stage_id].clone();
         let fragment = &stage.fragment;
         let task_id = TaskId::new(&self.settings.query_id, stage_id, partition, desc.task_attempt);
-        let task = stage.add_task(self.settings.remote_tasks.as_ref(), task_id, worker, vec![partition]);
+        let partitions = self.fragment_partitions(stage_id, partition);
+        let task = stage.add_task(self.settings.remote_tasks.as_ref(), task_id, worker, partitions.clone());
         let request = TaskUpdateRequest {
             fragment: Some(self.fragments[&stage_id].clone()),
-            partitions: vec![partition],
+            partitions,
             task_index: partition,
             output: Some(output_spec(fragment, &self.stages)),
             sources: self.sources_for(&desc),
@@ -708,7 +724,7 @@ impl FaultTolerantQueryScheduler {
     fn upstream_task(&self, l: &PartitionLocation) -> Option<UpstreamTask> {
         let task_id: TaskId = l.path.parse().ok()?;
         let url = self.workers.get(&l.executor_id)?.url.clone();
-        Some(UpstreamTask { task_id, url, partitions: vec![l.partition] })
+        Some(UpstreamTask { task_id, url, partitions: self.fragment_partitions(l.stage_id, l.partition) })
     }
 
     /// Moves the query-info stage states forward as the graph progresses. They never

@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 
 use super::*;
 use crate::cluster::node_manager::NodeManager;
+use crate::scheduling::adaptive::AdaptivePolicy;
 use crate::scheduling::node_scheduler::NodeScheduler;
 use crate::scheduling::testing::{two_stage_plan, workers, FakeCluster, FakeRemoteTask};
 
@@ -40,6 +41,10 @@ struct Harness {
 }
 
 fn start() -> Harness {
+    start_with(None, 2)
+}
+
+fn start_with(adaptive: Option<AdaptivePolicy>, partitions: usize) -> Harness {
     let cluster = Arc::new(FakeCluster::default());
     let nodes = Arc::new(NodeManager::new(Duration::from_secs(60)));
     for w in workers(2) {
@@ -56,8 +61,10 @@ fn start() -> Harness {
         nodes: Some(nodes.clone()),
         tick: crate::scheduling::pipelined::IDLE_TICK,
     };
-    let limits = RetryLimits { max_task_failures: 3, max_stage_failures: 3, slots_per_worker: 2, speculation: None };
-    let mut scheduler = FaultTolerantQueryScheduler::new(settings, limits, two_stage_plan(2)).expect("a valid graph");
+    let limits =
+        RetryLimits { max_task_failures: 3, max_stage_failures: 3, slots_per_worker: 2, speculation: None, adaptive };
+    let plan = two_stage_plan(partitions);
+    let mut scheduler = FaultTolerantQueryScheduler::new(settings, limits, plan).expect("a valid graph");
     let root = Arc::new(FakeRoot::default());
     let root_stage: Arc<dyn RootStage> = root.clone();
     let run = tokio::spawn(async move {
@@ -214,4 +221,36 @@ fn retry_limits_follow_the_session() {
         .collect();
     let strict = RetryLimits::from_properties(&crate::config::SessionProperties::parse(&session).unwrap(), 0);
     assert_eq!((strict.max_task_failures, strict.max_stage_failures, strict.slots_per_worker), (1, 1, 1));
+}
+
+/// Adaptive planning: four tiny partitions of stage 2 run as one task over all
+/// four, which its consumer is told; with a partition that fills the target alone,
+/// it keeps a task of its own.
+#[tokio::test]
+async fn small_partitions_of_a_stage_that_has_not_started_share_a_task() {
+    let policy = AdaptivePolicy { target_bytes: 4 << 20 };
+    let h = start_with(Some(policy), 4);
+    for p in 0..4 {
+        h.cluster.created(1, p, 0).await.finish_with_partition_bytes(vec![1000, 2000, 5 << 20, 1000]);
+    }
+    let first = h.cluster.created(2, 0, 0).await;
+    let second = h.cluster.created(2, 1, 0).await;
+    let third = h.cluster.created(2, 2, 0).await;
+    let partitions = |t: &FakeRemoteTask| t.requests.lock()[0].partitions.clone();
+    assert_eq!((partitions(&first), partitions(&second), partitions(&third)), (vec![0, 1], vec![2], vec![3]));
+    assert_eq!(first.sources_of(1).len(), 4, "each task reads every producer");
+    for t in [&first, &second, &third] {
+        t.finish();
+    }
+    let root = h.root.clone();
+    let (scheduler, result) = h.outcome().await;
+    result.expect("the query succeeds");
+    let runs = root.runs.lock().clone();
+    let read: Vec<Vec<usize>> = runs[0][0].tasks.iter().map(|t| t.partitions.clone()).collect();
+    assert_eq!(read, vec![vec![0, 1], vec![2], vec![3]], "the root knows each task's partitions");
+    let stage = scheduler.stages().into_iter().find(|s| s.id() == 2).expect("stage 2");
+    let info = stage.info();
+    assert_eq!(info.task_count, 3);
+    let change = info.adaptive.expect("the change is recorded");
+    assert!(change.contains("4 partitions coalesced into 3 tasks"), "{change}");
 }

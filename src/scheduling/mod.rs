@@ -4,6 +4,7 @@
 //! fault-tolerant scheduler around it. Everything here but `pipelined` and
 //! `fault_tolerant` is free of I/O.
 
+pub mod adaptive;
 pub mod execution_graph;
 pub mod fault_tolerant;
 pub mod node_scheduler;

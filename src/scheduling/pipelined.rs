@@ -132,7 +132,7 @@ pub fn output_spec(fragment: &Fragment, stages: &BTreeMap<usize, Arc<StageExecut
         FragmentOutput::Passthrough => OutputBufferSpec::Passthrough,
         FragmentOutput::Broadcast | FragmentOutput::Root => {
             let consumer_tasks = match fragment.consumer {
-                Some(c) if c != 0 => stages.get(&c).map_or(1, |s| s.task_count),
+                Some(c) if c != 0 => stages.get(&c).map_or(1, |s| s.task_count()),
                 _ => 1,
             };
             OutputBufferSpec::Broadcast { buffers: consumer_tasks }
@@ -448,7 +448,7 @@ impl PipelinedQueryScheduler {
         let stage = self.stages[&id].clone();
         stage.transition(StageState::Scheduling);
         let fragment = &stage.fragment;
-        let workers = self.settings.node_scheduler.place(&self.settings.workers, stage.task_count);
+        let workers = self.settings.node_scheduler.place(&self.settings.workers, stage.task_count());
         if workers.is_empty() {
             return Err(SchedulerError::NoWorkers(id));
         }
@@ -471,7 +471,7 @@ impl PipelinedQueryScheduler {
                 created.then(|| SourceUpdate { stage: *i, tasks: upstream.upstream_tasks(), no_more: true })
             })
             .collect();
-        let slices = partition_slices(fragment.partitions, stage.task_count);
+        let slices = partition_slices(fragment.partitions, stage.task_count());
         tracing::debug!(query = %self.settings.query_id, stage = id, bytes = bytes.len(), "fragment encoded");
         let fragment_bytes = Base64Bytes(bytes);
         let mut created = Vec::new();

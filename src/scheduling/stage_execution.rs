@@ -2,6 +2,7 @@
 //! fragment, the remote tasks created for it, and its `StageStateMachine`, whose state
 //! follows from the tasks' states. Query info and `EXPLAIN ANALYZE` read it.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
@@ -37,7 +38,10 @@ impl std::fmt::Display for TaskFailureReport {
 #[derive(Debug)]
 pub struct StageExecution {
     pub fragment: Arc<Fragment>,
-    pub task_count: usize,
+    /// Tasks the stage runs; adaptive planning may lower it before the first starts.
+    task_count: AtomicUsize,
+    /// What adaptive planning changed, for query info and EXPLAIN ANALYZE.
+    adaptive: Mutex<Option<String>>,
     machine: Mutex<StateMachine<StageState>>,
     tasks: Mutex<Vec<Arc<dyn RemoteTask>>>,
     changed: watch::Sender<u64>,
@@ -49,6 +53,9 @@ pub struct StageInfo {
     pub state: StageState,
     pub partitions: usize,
     pub task_count: usize,
+    /// What adaptive planning changed in the stage, if anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adaptive: Option<String>,
     pub tasks: Vec<TaskStatus>,
     pub inputs: Vec<usize>,
     pub consumer: Option<usize>,
@@ -67,7 +74,8 @@ impl StageExecution {
         StageExecution {
             machine: Mutex::new(StateMachine::new(format!("stage {}", fragment.id), StageState::Planned)),
             fragment,
-            task_count,
+            task_count: AtomicUsize::new(task_count),
+            adaptive: Mutex::new(None),
             tasks: Mutex::new(Vec::new()),
             changed,
         }
@@ -75,6 +83,17 @@ impl StageExecution {
 
     pub fn id(&self) -> usize {
         self.fragment.id
+    }
+
+    /// Tasks the stage runs (all of them, once it is scheduled).
+    pub fn task_count(&self) -> usize {
+        self.task_count.load(Ordering::Relaxed)
+    }
+
+    /// Adaptive planning gave the stage `tasks` tasks, for the reason `change`.
+    pub(crate) fn adapt(&self, tasks: usize, change: String) {
+        self.task_count.store(tasks, Ordering::Relaxed);
+        *self.adaptive.lock() = Some(change);
     }
 
     pub fn state(&self) -> StageState {
@@ -115,7 +134,7 @@ impl StageExecution {
     /// Derives the stage state from its tasks' states.
     pub fn refresh(&self) -> StageState {
         let tasks = self.tasks();
-        if tasks.len() < self.task_count || self.state() == StageState::Planned {
+        if tasks.len() < self.task_count() || self.state() == StageState::Planned {
             return self.state();
         }
         let states: Vec<TaskState> = tasks.iter().map(|t| t.state()).collect();
@@ -171,7 +190,8 @@ impl StageExecution {
             stage: self.id(),
             state: self.state(),
             partitions: self.fragment.partitions,
-            task_count: self.task_count,
+            task_count: self.task_count(),
+            adaptive: self.adaptive.lock().clone(),
             memory: MemoryStats::of(tasks.iter().map(|t| &t.stats)),
             tasks,
             inputs: self.fragment.inputs.clone(),

@@ -47,6 +47,14 @@ impl FakeRemoteTask {
         self.set_state(TaskState::Finished);
     }
 
+    /// Finishes having written `bytes` to each consumer partition.
+    pub fn finish_with_partition_bytes(&self, bytes: Vec<u64>) {
+        self.update(|s| {
+            s.state = TaskState::Finished;
+            s.stats.output_partition_bytes = bytes;
+        });
+    }
+
     /// Fails with `code`; `upstream` names an output it could not read.
     pub fn fail(&self, code: ErrorCode, upstream: Option<&FakeRemoteTask>) {
         self.update(|s| {

@@ -152,7 +152,8 @@ async fn run_fault_tolerant(world: &Arc<World>, codec: FlotillaCodec) -> Outcome
     // Trino's defaults: four retries of a task; stages may restart often here, as the
     // seeds lose outputs on purpose.
     let speculation = world.params.speculation.then(|| SpeculationPolicy::new(1.5, 0.75));
-    let limits = RetryLimits { max_task_failures: 5, max_stage_failures: 10, slots_per_worker: 2, speculation };
+    let limits =
+        RetryLimits { max_task_failures: 5, max_stage_failures: 10, slots_per_worker: 2, speculation, adaptive: None };
     let mut scheduler = match FaultTolerantQueryScheduler::new(settings(world, codec), limits, world.plan.clone()) {
         Ok(s) => s,
         Err(e) => return Err((ErrorCode::GenericInternalError, e.to_string())),

@@ -79,6 +79,9 @@ pub struct SqlTask {
     input: Arc<ExchangeStats>,
     output_rows: AtomicU64,
     output_bytes: AtomicU64,
+    /// Bytes written to each consumer partition of a partitioned output, reported
+    /// once the task finished: what adaptive planning sizes the consumer's tasks by.
+    partition_bytes: Vec<AtomicU64>,
     created: Instant,
     ended: Mutex<Option<Instant>>,
     /// When a client (the coordinator, or a consumer task) last asked about this task;
@@ -206,6 +209,10 @@ impl SqlTask {
             input: start.input_stats,
             output_rows: AtomicU64::new(0),
             output_bytes: AtomicU64::new(0),
+            partition_bytes: match start.spec {
+                OutputBufferSpec::Partitioned { partitions } => (0..partitions).map(|_| AtomicU64::new(0)).collect(),
+                _ => Vec::new(),
+            },
             created: Instant::now(),
             ended: Mutex::new(None),
             last_contact: Mutex::new(Instant::now()),
@@ -374,6 +381,10 @@ impl SqlTask {
     pub fn status(&self) -> TaskStatus {
         let inner = self.inner.lock();
         let elapsed = self.ended.lock().unwrap_or_else(Instant::now).duration_since(self.created);
+        let output_partition_bytes = match inner.machine.state() {
+            TaskState::Finished => self.partition_bytes.iter().map(|b| b.load(Ordering::Relaxed)).collect(),
+            _ => Vec::new(),
+        };
         TaskStatus {
             task_id: self.id.clone(),
             state: inner.machine.state(),
@@ -391,6 +402,7 @@ impl SqlTask {
                 memory_reserved_bytes: self.memory.reserved() as u64,
                 memory_peak_bytes: self.memory.peak() as u64,
                 spilled_bytes: spilled_bytes(&self.plan),
+                output_partition_bytes,
             },
         }
     }
@@ -542,6 +554,12 @@ impl SqlTask {
         crate::metrics::PAGES_PRODUCED.fetch_add(1, Ordering::Relaxed);
         let bytes = self.output.write(buffer, &batch).await?;
         self.output_bytes.fetch_add(bytes, Ordering::Relaxed);
+        if let Some(b) = self.partition_bytes.get(buffer) {
+            // A spooled write counts its bytes only when the file is done: the
+            // batch's own size stands in (what matters is how partitions compare).
+            let written = if bytes > 0 { bytes } else { crate::exchange::page::data_bytes_of(&batch) as u64 };
+            b.fetch_add(written, Ordering::Relaxed);
+        }
         Ok(())
     }
 }

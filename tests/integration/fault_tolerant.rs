@@ -93,8 +93,37 @@ async fn tpch_with_retry_policy_task_matches_datafusion() {
     assert!(graph.starts_with("ExecutionGraph[job_id="), "{graph}");
     assert!(graph.contains("SuccessfulStage[id=0"), "{graph}");
     assert!(!graph.contains("RunningStage"), "{graph}");
+    adaptive_partitioning_coalesces_small_stages(&cluster).await;
     cluster.assert_no_tasks_left().await;
     spool.assert_empty().await;
+}
+
+/// Adaptive planning: with 32 hash partitions over a few MiB, the stages after the
+/// scans run as fewer tasks, EXPLAIN ANALYZE says so, and the answers are
+/// DataFusion's with and without it.
+async fn adaptive_partitioning_coalesces_small_stages(cluster: &Cluster) {
+    let adaptive = task_mode(cluster, "sf0_1").with_session("hash_partition_count", "32");
+    let fixed = adaptive.clone().with_session("adaptive_partitioning_enabled", "false");
+    for q in [3, 9, 18] {
+        let sql = TPCH_QUERIES[q - 1];
+        let expected = oracle("sf0_1", sql).await;
+        for (label, client) in [("adaptive", &adaptive), ("fixed", &fixed)] {
+            let got = client.execute(sql).await.unwrap_or_else(|e| panic!("q{q} {label}: {e}"));
+            assert_same_rows(&format!("sf0_1 q{q} {label}"), sql, &got.rows, &expected);
+        }
+        let report = |client: StatementClient| async move {
+            let got = client.execute(&format!("EXPLAIN ANALYZE {sql}")).await.expect("explain analyze");
+            got.rows[0][0].as_str().expect("text").to_string()
+        };
+        let (with, without) = (report(adaptive.clone()).await, report(fixed.clone()).await);
+        let changes: Vec<&str> =
+            with.lines().filter(|l| l.contains("adaptive: 32 partitions coalesced into")).collect();
+        println!("q{q} adaptive: {changes:?}");
+        assert!(!changes.is_empty(), "q{q}: no stage was coalesced:\n{with}");
+        assert!(!without.contains("adaptive:"), "q{q}: coalesced with adaptive planning off:\n{without}");
+        let tasks = |text: &str| text.lines().filter(|l| l.trim_start().starts_with("task ")).count();
+        assert!(tasks(&with) < tasks(&without), "q{q}: {} tasks coalesced, {} not", tasks(&with), tasks(&without));
+    }
 }
 
 /// Each of the five kinds at the leaf, an intermediate and the root-feeding stage,

@@ -1,0 +1,78 @@
+//! Adaptive re-planning in the graph: a stage whose inputs are all complete, and
+//! that has never handed out a task, may be given a new number of tasks (the
+//! fault-tolerant scheduler coalesces tiny partitions, `scheduling::adaptive`). Once
+//! a task of it has run, its count is fixed: a rollback re-runs the same tasks.
+
+use super::{ExecutionGraph, ExecutionStage, GraphError};
+
+impl ExecutionGraph {
+    /// Stages that are resolved, read other stages and have never run a task: the
+    /// ones whose task count may still change.
+    pub fn unstarted_resolved_stages(&self) -> Vec<usize> {
+        let unstarted = |s: &super::Stage| {
+            matches!(s.state, ExecutionStage::Resolved)
+                && !s.inputs.is_empty()
+                && s.stage_attempt == 0
+                && s.next_attempt.iter().all(|a| *a == 0)
+        };
+        self.topo.iter().copied().filter(|id| unstarted(&self.stages[id])).collect()
+    }
+
+    /// Gives stage `stage_id` `tasks` tasks instead of its partition count; only for a
+    /// stage `unstarted_resolved_stages` names.
+    pub fn set_task_count(&mut self, stage_id: usize, tasks: usize) -> Result<(), GraphError> {
+        if tasks == 0 {
+            return Err(GraphError::NoPartitions(stage_id));
+        }
+        if !self.unstarted_resolved_stages().contains(&stage_id) {
+            return Err(GraphError::AlreadyStarted(stage_id));
+        }
+        let stage = self.stages.get_mut(&stage_id).ok_or(GraphError::UnknownStage(stage_id))?;
+        stage.partitions = tasks;
+        stage.task_failures = vec![0; tasks];
+        stage.next_attempt = vec![0; tasks];
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{StageSpec, TaskStatusUpdate, TaskUpdateState};
+    use super::*;
+
+    fn spec(stage_id: usize, partitions: usize, inputs: Vec<usize>, output_links: Vec<usize>) -> StageSpec {
+        StageSpec { stage_id, partitions, inputs, output_links }
+    }
+
+    fn succeed(g: &mut ExecutionGraph, stage: usize, partition: usize, attempt: usize) {
+        let state = TaskUpdateState::Successful { path: format!("s{stage}p{partition}") };
+        let update = TaskStatusUpdate { stage_id: stage, partition, task_attempt: attempt, state };
+        g.update_task_status("w1", vec![update], 4, 4).unwrap();
+    }
+
+    /// A consumer of 8 partitions, once its producer is done, runs as 2 tasks; the
+    /// job then finishes with those 2, and the count is fixed once a task ran.
+    #[test]
+    fn a_resolved_stage_that_never_ran_takes_a_new_task_count() {
+        let specs = vec![spec(1, 2, vec![], vec![2]), spec(2, 8, vec![1], vec![0]), spec(0, 1, vec![2], vec![])];
+        let mut g = ExecutionGraph::new("q", specs).unwrap();
+        assert_eq!(g.unstarted_resolved_stages(), Vec::<usize>::new(), "leaves read nothing to size by");
+        assert_eq!(g.set_task_count(2, 2), Err(GraphError::AlreadyStarted(2)), "stage 2 is not resolved yet");
+        for p in 0..2 {
+            let t = g.pop_next_task("w1").unwrap().unwrap();
+            assert_eq!((t.stage_id, t.partition), (1, p));
+        }
+        succeed(&mut g, 1, 0, 0);
+        succeed(&mut g, 1, 1, 0);
+        assert_eq!(g.unstarted_resolved_stages(), vec![2]);
+        g.set_task_count(2, 2).unwrap();
+        let tasks: Vec<_> = std::iter::from_fn(|| g.pop_next_task("w1").unwrap()).collect();
+        assert_eq!(tasks.iter().map(|t| (t.stage_id, t.partition)).collect::<Vec<_>>(), vec![(2, 0), (2, 1)]);
+        assert_eq!(tasks[0].input_locations[&1].len(), 2, "each task reads every producer partition");
+        assert_eq!(g.set_task_count(2, 4), Err(GraphError::AlreadyStarted(2)));
+        succeed(&mut g, 2, 0, 0);
+        succeed(&mut g, 2, 1, 0);
+        let root = g.pop_next_task("coordinator").unwrap().unwrap();
+        assert_eq!(root.input_locations[&2].len(), 2);
+    }
+}
