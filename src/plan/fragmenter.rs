@@ -186,8 +186,14 @@ fn collect_join_dependencies(
 /// Whether `plan` passes rows through without gathering them: no join, aggregation,
 /// sort or window anywhere in it.
 pub(crate) fn streams_only(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    !gathers(plan) && plan.children().into_iter().all(streams_only)
+}
+
+/// Whether the node itself (not its inputs) gathers rows: a join, an aggregation,
+/// a sort or a window.
+pub(crate) fn gathers(plan: &Arc<dyn ExecutionPlan>) -> bool {
     let any = plan.as_ref() as &dyn std::any::Any;
-    let gathers = any.is::<HashJoinExec>()
+    any.is::<HashJoinExec>()
         || any.is::<NestedLoopJoinExec>()
         || any.is::<CrossJoinExec>()
         || any.is::<SortMergeJoinExec>()
@@ -195,8 +201,7 @@ pub(crate) fn streams_only(plan: &Arc<dyn ExecutionPlan>) -> bool {
         || any.is::<AggregateExec>()
         || any.is::<SortExec>()
         || any.is::<WindowAggExec>()
-        || any.is::<BoundedWindowAggExec>();
-    !gathers && plan.children().into_iter().all(streams_only)
+        || any.is::<BoundedWindowAggExec>()
 }
 
 /// Largest estimated build-side scan that every task of a join reads itself instead

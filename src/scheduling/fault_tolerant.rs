@@ -175,8 +175,8 @@ pub struct FaultTolerantQueryScheduler {
     slow_workers: BTreeSet<String>,
     /// Stages adaptive planning has looked at (once each, when first resolved).
     adapted: BTreeSet<usize>,
-    /// Of coalesced stages: each task's fragment partitions, by task.
-    task_partitions: BTreeMap<usize, Vec<Vec<usize>>>,
+    /// The stages it changed, with their tasks.
+    adapted_stages: BTreeMap<usize, adaptive::AdaptedStage>,
 }
 
 impl FaultTolerantQueryScheduler {
@@ -235,7 +235,7 @@ impl FaultTolerantQueryScheduler {
             next_copy_due: None,
             slow_workers: BTreeSet::new(),
             adapted: BTreeSet::new(),
-            task_partitions: BTreeMap::new(),
+            adapted_stages: BTreeMap::new(),
         })
     }
 
@@ -712,6 +712,7 @@ impl FaultTolerantQueryScheduler {
                 no_more: true,
             })
             .collect();
+        self.restrict_to_slice(desc, &mut updates);
         if super::planted::is(super::planted::Bug::DoubleRead) {
             // Names one upstream output twice: its reader would count its rows twice.
             if let Some(first) = updates.iter_mut().find_map(|u| u.tasks.first().cloned().map(|t| (u, t))) {

@@ -252,5 +252,5 @@ async fn small_partitions_of_a_stage_that_has_not_started_share_a_task() {
     let info = stage.info();
     assert_eq!(info.task_count, 3);
     let change = info.adaptive.expect("the change is recorded");
-    assert!(change.contains("4 partitions coalesced into 3 tasks"), "{change}");
+    assert!(change.contains("4 partitions run as 3 tasks"), "{change}");
 }

@@ -49,6 +49,8 @@ pub struct SimParams {
     pub slow_worker: Option<(usize, f64)>,
     /// Retry policy `task` copies stragglers (`scheduling::speculation`).
     pub speculation: bool,
+    /// Retry policy `task` coalesces small partitions (`scheduling::adaptive`).
+    pub adaptive: bool,
 }
 
 impl SimParams {
@@ -67,6 +69,7 @@ impl SimParams {
             faults: Vec::new(),
             slow_worker: None,
             speculation: false,
+            adaptive: false,
         }
     }
 
@@ -85,6 +88,7 @@ impl SimParams {
         if policy == Policy::Task {
             // Drawn only here, so that policy `none` seeds replay as they always did.
             p.speculation = rng.random_bool(0.5);
+            p.adaptive = rng.random_bool(0.5);
             if p.workers > 1 && rng.random_bool(0.3) {
                 // At most 5x: a task of 2 s then takes 10 s, within the quiet limit.
                 p.slow_worker = Some((rng.random_range(0..p.workers), rng.random_range(2.0..5.0)));

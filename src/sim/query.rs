@@ -17,6 +17,7 @@ use super::{Policy, Schedule};
 use crate::codec::FlotillaCodec;
 use crate::error_code::{ErrorCode, QueryError};
 use crate::protocol::{SourceUpdate, TaskFailure, UpstreamTask};
+use crate::scheduling::adaptive::AdaptivePolicy;
 use crate::scheduling::fault_tolerant::{
     FaultTolerantQueryScheduler, RetryLimits, RootFailure, RootProgress, RootStage,
 };
@@ -152,14 +153,22 @@ async fn run_fault_tolerant(world: &Arc<World>, codec: FlotillaCodec) -> Outcome
     // Trino's defaults: four retries of a task; stages may restart often here, as the
     // seeds lose outputs on purpose.
     let speculation = world.params.speculation.then(|| SpeculationPolicy::new(1.5, 0.75));
+    // Small partitions (`WorkerTask::partition_bytes`) and a small target: some
+    // stages are coalesced, others keep their tasks.
+    let adaptive = world.params.adaptive.then_some(AdaptivePolicy { target_bytes: 2 << 20 });
     let limits =
-        RetryLimits { max_task_failures: 5, max_stage_failures: 10, slots_per_worker: 2, speculation, adaptive: None };
+        RetryLimits { max_task_failures: 5, max_stage_failures: 10, slots_per_worker: 2, speculation, adaptive };
     let mut scheduler = match FaultTolerantQueryScheduler::new(settings(world, codec), limits, world.plan.clone()) {
         Ok(s) => s,
         Err(e) => return Err((ErrorCode::GenericInternalError, e.to_string())),
     };
     let root = Arc::new(SpooledRoot { world: world.clone(), progress: Arc::new(Mutex::new(RootProgress::Reading)) });
     let outcome = world.timed(scheduler.run(root)).await;
+    for stage in scheduler.stages() {
+        if let Some(change) = stage.info().adaptive {
+            world.event(format!("stage {}: {change}", stage.id()));
+        }
+    }
     world.answered(outcome.is_ok());
     world.timed(scheduler.remove_all_tasks(outcome.is_err())).await;
     match outcome {

@@ -36,6 +36,20 @@ fn three_hundred_seeds_keep_every_invariant_under_retry_policy_task() {
     assert!(failed.is_empty(), "{} of {runs} seeds failed:\n{}", failed.len(), summaries(&failed));
 }
 
+/// Adaptive planning runs in the task seeds: stages coalesced before they start,
+/// then faults, rollbacks and copies over them, every invariant kept.
+#[test]
+fn task_seeds_coalesce_stages_and_keep_every_invariant() {
+    let codec = codec();
+    let reports: Vec<SimReport> =
+        (0..100).map(|seed| run_seed(&SimConfig::new(seed, Policy::Task, 2 + seed as usize % 5), &codec)).collect();
+    let adapted = reports.iter().filter(|r| r.events.iter().any(|(_, e)| e.contains("adaptive:"))).count();
+    let failed: Vec<SimReport> = reports.into_iter().filter(|r| !r.passed()).collect();
+    assert!(failed.is_empty(), "{}", summaries(&failed));
+    assert!(adapted >= 10, "only {adapted} of 100 seeds coalesced a stage");
+    println!("{adapted} of 100 task seeds coalesced a stage");
+}
+
 #[test]
 fn calm_runs_succeed_and_faults_do_happen() {
     let codec = codec();

@@ -62,6 +62,10 @@ struct WorkerTask {
     full: bool,
     /// Its spooled output was lost after it finished.
     output_lost: bool,
+    /// What it writes to each consumer partition (a partitioned output only): a
+    /// function of the task, not of the seed's draws, so adding it replayed every
+    /// seed as before.
+    partition_bytes: Vec<u64>,
     last_contact: Instant,
     /// Woken on every change of this task: its state, its sources, its removal.
     notify: Arc<Notify>,
@@ -468,6 +472,7 @@ impl World {
                 complete: BTreeSet::new(),
                 full: rng.random_bool(self.params.full_buffer_rate),
                 output_lost: false,
+                partition_bytes: partition_bytes(id, self.plan.fragments[id.stage].output),
                 last_contact: now,
                 notify: Arc::new(Notify::new()),
                 cursor: Cursor::default(),
@@ -720,6 +725,23 @@ fn status_of(task: &WorkerTask, node_id: &str) -> TaskStatus {
         failure: task.failure.clone(),
         output_buffer_overutilized: task.full && task.state == TaskState::Running,
         output_buffer_bytes: 0,
-        stats: TaskStats::default(),
+        stats: TaskStats {
+            output_partition_bytes: match task.state {
+                TaskState::Finished => task.partition_bytes.clone(),
+                _ => Vec::new(),
+            },
+            ..TaskStats::default()
+        },
     }
+}
+
+/// Bytes task `id` writes to each partition of a partitioned output: up to 256 KiB,
+/// mixed by the task and the partition so that stages differ.
+fn partition_bytes(id: &TaskId, output: crate::plan::fragmenter::FragmentOutput) -> Vec<u64> {
+    let crate::plan::fragmenter::FragmentOutput::Repartition { partitions } = output else { return Vec::new() };
+    let mix = |p: usize| {
+        let x = (id.stage as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((id.task * 31 + p) as u64);
+        x.wrapping_mul(0xBF58_476D_1CE4_E5B9) >> 46
+    };
+    (0..partitions).map(mix).collect()
 }
