@@ -166,6 +166,11 @@ fn duration(name: &str, v: &str) -> Result<Duration, String> {
 }
 
 /// One of a fixed set of words, e.g. `phased` or `all-at-once`.
+/// `true` or `false`.
+fn flag(name: &str, v: &str) -> Result<bool, String> {
+    choice(name, v, &[("true", true), ("false", false)])
+}
+
 fn choice<T: Copy>(name: &str, v: &str, options: &[(&str, T)]) -> Result<T, String> {
     if let Some((_, t)) = options.iter().find(|(word, _)| *word == v) {
         return Ok(*t);
@@ -263,7 +268,7 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         default: "true",
         description: "`false`: plans joins and subqueries as DataFusion alone would, without flotilla's rewrites that join filtered tables first, move semi joins below joins on their key and aggregate only the keys a filtered table holds",
         set: |p, v| {
-            p.early_filter_rewrites = choice("early_filter_rewrites", v, &[("true", true), ("false", false)])?;
+            p.early_filter_rewrites = flag("early_filter_rewrites", v)?;
             Ok(())
         },
     },
@@ -272,7 +277,7 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         default: "true",
         description: "a partitioned join's probe-side stage starts once its build-side stage is done and keeps only the rows whose join keys the build side has, before they cross the exchange (phased execution policy only); and, under any policy, a hash join's build side prunes the Parquet scans of its probe side in the same stage",
         set: |p, v| {
-            p.enable_dynamic_filtering = choice("enable_dynamic_filtering", v, &[("true", true), ("false", false)])?;
+            p.enable_dynamic_filtering = flag("enable_dynamic_filtering", v)?;
             Ok(())
         },
     },
@@ -281,7 +286,7 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         default: "false",
         description: "`true`: joins run as sort-merge joins, whose inputs spill when memory runs short, instead of hash joins, whose build side must fit (slower when it does)",
         set: |p, v| {
-            p.spill_enabled = choice("spill_enabled", v, &[("true", true), ("false", false)])?;
+            p.spill_enabled = flag("spill_enabled", v)?;
             Ok(())
         },
     },
@@ -299,7 +304,7 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         default: "false",
         description: "`true`: under `retry_policy=task`, a task far slower than its stage's others gets a copy on another worker; the first to finish wins",
         set: |p, v| {
-            p.task_speculation_enabled = choice("task_speculation_enabled", v, &[("true", true), ("false", false)])?;
+            p.task_speculation_enabled = flag("task_speculation_enabled", v)?;
             Ok(())
         },
     },
@@ -326,8 +331,7 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         default: "true",
         description: "under `retry_policy=task`, a stage whose inputs turned out small, by what their spooled outputs hold, runs as fewer tasks, each over neighbouring partitions; EXPLAIN ANALYZE shows the change",
         set: |p, v| {
-            let options = [("true", true), ("false", false)];
-            p.adaptive_partitioning_enabled = choice("adaptive_partitioning_enabled", v, &options)?;
+            p.adaptive_partitioning_enabled = flag("adaptive_partitioning_enabled", v)?;
             Ok(())
         },
     },

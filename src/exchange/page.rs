@@ -146,14 +146,14 @@ fn decode_stream(bytes: &Buffer) -> Result<Vec<RecordBatch>, ArrowError> {
     Ok(out)
 }
 
-/// A column's bytes as Arrow IPC writes them. Arrow's slice size leaves out the data
-/// buffers of string and binary views (the strings longer than 12 bytes), which the
-/// IPC writer sends whole.
 /// Bytes of `batch`'s values, as `Page::data_bytes` counts them.
 pub fn data_bytes_of(batch: &RecordBatch) -> usize {
     batch.columns().iter().map(|c| column_bytes(&c.to_data())).sum()
 }
 
+/// A column's bytes as Arrow IPC writes them. Arrow's slice size leaves out the data
+/// buffers of string and binary views (the strings longer than 12 bytes), which the
+/// IPC writer sends whole.
 fn column_bytes(data: &ArrayData) -> usize {
     let slice = data.get_slice_memory_size().unwrap_or_else(|_| data.get_array_memory_size());
     let variadic = match data.data_type() {

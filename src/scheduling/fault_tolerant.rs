@@ -375,8 +375,7 @@ impl FaultTolerantQueryScheduler {
         for node in gone {
             tracing::warn!(query = %self.settings.query_id, worker = %node, "worker lost, recomputing its work");
             self.lost.insert(node.clone());
-            let copies = self.copies.values().map(|(t, _)| t);
-            for task in self.running.values().chain(copies).filter(|t| t.worker().node_id == node) {
+            for task in self.attempt_tasks().filter(|t| t.worker().node_id == node) {
                 task.mark_failed(ErrorCode::RemoteHostGone, nodes.lost_message(task.worker()));
             }
             self.graph.reset_stages_on_lost_executor(&node).map_err(|e| SchedulerError::Graph(e.to_string()))?;
@@ -583,6 +582,11 @@ impl FaultTolerantQueryScheduler {
         });
     }
 
+    /// Every running attempt, copies of stragglers too.
+    fn attempt_tasks(&self) -> impl Iterator<Item = &Arc<dyn RemoteTask>> {
+        self.running.values().chain(self.copies.values().map(|(t, _)| t))
+    }
+
     fn live_workers(&self) -> Vec<WorkerNode> {
         match &self.settings.nodes {
             Some(nodes) => nodes.live_workers(),
@@ -594,7 +598,7 @@ impl FaultTolerantQueryScheduler {
     /// worker: at a thousand workers that was a million comparisons a round.
     fn free_slots(&self, live: &[WorkerNode]) -> Vec<usize> {
         let mut running_on: BTreeMap<&str, usize> = BTreeMap::new();
-        for t in self.running.values().chain(self.copies.values().map(|(t, _)| t)) {
+        for t in self.attempt_tasks() {
             *running_on.entry(t.worker().node_id.as_str()).or_default() += 1;
         }
         let slots = self.limits.slots_per_worker;

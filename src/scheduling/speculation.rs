@@ -48,12 +48,12 @@ impl Stragglers {
         Stragglers { policy, partitions, started: BTreeMap::new(), durations: BTreeMap::new() }
     }
 
-    /// An attempt of the partition started (a first one, or a retry).
     /// Stage `stage` now runs `partitions` tasks (adaptive planning coalesced it).
     pub fn set_partitions(&mut self, stage: usize, partitions: usize) {
         self.partitions.insert(stage, partitions);
     }
 
+    /// An attempt of the partition started (a first one, or a retry).
     pub fn started(&mut self, key: PartitionKey, at: Instant) {
         self.started.insert(key, at);
         if let Some(d) = self.durations.get_mut(&key.0) {

@@ -1,7 +1,8 @@
 //! `FailureInjector`: failures a worker started with `--enable-failure-injection`
 //! inflicts on itself, keyed by query, stage, task and attempt, with Trino's five
-//! kinds and a sixth of ours, `slow` (a straggler: a wait after every batch). Tests set them through `POST /v1/failure-injection` (an endpoint that does
-//! not exist without the flag); the task API consults the injector on each request.
+//! kinds and a sixth of ours, `slow` (a straggler: a wait after every batch). Tests
+//! set them through `POST /v1/failure-injection` (an endpoint that does not exist
+//! without the flag); the task API consults the injector on each request.
 
 use std::time::Duration;
 

@@ -292,7 +292,8 @@ impl MemoryPool for TaskMemoryPool {
         // And each of them to an equal part of that: without it one sort could take
         // nearly all of the share, and a sort of another partition with nothing in
         // memory to spill was refused its first batch and failed the query.
-        if reservation.consumer().can_spill() && reservation.size() + additional > self.query.fair_share() {
+        let share = self.query.fair_share();
+        if reservation.consumer().can_spill() && reservation.size() + additional > share {
             return Err(DataFusionError::ResourcesExhausted(format!(
                 "{LOCAL_LIMIT_MARK} of {} on worker {}: {} holds {} and asked for {} more, over its fair share \
                  of {} (query_max_memory_per_node)",
@@ -301,7 +302,7 @@ impl MemoryPool for TaskMemoryPool {
                 reservation.consumer().name(),
                 human(reservation.size()),
                 human(additional),
-                human(self.query.fair_share()),
+                human(share),
             )));
         }
         let held = self.query.reserved.fetch_add(additional, Ordering::Relaxed);

@@ -3,19 +3,23 @@
 //! fault-tolerant scheduler coalesces tiny partitions, `scheduling::adaptive`). Once
 //! a task of it has run, its count is fixed: a rollback re-runs the same tasks.
 
-use super::{ExecutionGraph, ExecutionStage, GraphError};
+use super::{ExecutionGraph, ExecutionStage, GraphError, Stage};
+
+impl Stage {
+    /// Resolved, reads other stages and has never run a task: its task count may
+    /// still change.
+    fn unstarted_resolved(&self) -> bool {
+        matches!(self.state, ExecutionStage::Resolved)
+            && !self.inputs.is_empty()
+            && self.stage_attempt == 0
+            && self.next_attempt.iter().all(|a| *a == 0)
+    }
+}
 
 impl ExecutionGraph {
-    /// Stages that are resolved, read other stages and have never run a task: the
-    /// ones whose task count may still change.
+    /// The stages whose task count may still change (`Stage::unstarted_resolved`).
     pub fn unstarted_resolved_stages(&self) -> Vec<usize> {
-        let unstarted = |s: &super::Stage| {
-            matches!(s.state, ExecutionStage::Resolved)
-                && !s.inputs.is_empty()
-                && s.stage_attempt == 0
-                && s.next_attempt.iter().all(|a| *a == 0)
-        };
-        self.topo.iter().copied().filter(|id| unstarted(&self.stages[id])).collect()
+        self.topo.iter().copied().filter(|id| self.stages[id].unstarted_resolved()).collect()
     }
 
     /// Gives stage `stage_id` `tasks` tasks instead of its partition count; only for a
@@ -24,10 +28,10 @@ impl ExecutionGraph {
         if tasks == 0 {
             return Err(GraphError::NoPartitions(stage_id));
         }
-        if !self.unstarted_resolved_stages().contains(&stage_id) {
+        let stage = self.stages.get_mut(&stage_id).ok_or(GraphError::UnknownStage(stage_id))?;
+        if !stage.unstarted_resolved() {
             return Err(GraphError::AlreadyStarted(stage_id));
         }
-        let stage = self.stages.get_mut(&stage_id).ok_or(GraphError::UnknownStage(stage_id))?;
         stage.partitions = tasks;
         stage.task_failures = vec![0; tasks];
         stage.next_attempt = vec![0; tasks];
