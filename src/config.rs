@@ -70,6 +70,10 @@ pub struct SessionProperties {
     pub adaptive_partitioning_enabled: bool,
     /// What one coalesced task should read at most.
     pub adaptive_partition_target_size: u64,
+    /// Under `retry_policy=task`, the largest build side, by what its stage wrote, a
+    /// partitioned join broadcasts at run time (`plan::probe_join`; Spark's
+    /// `adaptive.autoBroadcastJoinThreshold`).
+    pub adaptive_join_max_broadcast_size: u64,
 }
 
 /// Default of `join_max_broadcast_table_size`.
@@ -106,6 +110,7 @@ impl Default for SessionProperties {
             task_speculation_quantile: 0.75,
             adaptive_partitioning_enabled: true,
             adaptive_partition_target_size: 64 << 20,
+            adaptive_join_max_broadcast_size: 32 << 20,
         }
     }
 }
@@ -342,6 +347,16 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         set: |p, v| {
             p.adaptive_partition_target_size =
                 bytes_between("adaptive_partition_target_size", v, 1 << 20, MAX_BUFFER_BYTES)?;
+            Ok(())
+        },
+    },
+    PropertyDef {
+        name: "adaptive_join_max_broadcast_size",
+        default: "32MB",
+        description: "under `retry_policy=task` with `adaptive_partitioning_enabled`, a partitioned join whose build stage wrote at most this much, by the time its probe stage has yet to start, sends the build side whole to every task and runs the probe stage's work in its own tasks, so the probe side is never repartitioned; EXPLAIN ANALYZE shows the change (0B to 4GB; 0B never)",
+        set: |p, v| {
+            p.adaptive_join_max_broadcast_size =
+                bytes_between("adaptive_join_max_broadcast_size", v, 0, MAX_BUFFER_BYTES)?;
             Ok(())
         },
     },

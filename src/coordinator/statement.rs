@@ -575,7 +575,7 @@ fn stats(q: &QueryExecution) -> Value {
     let running = tasks.iter().filter(|t| matches!(t.state, TaskState::Running | TaskState::Flushing)).count();
     let processed_rows: u64 = stages
         .iter()
-        .filter(|s| s.fragment.has_scan)
+        .filter(|s| s.fragment().has_scan)
         .flat_map(|s| s.tasks())
         .map(|t| t.status().stats.output_rows)
         .sum();

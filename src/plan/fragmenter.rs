@@ -416,7 +416,8 @@ impl Fragmenter<'_> {
     }
 }
 
-fn replace_children(
+/// `plan` over `children`, its properties computed anew.
+pub(crate) fn replace_children(
     plan: &Arc<dyn ExecutionPlan>,
     children: Vec<Arc<dyn ExecutionPlan>>,
 ) -> Result<Arc<dyn ExecutionPlan>> {

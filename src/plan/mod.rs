@@ -3,7 +3,8 @@
 //! DataFusion plan safe to cut (`distribute`), cutting it into fragments linked in a
 //! DAG (`fragmenter`), filtering a partitioned join's probe stage by the keys of its
 //! build stage (`dynamic_filter`), pacing nested-loop joins so that a cancel lands
-//! (`probe_pacer`), and the writers of a table write (`table_writer`). The
+//! (`probe_pacer`), what adaptive planning may change about a partitioned join
+//! (`probe_join`), and the writers of a table write (`table_writer`). The
 //! coordinator's planning produces them; the schedulers run one stage per fragment.
 //! It imports nothing from the coordinator or the schedulers: the dependency kinds
 //! between fragments that the phased schedule reads are defined here.
@@ -18,6 +19,7 @@ pub mod explain;
 pub mod fragmenter;
 pub mod join_order;
 pub mod partition_subset;
+pub mod probe_join;
 pub mod probe_pacer;
 pub mod semi_join;
 pub mod semi_join_reduction;

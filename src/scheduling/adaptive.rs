@@ -21,6 +21,9 @@ pub struct AdaptivePolicy {
     /// What one task should read at most once coalesced
     /// (`adaptive_partition_target_size`).
     pub target_bytes: u64,
+    /// Largest build side, by what its producers wrote, that a partitioned join
+    /// broadcasts once it is known (`adaptive_join_max_broadcast_size`; 0 never).
+    pub broadcast_bytes: u64,
 }
 
 /// What adaptive planning changed in one stage, for EXPLAIN ANALYZE.
@@ -186,7 +189,7 @@ mod tests {
     const MIB: u64 = 1 << 20;
 
     fn policy() -> AdaptivePolicy {
-        AdaptivePolicy { target_bytes: 64 * MIB }
+        AdaptivePolicy { target_bytes: 64 * MIB, broadcast_bytes: 0 }
     }
 
     #[test]

@@ -32,7 +32,7 @@ use super::execution_graph::{
     ExecutionGraph, ExecutionStage, GraphEvent, PartitionLocation, StageSpec, TaskAttemptStatus, TaskDescription,
     TaskStatusUpdate, TaskUpdateState,
 };
-use super::pipelined::{output_spec, SchedulerError, SchedulerSettings};
+use super::pipelined::{SchedulerError, SchedulerSettings};
 use super::remote_task::{delete_all, RemoteTask, RemoteTaskError};
 use super::speculation::{PartitionKey, SpeculationPolicy, Stragglers};
 use super::stage_execution::{StageExecution, TaskFailureReport};
@@ -100,9 +100,10 @@ impl RetryLimits {
             speculation: props
                 .task_speculation_enabled
                 .then(|| SpeculationPolicy::new(props.task_speculation_multiplier, props.task_speculation_quantile)),
-            adaptive: props
-                .adaptive_partitioning_enabled
-                .then_some(AdaptivePolicy { target_bytes: props.adaptive_partition_target_size }),
+            adaptive: props.adaptive_partitioning_enabled.then_some(AdaptivePolicy {
+                target_bytes: props.adaptive_partition_target_size,
+                broadcast_bytes: props.adaptive_join_max_broadcast_size,
+            }),
         }
     }
 }
@@ -177,6 +178,10 @@ pub struct FaultTolerantQueryScheduler {
     adapted: BTreeSet<usize>,
     /// The stages it changed, with their tasks.
     adapted_stages: BTreeMap<usize, adaptive::AdaptedStage>,
+    /// Joins that may yet broadcast their build side (`fault_tolerant_adaptive.rs`).
+    broadcast_candidates: Vec<adaptive::BroadcastCandidate>,
+    /// Probe stages taken into their join stage, with that stage.
+    merged: BTreeMap<usize, usize>,
 }
 
 impl FaultTolerantQueryScheduler {
@@ -214,6 +219,7 @@ impl FaultTolerantQueryScheduler {
         let display = Arc::new(GraphText { text: Mutex::new(graph.to_string()), wanted: AtomicBool::new(false) });
         let partitions = stages.iter().map(|(&id, s)| (id, s.task_count())).collect();
         let stragglers = limits.speculation.map(|p| Stragglers::new(p, partitions));
+        let broadcast_candidates = adaptive::broadcast_candidates(&limits, &stages);
         Ok(FaultTolerantQueryScheduler {
             settings,
             limits,
@@ -236,6 +242,8 @@ impl FaultTolerantQueryScheduler {
             slow_workers: BTreeSet::new(),
             adapted: BTreeSet::new(),
             adapted_stages: BTreeMap::new(),
+            broadcast_candidates,
+            merged: BTreeMap::new(),
         })
     }
 
@@ -289,6 +297,7 @@ impl FaultTolerantQueryScheduler {
             self.apply_task_updates()?;
             self.settle_copies();
             self.abort_superseded_attempts();
+            self.broadcast_small_build_sides();
             self.adapt_resolved_stages();
             if let Some((attempt, _)) = &root_run {
                 if !self.graph.running_tasks().iter().any(|t| t.stage_id == 0 && t.task_id == *attempt) {
@@ -670,7 +679,6 @@ impl FaultTolerantQueryScheduler {
         self.lost.remove(&worker.node_id);
         self.workers.insert(worker.node_id.clone(), worker.clone());
         let stage = self.stages[&stage_id].clone();
-        let fragment = &stage.fragment;
         let task_id = TaskId::new(&self.settings.query_id, stage_id, partition, desc.task_attempt);
         let partitions = self.fragment_partitions(stage_id, partition);
         let task = stage.add_task(self.settings.remote_tasks.as_ref(), task_id, worker, partitions.clone());
@@ -678,7 +686,7 @@ impl FaultTolerantQueryScheduler {
             fragment: Some(self.fragments[&stage_id].clone()),
             partitions,
             task_index: partition,
-            output: Some(output_spec(fragment, &self.stages)),
+            output: Some(self.output_spec(&stage.fragment())),
             sources: self.sources_for(&desc),
             session: self.settings.session.clone(),
             spool: true,
@@ -736,7 +744,8 @@ impl FaultTolerantQueryScheduler {
     /// go back: a stage re-run after a rollback shows in the graph's text instead.
     fn refresh_stage_states(&self) {
         for (id, stage) in &self.stages {
-            let target = match self.graph.stage(*id).map(|s| &s.state) {
+            // A stage taken into another moves with it.
+            let target = match self.graph.stage(self.running_as(*id)).map(|s| &s.state) {
                 Some(ExecutionStage::Running { .. }) => StageState::Running,
                 Some(ExecutionStage::Successful { .. }) => StageState::Finished,
                 Some(ExecutionStage::Failed { .. }) => StageState::Failed,

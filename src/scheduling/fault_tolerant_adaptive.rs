@@ -4,19 +4,22 @@
 //! skewed partition of a join's probe side split by its producers); the graph takes
 //! the new count, each task is sent its partitions, a split task only its share of
 //! the probe side's producers, and consumers learn which partitions each task holds.
+//!
+//! Before that, a partitioned join whose build stage finished small while its probe
+//! stage has yet to start broadcasts the build side: the join stage takes the probe
+//! stage's work in (`plan::probe_join::broadcast_build_side`), the graph drops the
+//! probe stage (`merge_into_consumer`), and the probe side is never repartitioned.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use datafusion::common::JoinType;
-use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
-use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
-use datafusion::physical_plan::ExecutionPlan;
-
 use super::super::adaptive::{self, StageInput, TaskSlice};
-use super::{ExecutionStage, FaultTolerantQueryScheduler, TaskDescription};
-use crate::plan::fragmenter::{as_, gathers, remote_sources, streams_only, FragmentOutput};
-use crate::protocol::{SourceUpdate, TaskId};
+use super::super::pipelined::output_spec;
+use super::super::stage_execution::StageExecution;
+use super::{ExecutionStage, FaultTolerantQueryScheduler, RetryLimits, TaskDescription};
+use crate::plan::fragmenter::{Fragment, FragmentOutput};
+use crate::plan::probe_join::{broadcast_build_side, build_stages, probe_stage};
+use crate::protocol::{Base64Bytes, OutputBufferSpec, SourceUpdate, TaskId};
 
 /// A stage adaptive planning changed: its tasks, and the input a split task reads
 /// only some producers of.
@@ -26,7 +29,112 @@ pub(super) struct AdaptedStage {
     split_input: Option<usize>,
 }
 
+/// A join stage that may broadcast its build side once that stage has run, taking
+/// in its probe stage.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct BroadcastCandidate {
+    join: usize,
+    build: usize,
+    probe: usize,
+}
+
+/// The joins that may broadcast at run time: a stage ending in a partitioned join
+/// (`probe_join`) that scans nothing and reads just its build stage and its probe
+/// stage, both repartitioned for it, and whose own output is not kept apart by
+/// partition (a merge downstream counts on the join's partitions).
+pub(super) fn broadcast_candidates(
+    limits: &RetryLimits,
+    stages: &BTreeMap<usize, Arc<StageExecution>>,
+) -> Vec<BroadcastCandidate> {
+    if limits.adaptive.is_none_or(|p| p.broadcast_bytes == 0) {
+        return Vec::new();
+    }
+    let repartitions =
+        |id: usize| stages.get(&id).is_some_and(|s| matches!(s.fragment().output, FragmentOutput::Repartition { .. }));
+    let candidate = |(&join, stage): (&usize, &Arc<StageExecution>)| {
+        let fragment = stage.fragment();
+        if fragment.has_scan || fragment.output == FragmentOutput::Passthrough || fragment.inputs.len() != 2 {
+            return None;
+        }
+        let probe = probe_stage(&fragment.plan)?;
+        let build = build_stages(&fragment.plan);
+        let build = build.first().copied().filter(|_| build.len() == 1)?;
+        (repartitions(build) && repartitions(probe)).then_some(BroadcastCandidate { join, build, probe })
+    };
+    stages.iter().filter_map(candidate).collect()
+}
+
 impl FaultTolerantQueryScheduler {
+    /// Decides each candidate join once its build stage has succeeded: it
+    /// broadcasts if that stage wrote at most `adaptive_join_max_broadcast_size` and
+    /// neither the join nor its probe stage has started or been adapted.
+    pub(super) fn broadcast_small_build_sides(&mut self) {
+        let Some(policy) = self.limits.adaptive else { return };
+        for c in std::mem::take(&mut self.broadcast_candidates) {
+            let built = matches!(self.graph.stage(c.build).map(|s| &s.state), Some(ExecutionStage::Successful { .. }));
+            if !built {
+                self.broadcast_candidates.push(c);
+            } else if let Err(reason) = self.broadcast(c, policy.broadcast_bytes) {
+                tracing::debug!(query = %self.settings.query_id, stage = c.join, "build side not broadcast: {reason}");
+            }
+        }
+    }
+
+    fn broadcast(&mut self, c: BroadcastCandidate, limit: u64) -> Result<(), String> {
+        if self.adapted.contains(&c.join) || self.adapted_stages.contains_key(&c.probe) {
+            return Err("already adapted".into());
+        }
+        let join = self.stages[&c.join].fragment();
+        let probe = self.stages[&c.probe].fragment();
+        let written = self.partition_bytes_by_producer(c.build, join.partitions).ok_or("unreported build bytes")?;
+        let bytes: u64 = written.iter().flatten().sum();
+        if bytes > limit {
+            return Err(format!("its {bytes} B are over {limit} B"));
+        }
+        let plan = broadcast_build_side(&join.plan, c.probe, &probe.plan).map_err(|e| e.to_string())?;
+        let plan = plan.ok_or("the plans are not of a join over a repartitioned probe stage")?;
+        let encoded = self.settings.codec.encode_plan(plan.clone()).map_err(|e| e.to_string())?;
+        let tasks = probe.partitions.max(1);
+        self.graph.merge_into_consumer(c.probe, c.join, tasks).map_err(|e| e.to_string())?;
+        let inputs = join.inputs.iter().filter(|i| **i != c.probe).chain(&probe.inputs).copied().collect();
+        let fused = Fragment { plan, partitions: tasks, inputs, has_scan: probe.has_scan, ..(*join).clone() };
+        self.fragments.insert(c.join, Base64Bytes(encoded));
+        self.stages[&c.join].replace_fragment(Arc::new(fused));
+        let change = format!(
+            "adaptive: build side (stage {}, {bytes} B) broadcast; probe stage {} runs in this stage's {tasks} tasks",
+            c.build, c.probe
+        );
+        tracing::debug!(query = %self.settings.query_id, stage = c.join, "{change}");
+        self.stages[&c.join].adapt(tasks, change);
+        self.stages[&c.probe].adapt(0, format!("adaptive: runs in stage {}", c.join));
+        if let Some(s) = &mut self.stragglers {
+            s.set_partitions(c.join, tasks);
+        }
+        self.adapted.extend([c.join, c.probe]);
+        self.merged.insert(c.probe, c.join);
+        Ok(())
+    }
+
+    /// The graph's stage that runs stage `id`'s work: `id`, or the stage it was
+    /// taken into, and so on.
+    pub(super) fn running_as(&self, mut id: usize) -> usize {
+        while let Some(&into) = self.merged.get(&id) {
+            id = into;
+        }
+        id
+    }
+
+    /// How a stage's tasks lay out their output: a broadcast to a stage taken into
+    /// another has a buffer per task of that one.
+    pub(super) fn output_spec(&self, fragment: &Fragment) -> OutputBufferSpec {
+        match fragment.consumer.map(|c| self.running_as(c)) {
+            Some(c) if Some(c) != fragment.consumer => {
+                output_spec(&Fragment { consumer: Some(c), ..fragment.clone() }, &self.stages)
+            }
+            _ => output_spec(fragment, &self.stages),
+        }
+    }
+
     /// The fragment partitions task `task` of stage `stage` runs: its slice's if the
     /// stage was adapted, else the partition of the same number.
     pub(super) fn fragment_partitions(&self, stage: usize, task: usize) -> Vec<usize> {
@@ -74,7 +182,7 @@ impl FaultTolerantQueryScheduler {
     /// partitions apart (passthrough, for a merge), no partitioned input, or a
     /// producer task that did not report its partitions' bytes.
     fn stage_input(&self, id: usize) -> Option<(StageInput, Option<usize>)> {
-        let fragment = &self.stages.get(&id)?.fragment;
+        let fragment = self.stages.get(&id)?.fragment();
         let n = fragment.partitions;
         if n < 2 {
             return None;
@@ -82,11 +190,11 @@ impl FaultTolerantQueryScheduler {
         let mut partition_bytes = vec![0u64; n];
         let mut partitioned = false;
         let mut broadcast = false;
-        let probe = probe_input(&fragment.plan).filter(|_| !fragment.has_scan);
+        let probe = probe_stage(&fragment.plan).filter(|_| !fragment.has_scan);
         let mut splittable = None;
         for input in &fragment.inputs {
             let producer = self.stages.get(input)?;
-            match producer.fragment.output {
+            match producer.fragment().output {
                 FragmentOutput::Repartition { partitions } if partitions == n => partitioned = true,
                 // Every task reads all of it, however many there are.
                 FragmentOutput::Broadcast => {
@@ -123,87 +231,5 @@ impl FaultTolerantQueryScheduler {
             reports.get(&task_id).filter(|w| w.len() == n).cloned()
         });
         written.collect()
-    }
-}
-
-/// The stage a fragment's partitions may be split by: the probe side of its one
-/// partitioned hash join, when the join never emits a build row on its own (so a
-/// task with all of a partition's build rows and some of its probe rows answers for
-/// those) and everything above it handles rows one at a time or aggregates them
-/// partially. A final aggregation or a sort needs all of a partition in one task.
-fn probe_input(plan: &Arc<dyn ExecutionPlan>) -> Option<usize> {
-    if let Some(join) = as_::<HashJoinExec>(plan) {
-        let probe_preserving =
-            matches!(join.join_type(), JoinType::Inner | JoinType::Right | JoinType::RightSemi | JoinType::RightAnti);
-        let partitioned = *join.partition_mode() == PartitionMode::Partitioned;
-        if !probe_preserving || !partitioned || !streams_only(join.left()) || !streams_only(join.right()) {
-            return None;
-        }
-        let (mut build, mut probe) = (Default::default(), std::collections::BTreeSet::new());
-        remote_sources(join.left(), &mut build);
-        remote_sources(join.right(), &mut probe);
-        let only = probe.first().copied().filter(|_| probe.len() == 1)?;
-        return (!build.contains(&only)).then_some(only);
-    }
-    let partial = as_::<AggregateExec>(plan).is_some_and(|a| *a.mode() == AggregateMode::Partial);
-    let children = plan.children();
-    let passes_rows = partial || !gathers(plan);
-    match children.as_slice() {
-        [child] if passes_rows => probe_input(child),
-        _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::exchange::remote_source::{ExchangeMode, RemoteSourceExec};
-    use datafusion::arrow::datatypes::{DataType, Field, Schema};
-    use datafusion::common::NullEquality;
-    use datafusion::physical_expr::expressions::Column;
-    use datafusion::physical_plan::aggregates::PhysicalGroupBy;
-    use datafusion::physical_plan::sorts::sort::SortExec;
-
-    fn join(join_type: JoinType, mode: PartitionMode) -> Arc<dyn ExecutionPlan> {
-        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
-        let side = |stage| Arc::new(RemoteSourceExec::new(stage, ExchangeMode::Repartition, 4, schema.clone()));
-        let on = vec![(Arc::new(Column::new("k", 0)) as _, Arc::new(Column::new("k", 0)) as _)];
-        let join = HashJoinExec::try_new(
-            side(1),
-            side(2),
-            on,
-            None,
-            &join_type,
-            None,
-            mode,
-            NullEquality::NullEqualsNothing,
-            false,
-        );
-        Arc::new(join.unwrap())
-    }
-
-    fn aggregate(mode: AggregateMode, input: Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
-        let group = PhysicalGroupBy::new_single(vec![(Arc::new(Column::new("k", 0)) as _, "k".to_string())]);
-        let schema = input.schema();
-        Arc::new(AggregateExec::try_new(mode, group, vec![], vec![], input, schema).unwrap())
-    }
-
-    /// The probe side (stage 2) may be split under joins that never emit a build
-    /// row alone, with a partial aggregation above; not under a left join, a final
-    /// aggregation or a sort, nor for a join that collects its build side.
-    #[test]
-    fn only_a_partitioned_probe_preserving_join_is_split_by_its_probe_side() {
-        let inner = join(JoinType::Inner, PartitionMode::Partitioned);
-        assert_eq!(probe_input(&inner), Some(2));
-        assert_eq!(probe_input(&join(JoinType::RightAnti, PartitionMode::Partitioned)), Some(2));
-        assert_eq!(probe_input(&aggregate(AggregateMode::Partial, inner.clone())), Some(2));
-        assert_eq!(probe_input(&join(JoinType::Left, PartitionMode::Partitioned)), None);
-        assert_eq!(probe_input(&join(JoinType::LeftSemi, PartitionMode::Partitioned)), None);
-        assert_eq!(probe_input(&join(JoinType::Inner, PartitionMode::CollectLeft)), None);
-        assert_eq!(probe_input(&aggregate(AggregateMode::FinalPartitioned, inner.clone())), None);
-        let key = datafusion::physical_expr::PhysicalSortExpr::new_default(Arc::new(Column::new("k", 0)));
-        let ordering = datafusion::physical_expr::LexOrdering::new([key]).expect("one key");
-        let sort = SortExec::new(ordering, inner).with_preserve_partitioning(true);
-        assert_eq!(probe_input(&(Arc::new(sort) as Arc<dyn ExecutionPlan>)), None);
     }
 }

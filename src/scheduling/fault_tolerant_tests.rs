@@ -228,7 +228,7 @@ fn retry_limits_follow_the_session() {
 /// it keeps a task of its own.
 #[tokio::test]
 async fn small_partitions_of_a_stage_that_has_not_started_share_a_task() {
-    let policy = AdaptivePolicy { target_bytes: 4 << 20 };
+    let policy = AdaptivePolicy { target_bytes: 4 << 20, broadcast_bytes: 0 };
     let h = start_with(Some(policy), 4);
     for p in 0..4 {
         h.cluster.created(1, p, 0).await.finish_with_partition_bytes(vec![1000, 2000, 5 << 20, 1000]);

@@ -384,7 +384,7 @@ impl PipelinedQueryScheduler {
             let stage = self.stages[&id].clone();
             stage.transition(StageState::Scheduled);
             let update = SourceUpdate { stage: id, tasks: stage.upstream_tasks(), no_more: true };
-            match stage.fragment.consumer {
+            match stage.fragment().consumer {
                 Some(0) | None => self.root_sink.add_source(update),
                 Some(c) => updates.entry(c).or_default().push(update),
             }
@@ -427,7 +427,7 @@ impl PipelinedQueryScheduler {
     /// The plan a stage's tasks run: its fragment, with a build stage's key collector
     /// or a probe stage's filter.
     fn stage_plan(&self, id: usize, filter: Option<(DynamicFilter, Arc<[u64]>)>) -> Arc<dyn ExecutionPlan> {
-        let plan = self.stages[&id].fragment.plan.clone();
+        let plan = self.stages[&id].fragment().plan.clone();
         let wrapped = match (self.dynamic_filters.iter().find(|f| f.build == id), filter) {
             (Some(f), _) => with_collector(&plan, f),
             (None, Some((f, hashes))) => with_filter(&plan, &f, hashes),
@@ -447,7 +447,7 @@ impl PipelinedQueryScheduler {
     ) -> Result<Vec<TaskCreation>, SchedulerError> {
         let stage = self.stages[&id].clone();
         stage.transition(StageState::Scheduling);
-        let fragment = &stage.fragment;
+        let fragment = stage.fragment();
         let workers = self.settings.node_scheduler.place(&self.settings.workers, stage.task_count());
         if workers.is_empty() {
             return Err(SchedulerError::NoWorkers(id));
@@ -460,7 +460,7 @@ impl PipelinedQueryScheduler {
                 failure: TaskFailure::new(ErrorCode::PlanSerialization, e.to_string()),
             }))
         })?;
-        let output = output_spec(fragment, &self.stages);
+        let output = output_spec(&fragment, &self.stages);
         // Only producers whose tasks were all created in an earlier round.
         let sources: Vec<SourceUpdate> = fragment
             .inputs

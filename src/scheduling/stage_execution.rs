@@ -37,7 +37,8 @@ impl std::fmt::Display for TaskFailureReport {
 
 #[derive(Debug)]
 pub struct StageExecution {
-    pub fragment: Arc<Fragment>,
+    /// What its tasks run; adaptive planning may replace it before the first starts.
+    fragment: Mutex<Arc<Fragment>>,
     /// Tasks the stage runs; adaptive planning may lower it before the first starts.
     task_count: AtomicUsize,
     /// What adaptive planning changed, for query info and EXPLAIN ANALYZE.
@@ -73,7 +74,7 @@ impl StageExecution {
     pub fn with_changes(fragment: Arc<Fragment>, task_count: usize, changed: watch::Sender<u64>) -> Self {
         StageExecution {
             machine: Mutex::new(StateMachine::new(format!("stage {}", fragment.id), StageState::Planned)),
-            fragment,
+            fragment: Mutex::new(fragment),
             task_count: AtomicUsize::new(task_count),
             adaptive: Mutex::new(None),
             tasks: Mutex::new(Vec::new()),
@@ -82,7 +83,11 @@ impl StageExecution {
     }
 
     pub fn id(&self) -> usize {
-        self.fragment.id
+        self.fragment.lock().id
+    }
+
+    pub fn fragment(&self) -> Arc<Fragment> {
+        self.fragment.lock().clone()
     }
 
     /// Tasks the stage runs (all of them, once it is scheduled).
@@ -90,10 +95,20 @@ impl StageExecution {
         self.task_count.load(Ordering::Relaxed)
     }
 
-    /// Adaptive planning gave the stage `tasks` tasks, for the reason `change`.
+    /// Adaptive planning gave the stage `tasks` tasks, for the reason `change`
+    /// (after any earlier change's).
     pub(crate) fn adapt(&self, tasks: usize, change: String) {
         self.task_count.store(tasks, Ordering::Relaxed);
-        *self.adaptive.lock() = Some(change);
+        let mut adaptive = self.adaptive.lock();
+        *adaptive = Some(match adaptive.take() {
+            Some(earlier) => format!("{earlier}; {change}"),
+            None => change,
+        });
+    }
+
+    /// Adaptive planning rewrote the stage's fragment (of the same id and output).
+    pub(crate) fn replace_fragment(&self, fragment: Arc<Fragment>) {
+        *self.fragment.lock() = fragment;
     }
 
     pub fn state(&self) -> StageState {
@@ -186,16 +201,17 @@ impl StageExecution {
 
     pub fn info(&self) -> StageInfo {
         let tasks: Vec<TaskStatus> = self.tasks().iter().map(|t| t.status()).collect();
+        let fragment = self.fragment();
         StageInfo {
             stage: self.id(),
             state: self.state(),
-            partitions: self.fragment.partitions,
+            partitions: fragment.partitions,
             task_count: self.task_count(),
             adaptive: self.adaptive.lock().clone(),
             memory: MemoryStats::of(tasks.iter().map(|t| &t.stats)),
             tasks,
-            inputs: self.fragment.inputs.clone(),
-            consumer: self.fragment.consumer,
+            inputs: fragment.inputs.clone(),
+            consumer: fragment.consumer,
         }
     }
 }

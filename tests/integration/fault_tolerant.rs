@@ -141,6 +141,29 @@ async fn adaptive_partitioning_coalesces_small_stages(cluster: &Cluster) {
     let splits: Vec<&str> = text.lines().filter(|l| l.contains("skewed partition")).collect();
     println!("skewed join: {splits:?}");
     assert!(!splits.is_empty(), "the skewed partition was not split:\n{text}");
+    // Planned as a partitioned join, the build side (one nation's suppliers) turns
+    // out a few KB once its stage has run, before the probe side's aggregation
+    // starts: the join stage broadcasts it and runs the aggregation's final step
+    // itself, so the aggregated rows are never repartitioned.
+    let small_build = "SELECT s.s_name, sum(a.qty) AS qty, count(*) AS orders \
+        FROM (SELECT l_suppkey, l_orderkey, sum(l_quantity) AS qty FROM lineitem GROUP BY l_suppkey, l_orderkey) a \
+        JOIN supplier s ON a.l_suppkey = s.s_suppkey WHERE s.s_nationkey = 3 GROUP BY s.s_name";
+    let expected = oracle("sf0_1", small_build).await;
+    for (label, client) in [("adaptive", partitioned(&adaptive)), ("fixed", partitioned(&fixed))] {
+        let got = client.execute(small_build).await.unwrap_or_else(|e| panic!("small build side {label}: {e}"));
+        assert_same_rows(&format!("small build side {label}"), small_build, &got.rows, &expected);
+    }
+    let explain = format!("EXPLAIN ANALYZE {small_build}");
+    let got = partitioned(&adaptive).execute(&explain).await.expect("explain analyze");
+    let text = got.rows[0][0].as_str().expect("text");
+    let broadcast: Vec<&str> = text.lines().filter(|l| l.contains("broadcast; probe stage")).collect();
+    println!("small build side: {broadcast:?}");
+    assert_eq!(broadcast.len(), 1, "the build side was not broadcast:\n{text}");
+    assert!(text.contains("adaptive: runs in stage"), "no probe stage was taken in:\n{text}");
+    let off = partitioned(&adaptive).with_session("adaptive_join_max_broadcast_size", "0B");
+    let got = off.execute(&explain).await.expect("explain analyze");
+    let text = got.rows[0][0].as_str().expect("text");
+    assert!(!text.contains("broadcast; probe stage"), "broadcast with a 0B limit:\n{text}");
 }
 
 /// Each of the five kinds at the leaf, an intermediate and the root-feeding stage,
@@ -151,7 +174,12 @@ async fn retry_policy_task_survives_every_injected_failure() {
     let spool = SpoolDir::new("matrix");
     let cluster = Cluster::start(3, &["--enable-failure-injection", "--spool-dir", spool.arg()]).await;
     let positions = stage_positions(&cluster).await;
-    let client = task_mode(&cluster, "sf0_1").with_session(PARTITIONED_JOINS.0, PARTITIONED_JOINS.1);
+    // The positions are stages of the plan as cut: none is taken into another at run
+    // time (a join broadcasting nation would take in the join before it). The fused
+    // stage has its own case below.
+    let client = task_mode(&cluster, "sf0_1")
+        .with_session(PARTITIONED_JOINS.0, PARTITIONED_JOINS.1)
+        .with_session("adaptive_join_max_broadcast_size", "0B");
     let clean = client.execute(QUERY).await.expect("run without failure");
     assert_same_rows("task mode without failure", QUERY, &clean.rows, &oracle("sf0_1", QUERY).await);
     for (position, stage) in &positions {
@@ -178,6 +206,24 @@ async fn retry_policy_task_survives_every_injected_failure() {
             spool.assert_empty().await;
         }
     }
+    // With nation's 25 rows broadcast, the join with it runs the join before it in
+    // its own tasks: a failure of that stage's first attempt is retried the same.
+    let fused = client.clone().with_session("adaptive_join_max_broadcast_size", "32MB");
+    let run = fused.execute(QUERY).await.expect("run without failure");
+    let info = query_info(&cluster, &run.id).await;
+    let stages = info["stages"].as_array().expect("stages");
+    let broadcast = |s: &&Value| s["adaptive"].as_str().is_some_and(|a| a.contains("broadcast; probe stage"));
+    let stage =
+        stages.iter().find(broadcast).unwrap_or_else(|| panic!("no join broadcast: {stages:?}"))["stage"].clone();
+    set_failure(&cluster, Some(json!({"stage": stage, "attempt": 0, "kind": "task_failure"}))).await;
+    let got = fused.execute(QUERY).await.expect("the fused stage's failure is retried");
+    assert_same_rows("task failure in a fused stage", QUERY, &got.rows, &clean.rows);
+    let prefix = format!("{}.{stage}.", got.id);
+    let retried = attempts(&query_info(&cluster, &got.id).await);
+    assert!(retried.iter().any(|t| t.starts_with(&prefix) && !t.ends_with(".0")), "no retry of {stage}: {retried:?}");
+    set_failure(&cluster, None).await;
+    cluster.assert_no_tasks_left().await;
+    spool.assert_empty().await;
 }
 
 /// A failure on every attempt exhausts `task_retry_attempts`; a user error is not
