@@ -154,8 +154,8 @@ async fn run_fault_tolerant(world: &Arc<World>, codec: FlotillaCodec) -> Outcome
     // seeds lose outputs on purpose.
     let speculation = world.params.speculation.then(|| SpeculationPolicy::new(1.5, 0.75));
     // Small partitions (`WorkerTask::partition_bytes`) and a small target: some
-    // stages are coalesced, others keep their tasks.
-    let adaptive = world.params.adaptive.then_some(AdaptivePolicy { target_bytes: 2 << 20, broadcast_bytes: 0 });
+    // stages are coalesced, others keep their tasks; some build sides are broadcast.
+    let adaptive = world.params.adaptive.then_some(AdaptivePolicy { target_bytes: 2 << 20, broadcast_bytes: 4 << 20 });
     let limits =
         RetryLimits { max_task_failures: 5, max_stage_failures: 10, slots_per_worker: 2, speculation, adaptive };
     let mut scheduler = match FaultTolerantQueryScheduler::new(settings(world, codec), limits, world.plan.clone()) {

@@ -1,17 +1,24 @@
 //! The queries the simulator runs: a random DAG of stages cut as the fragmenter cuts
 //! (producers numbered below their consumers, stage 0 the coordinator's root), with
 //! partition counts, exchange kinds and, for the phased schedule, join dependencies
-//! between sibling inputs. The fragments' plans are empty: the simulated workers do
-//! not run them, they only need the stages' shape.
+//! between sibling inputs. The simulated workers do not run the fragments' plans,
+//! they only need the stages' shape; the plans are empty but for the partitioned
+//! joins and repartitions that the fault-tolerant scheduler's adaptive planning
+//! reads (a join may broadcast its build side and take in its probe stage).
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::{JoinType, NullEquality};
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::empty::EmptyExec;
+use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::{ExecutionPlan, Partitioning};
 use rand::rngs::StdRng;
 use rand::Rng;
 
-use crate::exchange::remote_source::ExchangeMode;
+use crate::exchange::remote_source::{ExchangeMode, RemoteSourceExec};
 use crate::plan::fragmenter::{Fragment, FragmentOutput, FragmentedPlan};
 use crate::plan::DependencyKind;
 
@@ -123,7 +130,7 @@ impl QueryShape {
 }
 
 /// The fragments and their exchange graph, from each stage's consumer, partitions,
-/// output, inputs and whether it scans; plans are empty.
+/// output, inputs and whether it scans (plans: `stage_plan`).
 fn assemble(
     consumer: &[Option<usize>],
     partitions: &[usize],
@@ -135,6 +142,7 @@ fn assemble(
     let mut graph = petgraph::graph::DiGraph::new();
     let nodes: Vec<_> = (0..consumer.len()).map(|i| graph.add_node(i)).collect();
     let mut fragments = Vec::with_capacity(consumer.len());
+    let kinds = outputs.clone();
     for (s, (output, inputs)) in outputs.into_iter().zip(inputs).enumerate() {
         if let Some(c) = consumer[s] {
             let mode = match output {
@@ -145,7 +153,7 @@ fn assemble(
         }
         fragments.push(Fragment {
             id: s,
-            plan: Arc::new(EmptyExec::new(schema.clone()).with_partitions(partitions[s])),
+            plan: stage_plan(partitions[s], &output, &inputs, &kinds, &schema),
             output,
             partitions: partitions[s],
             consumer: consumer[s],
@@ -154,6 +162,40 @@ fn assemble(
         });
     }
     (fragments, graph)
+}
+
+/// A stage's plan: a partitioned inner join of its two inputs when both are
+/// repartitioned for it (the first the build side), else rows from nowhere; under
+/// the repartition for its consumer when it has one.
+fn stage_plan(
+    partitions: usize,
+    output: &FragmentOutput,
+    inputs: &[usize],
+    outputs: &[FragmentOutput],
+    schema: &SchemaRef,
+) -> Arc<dyn ExecutionPlan> {
+    let repartitioned = |i: usize| matches!(outputs[i], FragmentOutput::Repartition { .. });
+    let x = || Arc::new(Column::new("x", 0)) as _;
+    let body: Arc<dyn ExecutionPlan> = match inputs {
+        [build, probe] if repartitioned(*build) && repartitioned(*probe) => {
+            let side = |stage| {
+                Arc::new(RemoteSourceExec::new(stage, ExchangeMode::Repartition, partitions, schema.clone())) as _
+            };
+            let (build, probe, on) = (side(*build), side(*probe), vec![(x(), x())]);
+            let mode = PartitionMode::Partitioned;
+            let nulls = NullEquality::NullEqualsNothing;
+            let join = HashJoinExec::try_new(build, probe, on, None, &JoinType::Inner, None, mode, nulls, false);
+            Arc::new(join.expect("a join on one column"))
+        }
+        _ => Arc::new(EmptyExec::new(schema.clone()).with_partitions(partitions)),
+    };
+    match output {
+        FragmentOutput::Repartition { partitions } => {
+            let hash = Partitioning::Hash(vec![x()], *partitions);
+            Arc::new(RepartitionExec::try_new(body, hash).expect("a repartition on one column"))
+        }
+        _ => body,
+    }
 }
 
 #[cfg(test)]

@@ -36,18 +36,21 @@ fn three_hundred_seeds_keep_every_invariant_under_retry_policy_task() {
     assert!(failed.is_empty(), "{} of {runs} seeds failed:\n{}", failed.len(), summaries(&failed));
 }
 
-/// Adaptive planning runs in the task seeds: stages coalesced before they start,
-/// then faults, rollbacks and copies over them, every invariant kept.
+/// Adaptive planning runs in the task seeds: stages coalesced before they start and
+/// joins that take their probe stage in, then faults, rollbacks and copies over
+/// them, every invariant kept.
 #[test]
 fn task_seeds_coalesce_stages_and_keep_every_invariant() {
     let codec = codec();
     let reports: Vec<SimReport> =
         (0..100).map(|seed| run_seed(&SimConfig::new(seed, Policy::Task, 2 + seed as usize % 5), &codec)).collect();
-    let adapted = reports.iter().filter(|r| r.events.iter().any(|(_, e)| e.contains("adaptive:"))).count();
+    let with = |what: &str| reports.iter().filter(|r| r.events.iter().any(|(_, e)| e.contains(what))).count();
+    let (adapted, broadcast) = (with("partitions run as"), with("broadcast; probe stage"));
     let failed: Vec<SimReport> = reports.into_iter().filter(|r| !r.passed()).collect();
     assert!(failed.is_empty(), "{}", summaries(&failed));
     assert!(adapted >= 10, "only {adapted} of 100 seeds coalesced a stage");
-    println!("{adapted} of 100 task seeds coalesced a stage");
+    assert!(broadcast >= 5, "only {broadcast} of 100 seeds broadcast a build side");
+    println!("{adapted} of 100 task seeds coalesced a stage, {broadcast} broadcast a build side");
 }
 
 #[test]

@@ -88,6 +88,8 @@ pub(super) struct Cursor {
 struct StageCount {
     existing: usize,
     producing_done: usize,
+    /// Tasks ever created.
+    created: usize,
 }
 
 impl StageCount {
@@ -171,6 +173,9 @@ struct State {
     /// Source lists as the scheduler sends them, one copy shared by all readers of
     /// a stage: all-to-all lists are stages' tasks squared.
     interned: BTreeMap<usize, Arc<Vec<UpstreamTask>>>,
+    /// Stages the fault-tolerant scheduler took into their consumer, as readers
+    /// found them (`reads.rs`): stage -> the stage that runs its work.
+    merged: BTreeMap<usize, usize>,
 }
 
 pub struct World {
@@ -258,6 +263,7 @@ impl World {
             counts: vec![StageCount::default(); plan.fragments.len()],
             breakage: 0,
             interned: BTreeMap::new(),
+            merged: BTreeMap::new(),
         };
         let world = Arc::new(World {
             state: Mutex::new(state),
@@ -479,6 +485,7 @@ impl World {
             };
             worker.tasks.insert(key.clone(), task);
             counts[id.stage].add(TaskState::Running);
+            counts[id.stage].created += 1;
             record.tasks_created += 1;
             record.events.push((at, format!("created {id} on w{w}")));
         }

@@ -123,7 +123,8 @@ impl World {
                 None => return Ok(()),
             }
         };
-        self.read_spooled(&format!("{id}"), self.plan.fragments[id.stage].inputs.clone(), &sources)
+        let inputs = self.plan.fragments[id.stage].inputs.clone();
+        self.world_work(|| self.read_spooled_now(&format!("{id}"), Some(id.stage), inputs, &sources))
     }
 
     /// Reads spooled outputs: every partition of every input stage exactly once, from
@@ -134,16 +135,22 @@ impl World {
         inputs: Vec<usize>,
         sources: &BTreeMap<usize, Vec<UpstreamTask>>,
     ) -> Result<(), TaskFailure> {
-        self.world_work(|| self.read_spooled_now(reader, inputs, sources))
+        self.world_work(|| self.read_spooled_now(reader, None, inputs, sources))
     }
 
+    /// Reads as `read_spooled`, for a task of stage `stage` (None: the root).
     fn read_spooled_now(
         &self,
         reader: &str,
+        stage: Option<usize>,
         inputs: Vec<usize>,
         sources: &BTreeMap<usize, Vec<UpstreamTask>>,
     ) -> Result<(), TaskFailure> {
-        let s = self.state.lock();
+        let mut s = self.state.lock();
+        let inputs = match stage {
+            Some(stage) => self.inputs_read(&mut s, stage, inputs, sources),
+            None => inputs,
+        };
         for input in inputs {
             let list = sources.get(&input).map(Vec::as_slice).unwrap_or_default();
             for u in list {
@@ -158,7 +165,7 @@ impl World {
                     }
                 }
             }
-            let partitions = self.plan.fragments[input].partitions;
+            let partitions = self.partitions_of(&s, input);
             if let Err(why) = covers_once(list, partitions) {
                 drop(s);
                 self.violation(format!("{reader} reads stage {input} wrong: {why}"));
@@ -166,6 +173,40 @@ impl World {
             }
         }
         Ok(())
+    }
+
+    /// What a spooled task of `stage` reads: its inputs as planned, but for one the
+    /// fault-tolerant scheduler took into it (a join that broadcast its build side
+    /// runs its probe stage's work), which never ran a task and which the sources
+    /// leave out: its own inputs are read in its place. Each such merge is
+    /// recorded, so that readers of `stage` count its partitions as the taken-in
+    /// stage's.
+    fn inputs_read(
+        &self,
+        s: &mut State,
+        stage: usize,
+        inputs: Vec<usize>,
+        sources: &BTreeMap<usize, Vec<UpstreamTask>>,
+    ) -> Vec<usize> {
+        let mut read = Vec::with_capacity(inputs.len());
+        for input in inputs {
+            if sources.contains_key(&input) || s.counts[input].created > 0 {
+                read.push(input);
+                continue;
+            }
+            s.merged.insert(input, stage);
+            let own = self.plan.fragments[input].inputs.clone();
+            read.extend(self.inputs_read(s, input, own, sources));
+        }
+        read
+    }
+
+    /// The partitions of a stage's output: the taken-in stage's, if it took one in.
+    fn partitions_of(&self, s: &State, stage: usize) -> usize {
+        match s.merged.iter().find(|(_, into)| **into == stage) {
+            Some((&taken_in, _)) => self.partitions_of(s, taken_in),
+            None => self.plan.fragments[stage].partitions,
+        }
     }
 
     /// A pipelined task with all its inputs done producing reads them: each input
