@@ -53,3 +53,36 @@ pub(crate) fn find_external<T: std::error::Error + 'static>(e: &DataFusionError)
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error_code::{ApiCode, FailureCode};
+    use crate::protocol::TaskId;
+
+    fn read_of_failed_task(cause: Option<&str>) -> DataFusionError {
+        let upstream = ExchangeError::UpstreamFailed {
+            task: TaskId::new("q", 1, 2, 0),
+            url: "http://w1".into(),
+            code: ApiCode::TaskFailed.into(),
+            cause: cause.map(FailureCode::parse),
+            message: "task q.1.2.0 failed: / by zero".into(),
+        };
+        DataFusionError::External(Box::new(upstream))
+    }
+
+    /// A reader of a failed task reports that task's own code when its worker said
+    /// it (the cause, should the coordinator not see the task), and names the task;
+    /// without it, or with a code this build does not know, the echo's code.
+    #[test]
+    fn a_read_of_a_failed_task_carries_its_own_code() {
+        let f = failure_from_error(&read_of_failed_task(Some("DIVISION_BY_ZERO")));
+        assert!(f.code.is(ErrorCode::DivisionByZero), "{f:?}");
+        assert_eq!(f.upstream().map(|(t, _)| t.to_string()), Some("q.1.2.0".to_string()));
+        assert_eq!(f.message, "task q.1.2.0 failed: / by zero");
+        for cause in [None, Some("DISK_ON_FIRE")] {
+            let f = failure_from_error(&read_of_failed_task(cause));
+            assert!(f.code.is(ErrorCode::RemoteTaskFailed), "{cause:?}: {f:?}");
+        }
+    }
+}

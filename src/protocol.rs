@@ -21,6 +21,9 @@ pub const HEADER_NEXT_TOKEN: &str = "x-flotilla-next-token";
 pub const HEADER_BUFFER_COMPLETE: &str = "x-flotilla-buffer-complete";
 /// Results response: the task failed; the body is the JSON error.
 pub const HEADER_TASK_FAILED: &str = "x-flotilla-task-failed";
+/// With `HEADER_TASK_FAILED`: the failed task's own error code, so that a reader
+/// reports the cause when the coordinator cannot see the task (a worker cut off).
+pub const HEADER_TASK_FAILURE_CODE: &str = "x-flotilla-task-failure-code";
 /// Results request: how many bytes of pages the consumer takes at most.
 pub const HEADER_MAX_SIZE: &str = "x-flotilla-max-size";
 /// Statement protocol request (flotilla's own client only): send the rows of each page

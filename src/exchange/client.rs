@@ -9,7 +9,7 @@
 //! task reports failure, the stream ends with an `ExchangeError` that names the
 //! upstream task and worker, so the consumer can tell the coordinator which task broke.
 
-use crate::error_code::{ApiCode, Named};
+use crate::error_code::{ApiCode, FailureCode, Named};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -81,7 +81,7 @@ pub struct ExchangeSource {
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ExchangeError {
     #[error("upstream task {task} on {url} failed: {message}")]
-    UpstreamFailed { task: TaskId, url: String, code: Named<ApiCode>, message: String },
+    UpstreamFailed { task: TaskId, url: String, code: Named<ApiCode>, cause: Option<FailureCode>, message: String },
     #[error("cannot fetch results of upstream task {task} on {url} for {elapsed:.1?}: {message}")]
     Unreachable { task: TaskId, url: String, elapsed: Duration, message: String },
     #[error("bad results from upstream task {task} on {url}: {message}")]
@@ -100,7 +100,11 @@ impl ExchangeError {
     pub fn code(&self) -> crate::error_code::ErrorCode {
         use crate::error_code::ErrorCode;
         match self {
-            ExchangeError::UpstreamFailed { .. } => ErrorCode::RemoteTaskFailed,
+            // The upstream task's own code where it said it: the cause, which the
+            // coordinator may not see itself (its worker cut off from it).
+            ExchangeError::UpstreamFailed { cause, .. } => {
+                cause.as_ref().and_then(FailureCode::known).unwrap_or(ErrorCode::RemoteTaskFailed)
+            }
             ExchangeError::Unreachable { .. } => ErrorCode::RemoteTaskUnreachable,
             ExchangeError::Protocol { .. } => ErrorCode::RemoteTaskProtocolError,
         }
@@ -355,6 +359,8 @@ impl Puller {
             .map_err(|e| crate::http::describe_request_error(&e))?;
         let status = response.status();
         let failed = response.headers().contains_key(protocol::HEADER_TASK_FAILED);
+        let cause = response.headers().get(protocol::HEADER_TASK_FAILURE_CODE).and_then(|v| v.to_str().ok());
+        let cause = cause.map(FailureCode::parse);
         if failed || status.is_client_error() {
             let body = response.bytes().await.unwrap_or_default();
             let (code, message) = match serde_json::from_slice::<ErrorBody>(&body) {
@@ -365,6 +371,7 @@ impl Puller {
                 task: self.source.task_id.clone(),
                 url: self.source.url.clone(),
                 code,
+                cause,
                 message,
             }));
         }
@@ -403,10 +410,11 @@ impl Puller {
                 next_token: r.next_token,
                 complete: r.complete,
             }),
-            LocalFetch::Failed { code, message } => Ok(Fetched::Failed(ExchangeError::UpstreamFailed {
+            LocalFetch::Failed { code, cause, message } => Ok(Fetched::Failed(ExchangeError::UpstreamFailed {
                 task: task.clone(),
                 url: self.source.url.clone(),
                 code,
+                cause,
                 message,
             })),
             LocalFetch::Transient(message) => Err(message),

@@ -26,6 +26,8 @@ pub enum LocalFetch {
     /// What an HTTP client error or a failed task's answer would carry: final.
     Failed {
         code: crate::error_code::Named<crate::error_code::ApiCode>,
+        /// A failed task's own error code.
+        cause: Option<crate::error_code::FailureCode>,
         message: String,
     },
     /// What a server error would be: retried within the exchange's error budget.

@@ -148,8 +148,9 @@ pub fn output_spec(fragment: &Fragment, stages: &BTreeMap<usize, Arc<StageExecut
 }
 
 /// Among failures, the one closest to the cause: a task's own failure first, then a
-/// broken data link (which is itself the cause), and only then the echo of an
-/// upstream task's failure.
+/// broken data link (which is itself the cause) or a read of a failed task that
+/// carried that task's own code, and only then the echo of an upstream task's
+/// failure without it.
 pub fn pick_root_cause(failures: Vec<TaskFailureReport>) -> Option<TaskFailureReport> {
     let rank = |f: &TaskFailureReport| match (&f.failure.reason, f.failure.code.known()) {
         (FailureReason::Execution, _) => 0,

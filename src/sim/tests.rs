@@ -1,4 +1,5 @@
 use super::*;
+use crate::error_code::ErrorCode;
 use crate::scheduling::planted::{plant, Bug};
 
 /// Runs `seeds` seeds of `policy` on 2 to 6 workers; returns the failing reports.
@@ -97,6 +98,22 @@ fn stall_seed() -> SimConfig {
 }
 
 const STALL_SEED: u64 = 4;
+
+/// Found by `flotilla sim --seeds 2000`: a worker cut off from the coordinator
+/// runs a task that then fails; the root reads that task's output and is told it
+/// failed. The coordinator never sees the task's status, and the query failed with
+/// the root's echo (`REMOTE_TASK_FAILED`). A worker now answers a reader of a
+/// failed task with that task's own code, and the reader reports it.
+#[test]
+fn a_failure_behind_a_cut_off_worker_is_reported_by_its_cause() {
+    let config = SimConfig::new(1899, Policy::None, 4);
+    let report = run_seed(&config, &codec());
+    let cut = report.events.iter().any(|(_, e)| e.contains("cut off from the coordinator"));
+    assert!(cut, "the seed no longer cuts a worker off:\n{}", report.trace());
+    assert!(report.passed(), "{}\n{}", report.summary(), report.trace());
+    let (code, _) = report.outcome.as_ref().expect_err("an injected failure fails the query");
+    assert_eq!(*code, ErrorCode::InjectedFailure, "{}", report.summary());
+}
 
 #[test]
 fn the_tpcds_stall_is_a_fixed_seed_and_ends_promptly() {

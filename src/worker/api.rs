@@ -148,10 +148,14 @@ async fn get_results(
     let (max_bytes, max_wait) = results_limits(&headers);
     match m.read_results(&id, buffer, token, max_bytes, max_wait).await {
         Ok(result) => pages_response(&result),
-        Err(e @ WorkerError::TaskFailed { .. }) => {
+        Err(WorkerError::TaskFailed { task, code, message }) => {
             // A consumer asking a failed (or, spooled, aborted) task for pages learns why.
-            let mut resp = e.into_response();
+            let cause = HeaderValue::from_str(code.name()).ok();
+            let mut resp = WorkerError::TaskFailed { task, code, message }.into_response();
             resp.headers_mut().insert(protocol::HEADER_TASK_FAILED, HeaderValue::from_static("true"));
+            if let Some(cause) = cause {
+                resp.headers_mut().insert(protocol::HEADER_TASK_FAILURE_CODE, cause);
+            }
             Ok(resp)
         }
         Err(e) => Err(e),

@@ -107,7 +107,10 @@ impl World {
         match t.state {
             TaskState::Failed | TaskState::Aborted | TaskState::Canceled => {
                 let message = format!("upstream task {} failed", u.task_id);
-                Err(TaskFailure::fetch(ErrorCode::RemoteTaskFailed, message, u.task_id.clone(), u.url.clone()))
+                // As a worker answers a reader of a failed task: with its own code.
+                let own = t.failure.as_ref().filter(|_| t.state == TaskState::Failed).and_then(|f| f.code.known());
+                let code = own.unwrap_or(ErrorCode::RemoteTaskFailed);
+                Err(TaskFailure::fetch(code, message, u.task_id.clone(), u.url.clone()))
             }
             _ if t.output_lost => Err(unreachable("its output is lost")),
             state => Ok(state),
