@@ -203,7 +203,7 @@ impl StageExecution {
         let tasks: Vec<TaskStatus> = self.tasks().iter().map(|t| t.status()).collect();
         let fragment = self.fragment();
         StageInfo {
-            stage: self.id(),
+            stage: fragment.id,
             state: self.state(),
             partitions: fragment.partitions,
             task_count: self.task_count(),

@@ -148,10 +148,10 @@ async fn get_results(
     let (max_bytes, max_wait) = results_limits(&headers);
     match m.read_results(&id, buffer, token, max_bytes, max_wait).await {
         Ok(result) => pages_response(&result),
-        Err(WorkerError::TaskFailed { task, code, message }) => {
+        Err(e @ WorkerError::TaskFailed { .. }) => {
             // A consumer asking a failed (or, spooled, aborted) task for pages learns why.
-            let cause = HeaderValue::from_str(code.name()).ok();
-            let mut resp = WorkerError::TaskFailed { task, code, message }.into_response();
+            let cause = e.failed_task_code().and_then(|c| HeaderValue::from_str(c.name()).ok());
+            let mut resp = e.into_response();
             resp.headers_mut().insert(protocol::HEADER_TASK_FAILED, HeaderValue::from_static("true"));
             if let Some(cause) = cause {
                 resp.headers_mut().insert(protocol::HEADER_TASK_FAILURE_CODE, cause);

@@ -385,13 +385,20 @@ mod tests {
         (WorkerMemory::new(settings, connectors, "w1").unwrap(), dir)
     }
 
+    /// The memory pool of a new task of `query`.
+    fn task_pool(m: &WorkerMemory, query: &str) -> Arc<dyn MemoryPool> {
+        m.task_runtime(query, None).unwrap().1
+    }
+
+    /// A consumer that can spill, as DataFusion's sorts are.
+    fn spillable(name: &str, pool: &Arc<dyn MemoryPool>) -> MemoryReservation {
+        MemoryConsumer::new(name).with_can_spill(true).register(pool)
+    }
+
     #[test]
     fn a_query_is_held_to_its_limit_over_all_its_tasks_here() {
         let (m, dir) = memory(1000, 600);
-        let (_, a) = m.task_runtime("q1", None).unwrap();
-        let (_, b) = m.task_runtime("q1", None).unwrap();
-        let (_, other) = m.task_runtime("q2", None).unwrap();
-        let (a, b, other): (Arc<dyn MemoryPool>, Arc<dyn MemoryPool>, Arc<dyn MemoryPool>) = (a, b, other);
+        let (a, b, other) = (task_pool(&m, "q1"), task_pool(&m, "q1"), task_pool(&m, "q2"));
         let ra = MemoryConsumer::new("HashJoinInput").register(&a);
         let rb = MemoryConsumer::new("ExternalSorter").register(&b);
         ra.try_grow(400).unwrap();
@@ -414,9 +421,8 @@ mod tests {
     #[test]
     fn spillable_consumers_leave_a_tenth_of_the_limit_to_the_others() {
         let (m, dir) = memory(2000, 1000);
-        let (_, task) = m.task_runtime("q", None).unwrap();
-        let task: Arc<dyn MemoryPool> = task;
-        let sort = MemoryConsumer::new("ExternalSorter").with_can_spill(true).register(&task);
+        let task = task_pool(&m, "q");
+        let sort = spillable("ExternalSorter", &task);
         let merge = MemoryConsumer::new("ExternalSorterMerge").register(&task);
         sort.try_grow(900).unwrap();
         let err = sort.try_grow(1).unwrap_err().to_string();
@@ -431,11 +437,8 @@ mod tests {
     #[test]
     fn spillable_consumers_of_all_queries_leave_a_tenth_of_the_pool() {
         let (m, dir) = memory(1000, 1000);
-        let (_, a) = m.task_runtime("a", None).unwrap();
-        let (_, b) = m.task_runtime("b", None).unwrap();
-        let (a, b): (Arc<dyn MemoryPool>, Arc<dyn MemoryPool>) = (a, b);
-        let sort_a = MemoryConsumer::new("ExternalSorter").with_can_spill(true).register(&a);
-        let sort_b = MemoryConsumer::new("ExternalSorter").with_can_spill(true).register(&b);
+        let (a, b) = (task_pool(&m, "a"), task_pool(&m, "b"));
+        let (sort_a, sort_b) = (spillable("ExternalSorter", &a), spillable("ExternalSorter", &b));
         sort_a.try_grow(500).unwrap();
         sort_b.try_grow(400).unwrap();
         let err = sort_b.try_grow(1).unwrap_err().to_string();
@@ -453,11 +456,8 @@ mod tests {
     #[test]
     fn spillable_consumers_of_a_query_get_equal_parts() {
         let (m, dir) = memory(10_000, 1000);
-        let (_, a) = m.task_runtime("q", None).unwrap();
-        let (_, b) = m.task_runtime("q", None).unwrap();
-        let (a, b): (Arc<dyn MemoryPool>, Arc<dyn MemoryPool>) = (a, b);
-        let first = MemoryConsumer::new("ExternalSorter[0]").with_can_spill(true).register(&a);
-        let second = MemoryConsumer::new("ExternalSorter[1]").with_can_spill(true).register(&b);
+        let (a, b) = (task_pool(&m, "q"), task_pool(&m, "q"));
+        let (first, second) = (spillable("ExternalSorter[0]", &a), spillable("ExternalSorter[1]", &b));
         first.try_grow(450).unwrap();
         let err = first.try_grow(1).unwrap_err().to_string();
         assert!(err.contains(LOCAL_LIMIT_MARK) && err.contains("fair share of 450 B"), "{err}");

@@ -58,6 +58,17 @@ pub enum WorkerError {
     NoMemoryFragment(String),
 }
 
+impl WorkerError {
+    /// A failed task's own error code, which a reader of it is told (it may be all
+    /// anyone hears of the cause).
+    pub fn failed_task_code(&self) -> Option<&FailureCode> {
+        match self {
+            WorkerError::TaskFailed { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+}
+
 impl ApiError for WorkerError {
     fn code(&self) -> ApiCode {
         match self {

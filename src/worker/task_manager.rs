@@ -401,10 +401,7 @@ impl LocalResults for SqlTaskManager {
         match self.read_results(task, buffer, token, max_bytes, max_wait).await {
             Ok(result) => LocalFetch::Pages(result),
             Err(e) if matches!(e, WorkerError::TaskFailed { .. }) || e.status().is_client_error() => {
-                let cause = match &e {
-                    WorkerError::TaskFailed { code, .. } => Some(code.clone()),
-                    _ => None,
-                };
+                let cause = e.failed_task_code().cloned();
                 LocalFetch::Failed { code: e.code().into(), cause, message: e.to_string() }
             }
             Err(e) => LocalFetch::Transient(format!("{}: {e}", e.status())),

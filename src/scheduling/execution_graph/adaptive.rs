@@ -12,10 +12,7 @@ impl Stage {
     /// Resolved, reads other stages and has never run a task: its task count may
     /// still change.
     fn unstarted_resolved(&self) -> bool {
-        matches!(self.state, ExecutionStage::Resolved)
-            && !self.inputs.is_empty()
-            && self.stage_attempt == 0
-            && self.next_attempt.iter().all(|a| *a == 0)
+        matches!(self.state, ExecutionStage::Resolved) && !self.inputs.is_empty() && self.never_ran()
     }
 
     /// Has never handed out a task (nor been rolled back), so it may still change.
