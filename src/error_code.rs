@@ -109,15 +109,24 @@ error_codes! {
     NotInTransaction = ("NOT_IN_TRANSACTION", 21, UserError, Never),
     /// An isolation level this engine cannot keep (`REPEATABLE READ`, `SERIALIZABLE`).
     UnsupportedIsolationLevel = ("UNSUPPORTED_ISOLATION_LEVEL", 26, UserError, Never),
+    /// A stored view whose text no longer plans (a table it reads is gone).
+    InvalidView = ("INVALID_VIEW", 11, UserError, Never),
     NotSupported = ("NOT_SUPPORTED", 13, UserError, Never),
+    /// A write whose table another statement dropped, renamed, replaced or rewrote
+    /// while it ran (`coordinator::table_locks`).
+    TransactionConflict = ("TRANSACTION_CONFLICT", 17, UserError, Never),
     InvalidSessionProperty = ("INVALID_SESSION_PROPERTY", 14, UserError, Never),
     QueryTextTooLarge = ("QUERY_TEXT_TOO_LARGE", 35, UserError, Never),
+    /// A function would make a value or a batch past the limits of `functions::bounded`.
+    ExceededFunctionMemoryLimit = ("EXCEEDED_FUNCTION_MEMORY_LIMIT", 37, UserError, Never),
     CatalogNotFound = ("CATALOG_NOT_FOUND", 44, UserError, Never),
     SchemaNotFound = ("SCHEMA_NOT_FOUND", 45, UserError, Never),
     TableNotFound = ("TABLE_NOT_FOUND", 46, UserError, Never),
     ColumnNotFound = ("COLUMN_NOT_FOUND", 47, UserError, Never),
     /// A table or view of the name exists already (`CREATE`, `ALTER ... RENAME TO`).
     TableAlreadyExists = ("TABLE_ALREADY_EXISTS", 50, UserError, Never),
+    /// A view that reads itself, directly or through other views.
+    ViewIsRecursive = ("VIEW_IS_RECURSIVE", 82, UserError, Never),
     /// A bug or an unexpected state: running the same thing again would hit it again.
     GenericInternalError = ("GENERIC_INTERNAL_ERROR", 65536, InternalError, Never),
     TooManyRequestsFailed = ("TOO_MANY_REQUESTS_FAILED", 65537, InternalError, Retryable),
@@ -224,6 +233,8 @@ api_codes! {
     MethodNotAllowed = ("METHOD_NOT_ALLOWED", METHOD_NOT_ALLOWED),
     /// A worker of another `node.environment` announced itself.
     WrongEnvironment = ("WRONG_ENVIRONMENT", CONFLICT),
+    /// A worker announced the node id of another live worker.
+    DuplicateNodeId = ("DUPLICATE_NODE_ID", CONFLICT),
     /// A results token the query has moved past.
     InvalidToken = ("INVALID_TOKEN", GONE),
     RequestTooLarge = ("REQUEST_TOO_LARGE", PAYLOAD_TOO_LARGE),

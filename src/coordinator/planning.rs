@@ -143,7 +143,8 @@ pub async fn plan(request: PlanRequest, sql: String, max_time: Duration) -> Resu
                         cell.get_or_init(|| rt)
                     }
                 };
-                rt.block_on(plan_here(&request, &sql, abandoned))
+                // Constants folded while planning share one budget (`functions::bounded`).
+                crate::functions::bounded::while_planning(|| rt.block_on(plan_here(&request, &sql, abandoned)))
             })
         });
         Ok::<_, QueryError>(thread.await)
@@ -312,6 +313,10 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
         };
         return Ok(Planned::Query { physical, fragments, analyze, write: Some(w.commit) });
     }
+    let written = view_clauses.as_ref().filter(|c| c.security_written).map(|c| c.security.as_str());
+    super::views::check_new_view(&logical, connectors, written, (catalog, schema))?;
+    // A statement that drops or replaces tables takes turns with their writes' commits.
+    let _tables = super::table_locks::lock(super::ddl::removed_tables(&logical, ctx, catalog, schema)).await;
     let pending = super::ddl::before(&logical, connectors, catalog, schema);
     let logical_done = started.elapsed();
     // A query plans on the state cloned above; DataFusion's `execute_logical_plan`
@@ -324,6 +329,9 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
     };
     let view = view_clauses.map(|clauses| super::ddl::NewView { clauses, owner: request.user.clone() });
     super::ddl::after(ctx, &logical, pending, connectors, (catalog, schema), view).await?;
+    if matches!(logical, LogicalPlan::Ddl(_)) {
+        super::ddl::rebind_views(connectors).await;
+    }
     let unbounded = has_unbounded_scalar_subquery(&logical);
     let planned = match (unbounded, df) {
         (true, _) => None,

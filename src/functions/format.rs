@@ -259,6 +259,7 @@ fn apply(spec: &Spec, value: &ScalarValue) -> Result<String> {
         (other, _) => return Err(invalid_argument(format!("unknown format conversion %{other}"))),
     };
     let width = spec.width.unwrap_or(0);
+    super::bounded::check_growing("format", width, width)?;
     let len = body.chars().count();
     Ok(if len >= width {
         body

@@ -10,6 +10,7 @@
 mod array;
 mod array_lambda;
 mod bitwise;
+pub mod bounded;
 mod conditional;
 mod conversion;
 mod datetime;
@@ -84,14 +85,14 @@ fn scalar_functions() -> Vec<ScalarUDF> {
     .collect()
 }
 
-/// Trino's names of DataFusion's scalar functions: (Trino's, DataFusion's).
-const SCALAR_ALIASES: [(&str, &str); 6] = [
+/// Trino's names of DataFusion's scalar functions: (Trino's, DataFusion's). `sequence`,
+/// DataFusion's `generate_series` under Trino's limit, is registered by `register`.
+const SCALAR_ALIASES: [(&str, &str); 5] = [
     ("ceiling", "ceil"),
     ("sign", "signum"),
     ("truncate", "trunc"),
     ("is_nan", "isnan"),
     ("levenshtein_distance", "levenshtein"),
-    ("sequence", "generate_series"),
 ];
 
 /// Trino's names of DataFusion's aggregate functions.
@@ -117,6 +118,14 @@ pub fn register(registry: &mut dyn FunctionRegistry) -> Result<()> {
     }
     for f in scalar_functions() {
         registry.register_udf(Arc::new(f))?;
+    }
+    // Last, so that a function of the library replacing DataFusion's is bounded too;
+    // `sequence` wraps DataFusion's own `generate_series`, not its bounded one.
+    let series = registry.udf("generate_series")?;
+    registry.register_udf(Arc::new(bounded::Bounded::sequence(series.as_ref())))?;
+    for (name, growth) in bounded::BOUNDED {
+        let f = registry.udf(name)?;
+        registry.register_udf(Arc::new(bounded::Bounded::wrap(&f, growth)))?;
     }
     let lambdas = [
         lambda::functions(),

@@ -96,6 +96,7 @@ fn regexp_replace(args: &[ArrayRef]) -> Result<ArrayRef> {
     let with = args.get(2).map(strings);
     let mut patterns = Patterns::default();
     let mut out = StringBuilder::new();
+    let mut made = 0;
     for i in 0..text.len() {
         if text.is_null(i) || pattern.is_null(i) || with.is_some_and(|w| w.is_null(i)) {
             out.append_null();
@@ -106,9 +107,29 @@ fn regexp_replace(args: &[ArrayRef]) -> Result<ArrayRef> {
             Some(w) => replacement(w.value(i), re.captures_len() - 1)?,
             None => String::new(),
         };
-        out.append_value(re.replace_all(text.value(i), by.as_str()));
+        let value = replace_all(re, text.value(i), &by, made)?;
+        made += value.len();
+        out.append_value(value);
     }
+    super::bounded::made(made)?;
     Ok(Arc::new(out.finish()))
+}
+
+/// `re.replace_all(text, by)`, checked against the functions' limits as it grows
+/// (`made`: what the call made before): an empty pattern matches at every character,
+/// so a short text and a long replacement make a value of their lengths' product.
+fn replace_all(re: &Regex, text: &str, by: &str, made: usize) -> Result<String> {
+    let mut out = String::new();
+    let mut last = 0;
+    for caps in re.captures_iter(text) {
+        let Some(m) = caps.get(0) else { continue };
+        out.push_str(&text[last..m.start()]);
+        caps.expand(by, &mut out);
+        last = m.end();
+        super::bounded::check_growing("regexp_replace", out.len(), made + out.len())?;
+    }
+    out.push_str(&text[last..]);
+    Ok(out)
 }
 
 fn group_of(re: &Regex, group: i64) -> Result<usize> {
@@ -246,6 +267,8 @@ impl ScalarUDFImpl for RegexpReplace {
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         if args.args.len() == 4 {
+            let growth = super::bounded::Growth::PatternReplace;
+            super::bounded::check("regexp_replace", growth, super::bounded::estimate(growth, &args)?)?;
             return datafusion::functions::regex::regexp_replace().invoke_with_args(args);
         }
         evaluate(&args.args, regexp_replace)

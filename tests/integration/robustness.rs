@@ -1,13 +1,14 @@
 //! The cluster survives its users: busy workers stay in the cluster and answer their
 //! task API, a cancel frees the cores (of a cross join, and of joins, scans,
 //! aggregations and sorts that emit nothing for long), deep or huge statements get
-//! clear errors, and tasks of a dead coordinator expire.
+//! clear errors, a user's constant expressions stay within the functions' limits, and
+//! tasks of a dead coordinator expire.
 
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::common::{assert_same_rows, cpu_seconds, oracle, query_info, wait_for_query_end, Cluster};
+use super::common::{assert_same_rows, cpu_seconds, oracle, peak_rss, query_info, wait_for_query_end, Cluster};
 
 /// 2.25 * 10^10 row pairs: minutes of CPU on this machine, so it is still running
 /// whenever the test looks.
@@ -285,6 +286,48 @@ async fn deep_long_and_huge_statements_get_answers_or_clear_errors() {
     refused(huge, "QUERY_TEXT_TOO_LARGE").await;
     let got = client.execute("SELECT count(*) FROM region").await.expect("the coordinator still answers");
     assert_same_rows("after", "", &got.rows, &oracle("tiny", "SELECT count(*) FROM region").await);
+    cluster.assert_no_tasks_left().await;
+}
+
+/// What a function may make is bounded on every node (`functions::bounded`): the
+/// probes that took the coordinator to 7.8 GB while it folded constants, three at
+/// once, each refused with its code, and the same over a table on the workers; the
+/// nodes' peak resident size stays far below what one probe used to take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_constant_expressions_stay_within_the_functions_limits() {
+    let cluster = Cluster::start(1, &[]).await;
+    let client = cluster.client("tiny");
+    let probes = [
+        ("SELECT length(repeat('x', 2000000000))", "EXCEEDED_FUNCTION_MEMORY_LIMIT"),
+        ("SELECT length(lpad('x', 2000000000))", "EXCEEDED_FUNCTION_MEMORY_LIMIT"),
+        ("SELECT length(rpad('x', 2000000000))", "EXCEEDED_FUNCTION_MEMORY_LIMIT"),
+        ("SELECT cardinality(transform(sequence(1, 100000000), x -> x))", "INVALID_FUNCTION_ARGUMENT"),
+        ("SELECT count(*) FROM unnest(sequence(1, 100000000))", "INVALID_FUNCTION_ARGUMENT"),
+        ("SELECT max(length(lpad(n_name, 100000000))) FROM nation", "EXCEEDED_FUNCTION_MEMORY_LIMIT"),
+        ("SELECT max(cardinality(sequence(1, n_nationkey * 1000000))) FROM nation", "INVALID_FUNCTION_ARGUMENT"),
+    ];
+    for round in probes.chunks(3) {
+        let runs = round.iter().map(|(sql, code)| {
+            let client = client.clone();
+            async move {
+                match client.execute(sql).await {
+                    Err(flotilla::client::ClientError::Query(e)) => {
+                        assert_eq!(e.error_name, *code, "{sql}: {}", e.message)
+                    }
+                    other => panic!("{sql} was not refused: {other:?}"),
+                }
+            }
+        });
+        futures::future::join_all(runs).await;
+    }
+    // Values of everyday sizes, on the coordinator and on the workers.
+    let got = client.execute("SELECT length(repeat('ab', 1000000)), cardinality(sequence(1, 10000))").await.unwrap();
+    assert_eq!(got.rows, vec![vec![Value::from(2_000_000), Value::from(10_000)]]);
+    let padded = "SELECT sum(length(lpad(n_name, 1000, '*'))) FROM nation";
+    assert_eq!(client.execute(padded).await.unwrap().rows, vec![vec![Value::from(25_000)]]);
+    let (coordinator, worker) = (peak_rss(cluster.coordinator.child.id()), peak_rss(cluster.workers[0].child.id()));
+    eprintln!("peak resident size: coordinator {} MB, worker {} MB", coordinator >> 20, worker >> 20);
+    assert!(coordinator < 1 << 30 && worker < 1 << 30, "coordinator {coordinator} B, worker {worker} B");
     cluster.assert_no_tasks_left().await;
 }
 
