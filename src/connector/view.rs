@@ -63,6 +63,50 @@ impl TableProvider for TrinoView {
     }
 }
 
+/// A view whose text no longer plans (a table it reads was dropped or renamed): it
+/// stays, as in Trino, and every read fails with `INVALID_VIEW` saying why, until the
+/// coordinator's DDL makes it plan again (`coordinator::ddl::rebind_views`).
+#[derive(Debug)]
+pub struct InvalidView {
+    name: String,
+    why: String,
+    /// The columns the view had when it last planned.
+    columns: SchemaRef,
+}
+
+impl InvalidView {
+    pub fn new(name: String, why: String, columns: SchemaRef) -> Self {
+        InvalidView { name, why, columns }
+    }
+
+    fn error(&self) -> datafusion::error::DataFusionError {
+        let message = format!("Failed analyzing stored view '{}': {}", self.name, self.why);
+        let coded = crate::functions::FunctionError { code: crate::error_code::ErrorCode::InvalidView, message };
+        datafusion::error::DataFusionError::External(Box::new(coded))
+    }
+}
+
+#[async_trait]
+impl TableProvider for InvalidView {
+    fn schema(&self) -> SchemaRef {
+        self.columns.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        _projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Err(self.error())
+    }
+}
+
 /// The view a provider is, wrapped or as DataFusion made it.
 pub fn as_view(provider: &dyn TableProvider) -> Option<&ViewTable> {
     match provider.downcast_ref::<TrinoView>() {

@@ -54,6 +54,28 @@ pub fn before(logical: &LogicalPlan, connectors: &Connectors, catalog: &str, sch
     Pending { dropped }
 }
 
+/// The tables (full names) a DDL statement removes or replaces, which it locks
+/// (`table_locks`): the one it drops, the one `CREATE OR REPLACE` replaces, every table
+/// of a schema it drops.
+pub fn removed_tables(logical: &LogicalPlan, ctx: &SessionContext, catalog: &str, schema: &str) -> Vec<String> {
+    let one = |name: &TableReference| {
+        let (c, s, t) = resolve(name, catalog, schema);
+        vec![format!("{c}.{s}.{t}")]
+    };
+    let LogicalPlan::Ddl(ddl) = logical else { return Vec::new() };
+    match ddl {
+        DdlStatement::DropTable(d) => one(&d.name),
+        DdlStatement::CreateExternalTable(c) if c.or_replace => one(&c.name),
+        DdlStatement::CreateMemoryTable(c) if c.or_replace => one(&c.name),
+        DdlStatement::DropCatalogSchema(d) => {
+            let (c, s) = schema_of(&d.name, catalog);
+            let tables = ctx.catalog(&c).and_then(|cat| cat.schema(&s)).map(|p| p.table_names()).unwrap_or_default();
+            tables.into_iter().map(|t| format!("{c}.{s}.{t}")).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
 fn recording_error(m: &Metastore, e: std::io::Error) -> QueryError {
     QueryError::new(ErrorCode::GenericInternalError, format!("cannot update {}: {e}", m.describe()))
 }
@@ -167,6 +189,53 @@ pub async fn restore_views(connectors: &Connectors) {
         if restored > 0 {
             tracing::info!("catalog {}: {restored} views from {}", c.catalog_name(), m.describe());
         }
+    }
+}
+
+/// Plans every view the metastores keep again from its text, so that a view reads
+/// the tables its text names as they are now (Trino's rule), not the ones it was
+/// planned against: after `ALTER TABLE t RENAME TO u` and a new `t`, a view over `t`
+/// reads the new `t`. Called after every statement that makes, drops or renames a
+/// table or view. A view that no longer plans (its table is gone) answers every read
+/// with `INVALID_VIEW` and why, until a statement makes it plan again.
+pub async fn rebind_views(connectors: &Connectors) {
+    for c in connectors.list() {
+        let Some(m) = c.files().and_then(|f| f.metastore()) else { continue };
+        // In the order they were made, which is an order in which each view's views
+        // come first; a view that fails is tried again after the others.
+        let mut pending = m.views();
+        loop {
+            let tried = pending.len();
+            let mut failed = Vec::new();
+            for v in pending {
+                if let Err(e) = make_view(connectors, c.catalog_name(), &v).await {
+                    failed.push((v, e));
+                }
+            }
+            if failed.len() == tried {
+                for (v, e) in failed {
+                    invalidate_view(connectors, c.catalog_name(), &v, e).await;
+                }
+                break;
+            }
+            pending = failed.into_iter().map(|(v, _)| v).collect();
+        }
+    }
+}
+
+/// Puts an `InvalidView` in place of a view whose text no longer plans, with the
+/// columns it had, so that a statement naming them plans and its read says why.
+async fn invalidate_view(connectors: &Connectors, catalog: &str, v: &ViewEntry, why: String) {
+    let Some(schema) = connectors.get(catalog).and_then(|c| c.catalog().schema(&v.schema)) else { return };
+    let name = format!("{catalog}.{}.{}", v.schema, v.name);
+    let columns = match schema.table(&v.name).await {
+        Ok(Some(old)) => old.schema(),
+        _ => std::sync::Arc::new(datafusion::arrow::datatypes::Schema::empty()),
+    };
+    let invalid = crate::connector::view::InvalidView::new(name, why, columns);
+    let _ = schema.deregister_table(&v.name);
+    if let Err(e) = schema.register_table(v.name.clone(), std::sync::Arc::new(invalid)) {
+        tracing::warn!("view {catalog}.{}.{} cannot be marked invalid: {e}", v.schema, v.name);
     }
 }
 

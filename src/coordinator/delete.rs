@@ -80,6 +80,7 @@ pub async fn plan_delete(
     };
     let commit =
         TableCommit::new(ctx, connector.clone(), full, location, None).replacing(Replaced { files: read, rows });
+    let commit = commit.into_table(provider);
     Ok(Some(writing(physical, target, commit)))
 }
 

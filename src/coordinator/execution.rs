@@ -70,8 +70,14 @@ pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
     };
     // A write's staged files go whatever the outcome; its tasks are gone by now.
     let writes: Vec<_> = std::mem::take(&mut q.progress().writes);
+    let mut made_tables = false;
     for w in writes {
         w.finish().await;
+        made_tables |= w.rows_written().is_some() && w.update_type() == "CREATE TABLE";
+    }
+    // A view over a table of that name, stale until now, reads the new one.
+    if made_tables {
+        super::ddl::rebind_views(&coord.connectors).await;
     }
     match outcome {
         Ok(()) => {
@@ -92,6 +98,11 @@ fn prepare_run(coord: &CoordinatorState, q: &QueryExecution) -> Result<Run, Quer
     let inject_panic = properties.remove(INJECT_RUNNER_PANIC).is_some() && coord.config.enable_failure_injection;
     let props =
         SessionProperties::parse(&properties).map_err(|m| QueryError::new(ErrorCode::InvalidSessionProperty, m))?;
+    // The client's zone (`X-Trino-Time-Zone`) is checked as `SET TIME ZONE`'s is:
+    // DataFusion would take any text and `current_timezone()` answer it.
+    if let Some(zone) = &q.session.time_zone {
+        crate::config::time_zone(zone).map_err(|m| QueryError::new(ErrorCode::NotSupported, m))?;
+    }
     Ok(Run { props, session: properties, inject_panic })
 }
 

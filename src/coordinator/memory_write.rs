@@ -41,7 +41,7 @@ pub async fn plan_memory_write(
     catalog: &str,
     schema: &str,
 ) -> Result<Option<PlannedWrite>, QueryError> {
-    let (connector, full, publish, input) = match logical {
+    let (connector, full, publish, input, planned_table) = match logical {
         LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(c)) => {
             let Some((connector, full)) = memory_target(connectors, &c.name, catalog, schema) else { return Ok(None) };
             let schema_name = full.schema().unwrap_or_default().to_string();
@@ -65,7 +65,7 @@ pub async fn plan_memory_write(
             let table = memory.new_table(&full.to_string(), table_schema);
             let create_in = Some((schema_provider, full.table().to_string()));
             let publish = MemoryPublish { table, create_in, replace: c.or_replace, kept: Default::default() };
-            (connector, full, publish, c.input.clone())
+            (connector, full, publish, c.input.clone(), None)
         }
         LogicalPlan::Dml(DmlStatement { table_name, target, op: WriteOp::Insert(op), input, .. }) => {
             let Some((connector, full)) = memory_target(connectors, table_name, catalog, schema) else {
@@ -87,6 +87,7 @@ pub async fn plan_memory_write(
                 full,
                 MemoryPublish { table, create_in: None, replace: false, kept: Default::default() },
                 input.clone(),
+                Some(provider),
             )
         }
         _ => return Ok(None),
@@ -102,6 +103,9 @@ pub async fn plan_memory_write(
         not_null,
         field_ids: Vec::new(),
     };
-    let commit = TableCommit::for_memory(ctx, connector.clone(), full, publish, staging);
+    let mut commit = TableCommit::for_memory(ctx, connector.clone(), full, publish, staging);
+    if let Some(table) = planned_table {
+        commit = commit.into_table(table);
+    }
     Ok(Some(writing(input, target, commit)))
 }

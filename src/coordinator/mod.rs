@@ -32,6 +32,7 @@ pub mod staging;
 pub mod statement;
 mod system_tables;
 pub mod table_commit;
+pub mod table_locks;
 pub mod transaction;
 pub mod ui;
 mod views;
@@ -72,6 +73,9 @@ pub enum CoordinatorError {
     /// A worker of another `node.environment` announced itself.
     #[error("{0}")]
     WrongEnvironment(String),
+    /// A worker announced a node id another live worker has.
+    #[error("{0}")]
+    DuplicateNodeId(String),
     /// No valid login (PASSWORD authentication).
     #[error("{0}")]
     Unauthenticated(String),
@@ -90,6 +94,7 @@ impl ApiError for CoordinatorError {
             CoordinatorError::Gone(_) => ApiCode::InvalidToken,
             CoordinatorError::Internal(_) => ApiCode::InternalError,
             CoordinatorError::WrongEnvironment(_) => ApiCode::WrongEnvironment,
+            CoordinatorError::DuplicateNodeId(_) => ApiCode::DuplicateNodeId,
             CoordinatorError::Unauthenticated(_) => ApiCode::Unauthenticated,
             CoordinatorError::PermissionDenied(_) => ApiCode::PermissionDenied,
             CoordinatorError::TooManyFailedLogins(_) => ApiCode::TooManyFailedLogins,
@@ -251,7 +256,8 @@ pub struct CoordinatorState {
     pub admission: admission::Admission,
     /// What each query holds on each worker, from their heartbeats.
     pub cluster_memory: cluster_memory::ClusterMemoryManager,
-    /// Workers refused for their environment, so each is logged once.
+    /// Workers refused (another environment, a live worker's node id), so each is
+    /// logged once.
     refused: parking_lot::Mutex<std::collections::HashSet<String>>,
     queries: RwLock<BTreeMap<String, Arc<QueryExecution>>>,
     history: parking_lot::Mutex<VecDeque<String>>,
@@ -370,6 +376,21 @@ impl CoordinatorState {
             }
         }
         dropped
+    }
+
+    /// Removes the spooled segments of queries that failed (cancelled and abandoned
+    /// ones included): no client will download them. A finished query's stay until
+    /// acknowledged or expired, as its client may still be reading.
+    fn remove_segments_of_failed_queries(&self) {
+        let spooling = self.segments.queries();
+        if spooling.is_empty() {
+            return;
+        }
+        for q in self.queries().into_iter().filter(|q| spooling.contains(q.id.as_str())) {
+            if q.state() == crate::scheduling::state_machine::QueryState::Failed {
+                self.segments.remove_query(&q.id);
+            }
+        }
     }
 
     /// Stops every running query holding more than its `query_max_memory` over the
@@ -579,6 +600,7 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
         }
         reaper.enforce_memory_limits();
         reaper.segments.expire(std::time::Instant::now());
+        reaper.remove_segments_of_failed_queries();
         freed.trim_if_idle(reaper.queries().iter().all(|q| q.state().is_final()));
     });
     let server = tokio::spawn(async move {

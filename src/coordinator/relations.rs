@@ -30,6 +30,8 @@ use crate::security::Access;
 pub struct ViewClauses {
     /// `DEFINER` (Trino's default) or `INVOKER`.
     pub security: String,
+    /// The statement wrote a `SECURITY` clause (rather than taking the default).
+    pub security_written: bool,
     pub comment: Option<String>,
     /// The text after `AS`.
     pub query: String,
@@ -95,7 +97,8 @@ pub fn take_view_clauses(sql: &str) -> Option<Result<(String, ViewClauses), Quer
         }
         k += 1;
     }
-    let mut clauses = ViewClauses { security: "DEFINER".into(), comment: None, query: String::new() };
+    let mut clauses =
+        ViewClauses { security: "DEFINER".into(), security_written: false, comment: None, query: String::new() };
     let mut removed = Vec::new();
     loop {
         match (at(k), at(k + 1)) {
@@ -108,6 +111,7 @@ pub fn take_view_clauses(sql: &str) -> Option<Result<(String, ViewClauses), Quer
                     return Some(Err(QueryError::new(ErrorCode::SyntaxError, m)));
                 }
                 clauses.security = mode.to_string().to_uppercase();
+                clauses.security_written = true;
             }
             _ => break,
         }
@@ -306,7 +310,12 @@ fn recording_error(m: &Metastore, e: std::io::Error) -> QueryError {
 /// Runs the statement; its `updateType`.
 pub async fn run(statement: &RelationStatement, scope: &Scope<'_>) -> Result<&'static str, QueryError> {
     match statement {
-        RelationStatement::Rename { if_exists, from, to } => rename(scope, from, to, *if_exists).await,
+        RelationStatement::Rename { if_exists, from, to } => {
+            let renamed = rename(scope, from, to, *if_exists).await?;
+            // Views read tables by name: one over either name now reads another table.
+            super::ddl::rebind_views(scope.connectors).await;
+            Ok(renamed)
+        }
         RelationStatement::Comment { object, name, comment } => set_comment(scope, *object, name, comment).await,
     }
 }
@@ -324,6 +333,8 @@ async fn rename(
         _ => resolve(to, scope.catalog, scope.schema)?,
     };
     scope.check_write(&[&from, &to])?;
+    // A write into either name commits before the rename or after it, never across.
+    let _tables = super::table_locks::lock([from.to_string(), to.to_string()]).await;
     let Some(relation) = scope.relation(&from).await? else {
         if if_exists {
             return Ok("RENAME TABLE");
@@ -423,7 +434,10 @@ mod tests {
                 .unwrap();
         assert_eq!(sql, "create or replace view \"f\".\"s\".\"v\"     as select 1");
         let query = "select 1".to_string();
-        assert_eq!(c, ViewClauses { security: "INVOKER".into(), comment: Some("it's".into()), query });
+        assert_eq!(
+            c,
+            ViewClauses { security: "INVOKER".into(), security_written: true, comment: Some("it's".into()), query }
+        );
         let (sql, c) = take_view_clauses("CREATE VIEW v AS SELECT 'security definer'").unwrap().unwrap();
         assert_eq!((sql.as_str(), c.security.as_str()), ("CREATE VIEW v AS SELECT 'security definer'", "DEFINER"));
         assert!(take_view_clauses("CREATE VIEW v SECURITY nobody AS SELECT 1").unwrap().is_err());

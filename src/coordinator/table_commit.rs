@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use datafusion::arrow::array::{Array, Int64Array, RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::catalog::SchemaProvider;
+use datafusion::catalog::{SchemaProvider, TableProvider};
 use datafusion::common::TableReference;
 use datafusion::datasource::listing::ListingTableUrl;
 use datafusion::error::{DataFusionError, Result};
@@ -91,6 +91,9 @@ pub struct TableCommit {
     /// A write into an Iceberg table: its files are committed to the catalog.
     #[cfg(feature = "iceberg")]
     iceberg: Option<super::iceberg_write::IcebergPublish>,
+    /// The table an `INSERT` or `DELETE` was planned against: its commit checks that
+    /// the catalog still holds this very table (`table_locks`).
+    target: Option<Arc<dyn TableProvider>>,
 }
 
 /// What a `DELETE` replaces: the files it read, and their rows.
@@ -129,7 +132,15 @@ impl TableCommit {
             comment: None,
             #[cfg(feature = "iceberg")]
             iceberg: None,
+            target: None,
         }
+    }
+
+    /// The table the write was planned against, which must still be there, itself,
+    /// when the write commits.
+    pub(super) fn into_table(mut self, target: Arc<dyn TableProvider>) -> Self {
+        self.target = Some(target);
+        self
     }
 
     /// The commit of a write into an Iceberg table, whose files `publish` commits.
@@ -242,11 +253,51 @@ impl TableCommit {
                 CommitState::Pending => *this.state.lock() = CommitState::Publishing,
                 _ => return Err(QueryError::new(ErrorCode::GenericInternalError, "the write was already ended")),
             }
-            let outcome = this.publish_now(&fragments).await;
+            // A DROP, RENAME or replacement of the table waits for this, or this for
+            // it: then the table is checked to be the one the write was planned on.
+            let _table = super::table_locks::lock([super::table_locks::key(&this.table)]).await;
+            let outcome = match this.check_table().await {
+                Ok(()) => this.publish_now(&fragments).await,
+                Err(e) => Err(e),
+            };
             *this.state.lock() = if outcome.is_ok() { CommitState::Committed } else { CommitState::Failed };
             outcome
         });
         run.await.map_err(|e| QueryError::new(ErrorCode::GenericInternalError, format!("publishing stopped: {e}")))?
+    }
+
+    /// Whether the table is still the one the write was planned against (an `INSERT`'s,
+    /// a `DELETE`'s), and a `DELETE`'s files still all there: a `DROP`, `RENAME` or
+    /// `CREATE OR REPLACE` of the table, or another `DELETE` of it, committed while
+    /// this write ran is a conflict.
+    async fn check_table(&self) -> Result<(), QueryError> {
+        let conflict = |what: &str| {
+            let message = format!(
+                "{} on '{}' conflicts with a statement that committed while it ran: {what}; nothing was written",
+                self.update_type(),
+                self.table
+            );
+            QueryError::new(ErrorCode::TransactionConflict, message)
+        };
+        if let Some(planned) = &self.target {
+            let now = self.ctx.table_provider(self.table.clone()).await.ok();
+            if !now.is_some_and(|now| std::ptr::addr_eq(Arc::as_ptr(&now), Arc::as_ptr(planned))) {
+                return Err(conflict("the table was dropped, renamed or replaced"));
+            }
+        }
+        if let Some(replaced) = &self.replaces {
+            let (store, _) = self.store(&self.location).map_err(|e| planning_error(&e))?;
+            for f in &replaced.files {
+                match store.head(f).await {
+                    Ok(_) => {}
+                    Err(object_store::Error::NotFound { .. }) => {
+                        return Err(conflict(&format!("its file {f} was replaced by another write")))
+                    }
+                    Err(e) => return Err(external(&e, &self.location)),
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Moves every file of the reported writer directories into the table, then makes

@@ -366,7 +366,8 @@ pub async fn plan_insert(
         not_null: Vec::new(),
         field_ids: Vec::new(),
     };
-    Ok(Some(writing(input, target, TableCommit::new(ctx, connector.clone(), full, location, None))))
+    let commit = TableCommit::new(ctx, connector.clone(), full, location, None).into_table(provider);
+    Ok(Some(writing(input, target, commit)))
 }
 
 pub(super) fn writing(input: Arc<dyn ExecutionPlan>, target: WriteTarget, commit: TableCommit) -> PlannedWrite {

@@ -431,6 +431,20 @@ async fn check_writes(
     assert_eq!(count(client, "SELECT count(*) FROM ice.web.nation").await, 40);
     assert_eq!(count(client, "SELECT count(*) FROM ice.web.\"nation$snapshots\"").await, 4);
 
+    // Fifty at once: each commit that meets others is tried again on top of theirs,
+    // and every one lands (18 of 50 failed with iceberg-rust's retries alone).
+    client.execute("CREATE TABLE ice.web.many (k bigint)").await.expect("create many");
+    let inserts = (1..=50).map(|k| {
+        let client = client.clone();
+        async move { client.execute(&format!("INSERT INTO ice.web.many VALUES ({k})")).await }
+    });
+    for (k, inserted) in futures::future::join_all(inserts).await.into_iter().enumerate() {
+        assert_eq!(inserted.unwrap_or_else(|e| panic!("insert {}: {e}", k + 1)).update_count, Some(1));
+    }
+    assert_eq!(count(client, "SELECT count(*) FROM ice.web.many").await, 50);
+    assert_eq!(count(client, "SELECT sum(k) FROM ice.web.many").await, 50 * 51 / 2);
+    assert_eq!(count(client, "SELECT count(DISTINCT k) FROM ice.web.many").await, 50);
+
     check_partitioned_writes(client, python, uri, warehouse).await;
     check_ddl(client, python, uri, warehouse).await;
     let (name, _) = query_error(client.execute("CREATE TABLE ice.web.nation AS SELECT 1 AS x").await);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::common::{assert_same_rows, files_below, oracle, wait_for_query_end, EtcCluster};
+use super::common::{assert_same_rows, files_below, oracle, query_info, wait_for_query_end, EtcCluster};
 
 const AGG: &str = "SELECT l_returnflag, l_linestatus, count(*), sum(l_quantity), sum(l_extendedprice) \
     FROM lineitem GROUP BY 1, 2 ORDER BY 1, 2";
@@ -278,6 +278,8 @@ async fn tables_made_from_columns_fill_by_insert_in_files_and_memory() {
     assert!(e.is_err(), "a null into a NOT NULL column must fail");
     assert_eq!(mem.execute("SELECT count(*) FROM strict").await.unwrap().rows, vec![vec![json!(0)]]);
 
+    writes_racing_a_drop_or_rename_fail_and_leave_nothing(&c, &warehouse).await;
+
     // Dropping them gives the pools their bytes back.
     for t in ["items", "t", "strict"] {
         mem.execute(&format!("DROP TABLE {t}")).await.expect("drop");
@@ -294,4 +296,48 @@ async fn tables_made_from_columns_fill_by_insert_in_files_and_memory() {
     let e = mem.execute("SELECT count(*) FROM items").await.expect_err("dropped");
     assert!(e.to_string().contains("TABLE_NOT_FOUND") || e.to_string().contains("not found"), "{e}");
     c.cluster.assert_no_tasks_left().await;
+}
+
+/// A write and a `DROP` (or `RENAME`) of its table, racing: the DROP commits first, so
+/// the write fails with `TRANSACTION_CONFLICT` and adds nothing anywhere, no file in
+/// the dropped table's directory and no fragment in a pool (the caller checks the
+/// pools once every memory table is dropped); the name is free for a new table at
+/// once, and a renamed table holds none of the write's rows.
+async fn writes_racing_a_drop_or_rename_fail_and_leave_nothing(c: &EtcCluster, warehouse: &std::path::Path) {
+    let client = c.client("lake", "w");
+    let races = [
+        ("lake.w.race", "DROP TABLE lake.w.race"),
+        ("mem.default.race", "DROP TABLE mem.default.race"),
+        ("lake.w.race", "ALTER TABLE lake.w.race RENAME TO lake.w.moved"),
+    ];
+    for (table, statement) in races {
+        client.execute(&format!("CREATE TABLE {table} (k bigint)")).await.unwrap();
+        // Scanning sf1's lineitem takes seconds; the write keeps a handful of rows.
+        let slow =
+            format!("INSERT INTO {table} SELECT l_orderkey FROM tpch.sf1.lineitem WHERE l_orderkey % 1000000 = 7");
+        let id = c.cluster.start_statement("tiny", &slow).await;
+        c.cluster.wait_for_tasks(1).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        client.execute(statement).await.unwrap_or_else(|e| panic!("{statement} while written: {e}"));
+        let during = query_info(&c.cluster.coordinator.url, &id).await;
+        let state = during["state"].as_str().unwrap_or_default().to_string();
+        assert!(state != "FINISHED" && state != "FAILED", "the write ended before {statement}: {during}");
+        let info = wait_for_query_end(&c.cluster.coordinator.url, &id).await;
+        assert_eq!(info["state"], "FAILED", "{statement}: {info}");
+        assert!(info.to_string().contains("TRANSACTION_CONFLICT"), "{statement}: {info}");
+        if statement.contains("RENAME") {
+            let moved = client.execute("SELECT count(*) FROM lake.w.moved").await.unwrap().rows;
+            assert_eq!(moved, vec![vec![json!(0)]], "the renamed table holds none of the write's rows");
+            client.execute("DROP TABLE lake.w.moved").await.unwrap();
+        }
+        if table.starts_with("lake") {
+            assert_no_files_below(&warehouse.join("w/race")).await;
+        }
+        client
+            .execute(&format!("CREATE TABLE {table} AS SELECT CAST(1 AS bigint) AS k"))
+            .await
+            .expect("the name is free");
+        assert_eq!(client.execute(&format!("SELECT k FROM {table}")).await.unwrap().rows, vec![vec![json!(1)]]);
+        client.execute(&format!("DROP TABLE {table}")).await.unwrap();
+    }
 }

@@ -2,8 +2,9 @@
 //! catalog: a new table's Iceberg schema and partition spec (from the query's
 //! columns and Trino's `partitioning` property), and one atomic append of the data
 //! files the writers left (a new snapshot, through the catalog's swap of the
-//! metadata pointer; iceberg-rust retries it on a conflicting commit, on top of the
-//! newer snapshot). Nothing is in the table before that swap.
+//! metadata pointer; a commit that meets a concurrent one is tried again on top of
+//! the newer snapshot, after a random wait, up to `COMMIT_ATTEMPTS` times, then fails
+//! with `TRANSACTION_CONFLICT`). Nothing is in the table before that swap.
 
 use std::sync::Arc;
 
@@ -208,17 +209,55 @@ impl IcebergConnector {
                     .map_err(|e| plan_datafusion_err!("Iceberg table {what}: data file {}: {e}", f.location))
             })
             .collect::<Result<Vec<_>>>()?;
-        let tx = Transaction::new(&loaded);
-        let tx = tx.fast_append().add_data_files(data_files).apply(tx).map_err(|e| iceberg_error(&what, e))?;
-        self.state
-            .on_runtime(|s| async move {
-                let catalog = s.catalog().await?;
-                let committed = tx.commit(catalog.as_ref()).await.map_err(|e| iceberg_error(&what, e))?;
-                Ok(committed.metadata().current_snapshot_id())
-            })
-            .await
+        let mut base = loaded;
+        for attempt in 1..=COMMIT_ATTEMPTS {
+            let tx = Transaction::new(&base);
+            let files = data_files.clone();
+            let tx = tx.fast_append().add_data_files(files).apply(tx).map_err(|e| iceberg_error(&what, e))?;
+            let outcome = self
+                .state
+                .on_runtime(|s| async move {
+                    let catalog = s.catalog().await?;
+                    Ok(tx.commit(catalog.as_ref()).await.map(|t| t.metadata().current_snapshot_id()))
+                })
+                .await?;
+            match outcome {
+                Ok(snapshot) => return Ok(snapshot),
+                Err(e) if e.kind() != iceberg::ErrorKind::CatalogCommitConflicts => {
+                    return Err(iceberg_error(&what, e))
+                }
+                Err(_) if attempt < COMMIT_ATTEMPTS => {
+                    // Others' commits won: wait a random while, so that writers that
+                    // met do not meet again, and append on top of the newest snapshot.
+                    let most = (25u64 << attempt.min(6)).min(1000);
+                    tokio::time::sleep(std::time::Duration::from_millis(rand::random_range(1..=most))).await;
+                    base = self
+                        .state
+                        .load(schema, table)
+                        .await?
+                        .ok_or_else(|| plan_datafusion_err!("table {what} is gone"))?;
+                }
+                Err(e) => {
+                    let message = format!(
+                        "Iceberg table {what}: {COMMIT_ATTEMPTS} commits of this write met concurrent ones; nothing was \
+                         written: {e}"
+                    );
+                    let conflict = crate::functions::FunctionError {
+                        code: crate::error_code::ErrorCode::TransactionConflict,
+                        message,
+                    };
+                    return Err(datafusion::error::DataFusionError::External(Box::new(conflict)));
+                }
+            }
+        }
+        unreachable!("the last attempt returns")
     }
 }
+
+/// Tries of one append's commit while concurrent commits keep winning (each try is
+/// retried by iceberg-rust as the table's `commit.retry.*` properties say, without
+/// the random waits that part writers which collided).
+const COMMIT_ATTEMPTS: u32 = 20;
 
 #[cfg(test)]
 mod tests {
