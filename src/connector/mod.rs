@@ -85,6 +85,13 @@ pub trait Connector: Send + Sync + fmt::Debug {
         Vec::new()
     }
 
+    /// Why its schemas and tables cannot be listed now (a remote database refusing the
+    /// login), or None: `SHOW SCHEMAS` and `SHOW TABLES` report it rather than answer
+    /// an empty or stale list, since the catalog traits list without errors.
+    fn listing_failure(&self) -> Option<crate::error_code::QueryError> {
+        None
+    }
+
     /// Whether its tables have versions a query can read (`FOR VERSION AS OF`).
     fn has_versions(&self) -> bool {
         self.files().is_some_and(|f| f.is_delta_lake())

@@ -111,6 +111,9 @@ pub async fn run(
         if let Some(a) = access {
             a.check(&[Access { catalog: name.to_string(), schema: String::new(), write: false }])?;
         }
+        if let Some(failure) = connectors.get(name).and_then(|c| c.listing_failure()) {
+            return Err(failure);
+        }
         ctx.catalog(name)
             .ok_or_else(|| QueryError::new(ErrorCode::CatalogNotFound, format!("Catalog '{name}' does not exist")))
     };

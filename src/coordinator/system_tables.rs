@@ -2,17 +2,32 @@
 //! (`connector::system`): its catalogs, the comments its metastores keep, its nodes,
 //! and the queries and tasks the asking user may see. The query execution registers
 //! one per query, for that query's user; it holds the coordinator weakly.
+//!
+//! A catalog the access rules deny the user is not there: not in `catalogs`, and
+//! none of its tables, comments or properties in the other metadata tables, as
+//! `SHOW CATALOGS` and each catalog's `information_schema` already hide it.
 
 use std::sync::{Arc, Weak};
 
+use super::planning::AccessCheck;
 use super::{CoordinatorState, Viewer};
+use crate::connector::Connector;
+
 use crate::connector::system::{CatalogRow, CommentRow, NodeRow, PropertyRow, QueryRow, SystemState, TaskRow};
 use crate::scheduling::state_machine::StateKind;
+use crate::security::Allow;
 
-#[derive(Debug)]
 pub struct CoordinatorSystem {
     coord: Weak<CoordinatorState>,
     viewer: Viewer,
+    /// The rules as they apply to the user, when there are rules.
+    access: Option<AccessCheck>,
+}
+
+impl std::fmt::Debug for CoordinatorSystem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoordinatorSystem").field("viewer", &self.viewer).finish()
+    }
 }
 
 impl CoordinatorSystem {
@@ -22,7 +37,19 @@ impl CoordinatorSystem {
             true => Viewer::Login(user.to_string()),
             false => Viewer::Claimed(user.to_string()),
         };
-        CoordinatorSystem { coord: Arc::downgrade(coord), viewer }
+        let access = super::execution::access_check(coord, user);
+        CoordinatorSystem { coord: Arc::downgrade(coord), viewer, access }
+    }
+
+    /// Whether the user may see `catalog` at all.
+    fn visible(&self, catalog: &str) -> bool {
+        self.access.as_ref().is_none_or(|a| a.rules.catalog_access(&a.who, catalog) != Allow::None)
+    }
+
+    /// The catalogs the metadata tables describe: `only` if named, each one visible.
+    fn described<'a>(&self, connectors: &'a [Arc<dyn Connector>], only: Option<&str>) -> Vec<&'a Arc<dyn Connector>> {
+        let named = |c: &&Arc<dyn Connector>| only.is_none_or(|n| n == c.catalog_name());
+        connectors.iter().filter(named).filter(|c| self.visible(c.catalog_name())).collect()
     }
 }
 
@@ -37,16 +64,19 @@ impl SystemState for CoordinatorSystem {
             .connectors
             .list()
             .iter()
+            .filter(|c| self.visible(c.catalog_name()))
             .map(|c| CatalogRow { name: c.catalog_name().to_string(), connector: c.connector_name().to_string() })
             .collect();
-        rows.push(CatalogRow { name: "system".into(), connector: "system".into() });
+        if self.visible("system") {
+            rows.push(CatalogRow { name: "system".into(), connector: "system".into() });
+        }
         rows
     }
 
     fn table_comments(&self, catalog: Option<&str>) -> Vec<CommentRow> {
         let Some(coord) = self.coord.upgrade() else { return Vec::new() };
         let mut rows = Vec::new();
-        for c in coord.connectors.list().iter().filter(|c| catalog.is_none_or(|n| n == c.catalog_name())) {
+        for c in self.described(coord.connectors.list(), catalog) {
             let metastore = c.files().and_then(|f| f.metastore());
             let provider = c.catalog();
             for schema in provider.schema_names() {
@@ -70,7 +100,7 @@ impl SystemState for CoordinatorSystem {
     fn table_properties(&self, catalog: Option<&str>) -> Vec<PropertyRow> {
         let Some(coord) = self.coord.upgrade() else { return Vec::new() };
         let mut rows = Vec::new();
-        for c in coord.connectors.list().iter().filter(|c| catalog.is_none_or(|n| n == c.catalog_name())) {
+        for c in self.described(coord.connectors.list(), catalog) {
             if c.files().is_none_or(|f| f.is_delta_lake()) {
                 continue;
             }

@@ -328,12 +328,13 @@ async fn https_logins_and_access_rules() {
     assert_eq!(login("alice", "guess-5").await.unwrap().status(), 401);
 }
 
-/// Rules for the write test: `admin` may do anything, `eve` only use `tpch`,
-/// `reader` read everything; anyone else matches no rule.
+/// Rules for the write test: `admin` may do anything, `eve` only use `tpch`, `ivy`
+/// read `tpch` and `system`, `reader` read everything; anyone else matches no rule.
 const WRITE_RULES: &str = r#"{
     "catalogs": [
         {"user": "admin", "allow": "all"},
         {"user": "eve", "catalog": "tpch", "allow": "all"},
+        {"user": "ivy", "catalog": "tpch|system", "allow": "read-only"},
         {"user": "reader", "allow": "read-only"},
         {"user": "viewer", "catalog": "files", "allow": "read-only"}
     ]
@@ -418,9 +419,103 @@ async fn writes_need_write_access_and_copy_keeps_out_of_tables() {
     let invoker = viewer.execute("SELECT count(*) FROM files.default.nations_inv").await;
     denied(invoker, "an invoker's view", "Cannot access catalog tpch");
     denied(as_user("eve").execute("SELECT * FROM files.default.nations").await, "eve", "Cannot access catalog files");
+    metadata_of_denied_catalogs_is_hidden(&admin, &as_user("ivy")).await;
+    views_trino_refuses_are_refused(&admin).await;
+    views_read_tables_by_name(&admin, &allowed).await;
     // t2's directory becomes a link out after its CREATE: nobody reads through it.
     std::fs::remove_dir_all(allowed.join("t2")).unwrap();
     std::os::unix::fs::symlink(&outside, allowed.join("t2")).unwrap();
     let read = admin.execute("SELECT h FROM files.default.t2").await;
     denied(read, "a read through a swapped link", "outside");
+}
+
+/// Every table of the `system` catalog, read by `ivy`, who may read only `tpch` and
+/// `system`: nothing of `files` (its name, its tables, the admin's comment on one)
+/// nor of `memory`, while the admin sees them and `ivy` sees `tpch`'s.
+async fn metadata_of_denied_catalogs_is_hidden(
+    admin: &flotilla::client::StatementClient,
+    ivy: &flotilla::client::StatementClient,
+) {
+    admin.execute("COMMENT ON TABLE files.default.t IS 'the admin''s private note'").await.unwrap();
+    let text = |rows: Vec<Vec<Value>>| rows.iter().flatten().map(|v| v.to_string()).collect::<Vec<_>>().join("|");
+    let admins = text(admin.execute("SELECT * FROM system.metadata.table_comments").await.unwrap().rows);
+    assert!(admins.contains("private note") && admins.contains("\"files\""), "{admins}");
+    let catalogs = ivy.execute("SELECT catalog_name FROM system.metadata.catalogs ORDER BY 1").await.unwrap().rows;
+    assert_eq!(catalogs, vec![vec![Value::from("system")], vec![Value::from("tpch")]]);
+    let tables = ivy
+        .execute("SELECT table_schema, table_name FROM system.information_schema.tables WHERE table_schema <> 'information_schema'")
+        .await
+        .unwrap()
+        .rows;
+    assert!(tables.len() >= 6, "system's tables: {tables:?}");
+    for table in tables {
+        let (schema, name) = (table[0].as_str().unwrap(), table[1].as_str().unwrap());
+        let rows = ivy.execute(&format!("SELECT * FROM system.{schema}.{name}")).await.unwrap().rows;
+        let seen = text(rows);
+        for hidden in ["\"files\"", "\"memory\"", "private note"] {
+            assert!(!seen.contains(hidden), "ivy sees {hidden} in system.{schema}.{name}: {seen}");
+        }
+    }
+    let comments = ivy.execute("SELECT DISTINCT catalog_name FROM system.metadata.table_comments").await.unwrap().rows;
+    assert_eq!(comments, vec![vec![Value::from("tpch")]], "ivy's own catalog is described");
+}
+
+/// A view that reads itself, directly or through another view, is refused as Trino
+/// refuses it (`VIEW_IS_RECURSIVE`), and the views stay as they were; `SECURITY
+/// DEFINER` where no owner is kept (the memory catalog) is refused, not dropped.
+async fn views_trino_refuses_are_refused(admin: &flotilla::client::StatementClient) {
+    let error = |r: Result<flotilla::client::QueryOutcome, flotilla::client::ClientError>| match r {
+        Err(flotilla::client::ClientError::Query(e)) => (e.error_name.to_string(), e.message),
+        other => panic!("not refused: {other:?}"),
+    };
+    admin.execute("CREATE VIEW files.default.v1 AS SELECT 1 AS a").await.unwrap();
+    let (name, message) = error(
+        admin.execute("CREATE OR REPLACE VIEW files.default.v1 AS SELECT a + 1 AS a FROM files.default.v1").await,
+    );
+    assert_eq!((name.as_str(), message.as_str()), ("VIEW_IS_RECURSIVE", "View is recursive: files.default.v1"));
+    admin.execute("CREATE VIEW files.default.v2 AS SELECT a * 10 AS a FROM files.default.v1").await.unwrap();
+    let (name, _) =
+        error(admin.execute("CREATE OR REPLACE VIEW files.default.v1 AS SELECT a FROM files.default.v2").await);
+    assert_eq!(name, "VIEW_IS_RECURSIVE", "a cycle through another view");
+    let rows = admin.execute("SELECT a FROM files.default.v2").await.unwrap().rows;
+    assert_eq!(rows, vec![vec![Value::from(10)]], "the views are as they were");
+    let (name, message) = error(admin.execute("CREATE VIEW memory.default.mv SECURITY DEFINER AS SELECT 1 AS a").await);
+    assert_eq!(name, "NOT_SUPPORTED", "{message}");
+    admin.execute("CREATE VIEW memory.default.mv SECURITY INVOKER AS SELECT 1 AS a").await.unwrap();
+    admin.execute("DROP VIEW memory.default.mv").await.unwrap();
+    for v in ["v2", "v1"] {
+        admin.execute(&format!("DROP VIEW files.default.{v}")).await.unwrap();
+    }
+}
+
+/// A view reads the table its text names as it is when read (Trino's rule): renamed
+/// away, the view fails with `INVALID_VIEW` naming why; a new table of the name, and
+/// the view reads it.
+async fn views_read_tables_by_name(admin: &flotilla::client::StatementClient, allowed: &Path) {
+    std::fs::create_dir_all(allowed.join("other")).unwrap();
+    std::fs::write(allowed.join("other/a.csv"), "h\nother\n").unwrap();
+    let external = |name: &str, dir: &str| {
+        format!(
+            "CREATE EXTERNAL TABLE files.default.{name} (h varchar) STORED AS CSV LOCATION '{}/{dir}/' \
+             OPTIONS ('format.has_header' 'true')",
+            allowed.display()
+        )
+    };
+    admin.execute(&external("b1", "ok")).await.unwrap();
+    admin.execute("CREATE VIEW files.default.vb AS SELECT h FROM files.default.b1").await.unwrap();
+    let read = || admin.execute("SELECT h FROM files.default.vb");
+    assert_eq!(read().await.unwrap().rows, vec![vec![Value::from("orig")]]);
+    admin.execute("ALTER TABLE files.default.b1 RENAME TO files.default.b3").await.unwrap();
+    match read().await {
+        Err(flotilla::client::ClientError::Query(e)) => {
+            assert_eq!(e.error_name, "INVALID_VIEW", "{}", e.message);
+            assert!(e.message.contains("files.default.vb") && e.message.contains("b1"), "{}", e.message);
+        }
+        other => panic!("a view over a renamed table read it: {other:?}"),
+    }
+    admin.execute(&external("b1", "other")).await.unwrap();
+    assert_eq!(read().await.unwrap().rows, vec![vec![Value::from("other")]], "the view reads the new b1");
+    for drop in ["DROP VIEW files.default.vb", "DROP TABLE files.default.b1", "DROP TABLE files.default.b3"] {
+        admin.execute(drop).await.unwrap();
+    }
 }

@@ -127,6 +127,9 @@ struct Table {
 struct Metadata {
     fetched: Option<Instant>,
     schemas: BTreeMap<String, BTreeMap<String, Table>>,
+    /// Why the last reading failed (a refused login, an unreachable server), until a
+    /// reading succeeds: listings report it instead of answering from the cache.
+    failure: Option<String>,
 }
 
 /// How long catalog metadata is trusted before it is read again.
@@ -232,11 +235,12 @@ impl Database {
             .and_then(|r| r);
         match read {
             Ok(schemas) => {
-                *self.metadata.lock() = Metadata { fetched: Some(Instant::now()), schemas };
+                *self.metadata.lock() = Metadata { fetched: Some(Instant::now()), schemas, failure: None };
                 Ok(())
             }
             Err(e) => {
                 tracing::warn!("{e}");
+                self.metadata.lock().failure = Some(e.to_string());
                 Err(e)
             }
         }
@@ -340,6 +344,12 @@ impl PostgresConnector {
 impl Connector for PostgresConnector {
     fn catalog_name(&self) -> &str {
         &self.db.catalog
+    }
+
+    fn listing_failure(&self) -> Option<crate::error_code::QueryError> {
+        self.db.refresh_blocking();
+        let failure = self.db.metadata.lock().failure.clone()?;
+        Some(crate::error_code::QueryError::new(crate::error_code::ErrorCode::JdbcError, failure))
     }
 
     fn connector_name(&self) -> &str {
