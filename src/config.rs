@@ -74,6 +74,9 @@ pub struct SessionProperties {
     /// partitioned join broadcasts at run time (`plan::probe_join`; Spark's
     /// `adaptive.autoBroadcastJoinThreshold`).
     pub adaptive_join_max_broadcast_size: u64,
+    /// The session's time zone as `SET TIME ZONE` set it (Trino's `time_zone_id`);
+    /// the client's `X-Trino-Time-Zone` without it.
+    pub time_zone_id: Option<String>,
 }
 
 /// Default of `join_max_broadcast_table_size`.
@@ -111,6 +114,7 @@ impl Default for SessionProperties {
             adaptive_partitioning_enabled: true,
             adaptive_partition_target_size: 64 << 20,
             adaptive_join_max_broadcast_size: 32 << 20,
+            time_zone_id: None,
         }
     }
 }
@@ -378,7 +382,34 @@ pub const SESSION_PROPERTIES: &[PropertyDef] = &[
         description: "times `task` restarts a stage after fetch failures (0 to 100)",
         set: |p, v| { p.stage_retry_attempts = count("stage_retry_attempts", v, 0, MAX_RETRY_ATTEMPTS)?; Ok(()) },
     },
+    PropertyDef {
+        name: "time_zone_id",
+        default: "the client's (`X-Trino-Time-Zone`, else UTC)",
+        description: "the session's time zone, as `SET TIME ZONE` sets it: a zone name or an offset (`+05:30`)",
+        set: |p, v| { p.time_zone_id = Some(time_zone(v)?); Ok(()) },
+    },
 ];
+
+/// Longest time zone name or offset read (the longest IANA name has 32 characters).
+const MAX_TIME_ZONE_LENGTH: usize = 64;
+
+/// A time zone as Trino takes it, an IANA name (`America/New_York`, `UTC`) or an
+/// offset (`+05:30`, `-08`), checked; Trino's message for any other text.
+pub fn time_zone(text: &str) -> Result<String, String> {
+    use std::str::FromStr;
+    let zone = text.trim();
+    let known = zone.len() <= MAX_TIME_ZONE_LENGTH
+        && !zone.is_empty()
+        && datafusion::arrow::array::timezone::Tz::from_str(zone).is_ok();
+    match known {
+        true => Ok(zone.to_string()),
+        false => {
+            let shown: String = zone.chars().take(MAX_TIME_ZONE_LENGTH).collect();
+            let more = if shown.len() < zone.len() { "..." } else { "" };
+            Err(format!("Time zone not supported: {shown}{more}"))
+        }
+    }
+}
 
 impl SessionProperties {
     /// Whether queries run with dynamic filters (`plan::dynamic_filter`): asked for,

@@ -246,6 +246,11 @@ pub struct SpoolingConfig {
     /// `fs.segment.ttl`: an unacknowledged segment is deleted this long after it
     /// was written.
     pub segment_ttl: Duration,
+    /// `fs.max-spooled-size`: unacknowledged segments of all queries together may
+    /// hold this many bytes; past it a page's rows come inline (flotilla's key).
+    pub max_spooled_size: u64,
+    /// `fs.max-query-spooled-size`: the same for one query's segments.
+    pub max_query_spooled_size: u64,
 }
 
 impl Default for SpoolingConfig {
@@ -261,6 +266,8 @@ impl Default for SpoolingConfig {
             location: None,
             manager: None,
             segment_ttl: Duration::from_secs(12 * 3600),
+            max_spooled_size: 4 << 30,
+            max_query_spooled_size: 512 << 20,
         }
     }
 }
@@ -414,7 +421,14 @@ fn spooling_manager(dir: &Path, s: &mut SpoolingConfig) -> Result<(), EtcError> 
         return Ok(());
     }
     let p = PropertiesFile::read(&path, false)?;
-    let keys = ["spooling-manager.name", "fs.location", "fs.segment.ttl", "fs.native-s3.enabled"];
+    let keys = [
+        "spooling-manager.name",
+        "fs.location",
+        "fs.segment.ttl",
+        "fs.native-s3.enabled",
+        "fs.max-spooled-size",
+        "fs.max-query-spooled-size",
+    ];
     p.check_keys(&keys, &|k| k.starts_with("s3."))?;
     let invalid = |message: String| EtcError::Invalid { path: path.display().to_string(), message };
     if p.get("spooling-manager.name").is_some_and(|n| n != "filesystem") {
@@ -431,6 +445,12 @@ fn spooling_manager(dir: &Path, s: &mut SpoolingConfig) -> Result<(), EtcError> 
     }
     if let Some(ttl) = p.parsed("fs.segment.ttl", parse_duration)? {
         s.segment_ttl = ttl;
+    }
+    if let Some(v) = p.parsed("fs.max-spooled-size", parse_bytes)? {
+        s.max_spooled_size = v;
+    }
+    if let Some(v) = p.parsed("fs.max-query-spooled-size", parse_bytes)? {
+        s.max_query_spooled_size = v;
     }
     s.manager = Some(p);
     Ok(())

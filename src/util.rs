@@ -26,23 +26,49 @@ pub fn every(period: Duration, mut stop: tokio::sync::watch::Receiver<bool>, mut
 pub struct FreedMemory {
     /// Work ran (or memory was dropped) since the last trim.
     dirty: std::sync::atomic::AtomicBool,
+    /// Free bytes the allocator kept just after the last trim (what it could not
+    /// give back). Memory freed after a trim, by work that ended late (the tasks of
+    /// cancelled queries dropping their state), shows as more kept than that.
+    kept_after_trim: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
+
+/// Free memory kept past the last trim's that makes an idle process trim again.
+const RETRIM_BYTES: u64 = 64 << 20;
 
 impl FreedMemory {
     pub fn note_work(&self) {
         self.dirty.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Trims, off the caller's thread, when idle and work ran since the last trim.
+    /// Trims, off the caller's thread, when idle and work ran since the last trim,
+    /// or when the allocator keeps 64 MiB more free memory than the last trim left.
     pub fn trim_if_idle(&self, idle: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
         if !idle {
             self.note_work();
             return;
         }
-        if self.dirty.swap(false, std::sync::atomic::Ordering::Relaxed) {
-            tokio::task::spawn_blocking(release_free_memory);
+        let freed_late = kept_free_bytes() > self.kept_after_trim.load(Relaxed) + RETRIM_BYTES;
+        if self.dirty.swap(false, Relaxed) || freed_late {
+            let kept = self.kept_after_trim.clone();
+            tokio::task::spawn_blocking(move || {
+                release_free_memory();
+                kept.store(kept_free_bytes(), Relaxed);
+            });
         }
     }
+}
+
+/// Resident bytes the allocator holds free: the resident size less the heap in use
+/// (0 where either is not known).
+fn kept_free_bytes() -> u64 {
+    // SAFETY: sysconf only reads a system constant.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+    let resident = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|r| r.parse::<u64>().ok()))
+        .map_or(0, |pages| pages * page);
+    resident.saturating_sub(heap_used_bytes())
 }
 
 /// Returns the allocator's free pages to the system (glibc's `malloc_trim`).

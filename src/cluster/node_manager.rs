@@ -48,15 +48,30 @@ impl NodeManager {
         NodeManager { nodes: RwLock::new(HashMap::new()), timeout }
     }
 
-    /// Records a heartbeat; a worker that restarts on a new address replaces the old.
+    /// Records a heartbeat of a worker that is not shutting down (see `heartbeat`).
     pub fn announce(&self, node_id: &str, url: &str) {
-        self.heartbeat(node_id, url, false);
+        if let Err(e) = self.heartbeat(node_id, url, false) {
+            panic!("{e}");
+        }
     }
 
-    /// A heartbeat saying whether the worker is shutting down.
-    pub fn heartbeat(&self, node_id: &str, url: &str, draining: bool) {
-        let entry = Entry { url: url.trim_end_matches('/').to_string(), seen: Instant::now(), lost: false, draining };
-        self.nodes.write().insert(node_id.to_string(), entry);
+    /// A heartbeat saying whether the worker is shutting down. Refused while another
+    /// worker alive at another address has the node id: two workers started from one
+    /// configuration directory would take turns being the node, each losing the
+    /// other's tasks. A worker that restarted on a new address is taken once its old
+    /// entry is lost (its heartbeats ran out, or a task found its address dead).
+    pub fn heartbeat(&self, node_id: &str, url: &str, draining: bool) -> Result<(), String> {
+        let url = url.trim_end_matches('/');
+        let mut nodes = self.nodes.write();
+        if let Some(other) = nodes.get(node_id).filter(|e| e.url != url && self.alive(e)) {
+            return Err(format!(
+                "node id '{node_id}' is already the worker at {}, alive; give this worker ({url}) a node.id of its own",
+                other.url
+            ));
+        }
+        let entry = Entry { url: url.to_string(), seen: Instant::now(), lost: false, draining };
+        nodes.insert(node_id.to_string(), entry);
+        Ok(())
     }
 
     pub fn live_workers(&self) -> Vec<WorkerNode> {
@@ -139,9 +154,24 @@ mod tests {
         m.announce("w2", "http://127.0.0.1:2");
         assert!(m.is_alive("w2"));
         // Draining: alive (its tasks go on) but given no new work.
-        m.heartbeat("w2", "http://127.0.0.1:2", true);
+        m.heartbeat("w2", "http://127.0.0.1:2", true).unwrap();
         assert!(m.is_alive("w2"));
         assert!(m.live_workers().iter().all(|w| w.node_id != "w2"));
         assert!(m.all().iter().any(|n| n.node_id == "w2" && n.shutting_down));
+    }
+
+    #[tokio::test]
+    async fn a_second_worker_with_a_live_workers_node_id_is_refused() {
+        let m = NodeManager::new(Duration::from_secs(10));
+        m.heartbeat("w1", "http://a:1", false).unwrap();
+        let e = m.heartbeat("w1", "http://b:2/", false).unwrap_err();
+        assert!(e.contains("http://a:1") && e.contains("http://b:2") && e.contains("node.id"), "{e}");
+        assert_eq!(m.live_workers(), vec![WorkerNode { node_id: "w1".into(), url: "http://a:1".into() }]);
+        // The same worker again (a trailing slash is the same address), then a restart
+        // on a new address once the old one is known lost.
+        m.heartbeat("w1", "http://a:1/", true).unwrap();
+        m.mark_lost("w1");
+        m.heartbeat("w1", "http://b:2", false).unwrap();
+        assert_eq!(m.live_workers(), vec![WorkerNode { node_id: "w1".into(), url: "http://b:2".into() }]);
     }
 }

@@ -160,7 +160,12 @@ async fn announce(State(s): St, body: Bytes) -> Result<Response, CoordinatorErro
             s.config.environment
         )));
     }
-    s.nodes.heartbeat(&a.node_id, &a.url, a.shutting_down);
+    if let Err(why) = s.nodes.heartbeat(&a.node_id, &a.url, a.shutting_down) {
+        if s.refused.lock().insert(format!("{} {}", a.node_id, a.url)) {
+            tracing::warn!("refusing worker {} ({}): {why}", a.node_id, a.url);
+        }
+        return Err(CoordinatorError::DuplicateNodeId(why));
+    }
     s.cluster_memory.report(&a.node_id, a.query_memory, a.query_memory_capacity);
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -124,7 +124,8 @@ pub fn session_context(
     let opts = config.options_mut();
     // The session's zone, for `TIMESTAMP WITH TIME ZONE` types and Trino's functions
     // that read it (the dialect passes it to them, `coordinator::dialect`).
-    opts.execution.time_zone = spec.time_zone.clone();
+    // `SET TIME ZONE` (the `time_zone_id` property) overrides the client's header.
+    opts.execution.time_zone = props.time_zone_id.clone().or_else(|| spec.time_zone.clone());
     // Dynamic filters are state shared between operators in one process. A hash
     // join's reaches the scans of its probe side: within a fragment they share it on
     // the worker too (the codec keeps one filter one object, and each task runs the

@@ -1,5 +1,6 @@
 //! Trino's session statements: `SET SESSION name = value`, `RESET SESSION name`,
-//! `USE [catalog.]schema`, and `START TRANSACTION`, `COMMIT`, `ROLLBACK` (whose
+//! `USE [catalog.]schema`, `SET TIME ZONE zone | LOCAL` (Trino's `time_zone_id`
+//! property), and `START TRANSACTION`, `COMMIT`, `ROLLBACK` (whose
 //! semantics are in `transaction`). As in Trino the client keeps the session and sends it with
 //! every statement (`X-Trino-Session`, `-Catalog`, `-Schema`); such a statement is
 //! checked here and answered with the headers that change the client's session
@@ -15,9 +16,21 @@ use crate::error_code::ErrorCode;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionStatement {
-    SetSession { name: String, value: String },
-    ResetSession { name: String },
-    Use { catalog: Option<String>, schema: String },
+    SetSession {
+        name: String,
+        value: String,
+    },
+    ResetSession {
+        name: String,
+    },
+    Use {
+        catalog: Option<String>,
+        schema: String,
+    },
+    /// `SET TIME ZONE 'zone'` or `INTERVAL ...`; `None` for `SET TIME ZONE LOCAL`.
+    SetTimeZone {
+        zone: Option<String>,
+    },
     StartTransaction,
     Commit,
     Rollback,
@@ -50,6 +63,9 @@ impl SessionStatement {
         let kw = |i: usize, w: &str| words.get(i).is_some_and(|x| x.eq_ignore_ascii_case(w));
         if kw(0, "set") && kw(1, "session") {
             return Some(parse_set(sql));
+        }
+        if kw(0, "set") && kw(1, "time") && kw(2, "zone") {
+            return Some(parse_time_zone(&words[3..].join(" ")));
         }
         if kw(0, "reset") && kw(1, "session") {
             return Some(match words.as_slice() {
@@ -88,6 +104,7 @@ impl SessionStatement {
             SessionStatement::SetSession { .. } => "SET SESSION",
             SessionStatement::ResetSession { .. } => "RESET SESSION",
             SessionStatement::Use { .. } => "USE",
+            SessionStatement::SetTimeZone { .. } => "SET TIME ZONE",
             SessionStatement::StartTransaction => "START TRANSACTION",
             SessionStatement::Commit => "COMMIT",
             SessionStatement::Rollback => "ROLLBACK",
@@ -118,6 +135,11 @@ impl SessionStatement {
                     .map_err(|m| QueryError::new(ErrorCode::InvalidSessionProperty, m))?;
                 Ok(vec![("x-trino-set-session", format!("{name}={}", form_encode(value)))])
             }
+            SessionStatement::SetTimeZone { zone: Some(zone) } => {
+                let zone = crate::config::time_zone(zone).map_err(|m| QueryError::new(ErrorCode::NotSupported, m))?;
+                Ok(vec![("x-trino-set-session", format!("{TIME_ZONE_ID}={}", form_encode(&zone)))])
+            }
+            SessionStatement::SetTimeZone { zone: None } => Ok(vec![("x-trino-clear-session", TIME_ZONE_ID.into())]),
             SessionStatement::ResetSession { name } => {
                 if !crate::config::SESSION_PROPERTIES.iter().any(|d| d.name == name) {
                     let m = format!("Session property '{name}' does not exist");
@@ -160,6 +182,55 @@ fn parse_start_transaction(modes: &[&str]) -> Result<SessionStatement, QueryErro
         }
     }
     Ok(SessionStatement::StartTransaction)
+}
+
+/// The session property `SET TIME ZONE` sets (Trino's name).
+const TIME_ZONE_ID: &str = "time_zone_id";
+
+/// What follows `SET TIME ZONE`: `LOCAL`, a string (a zone name or an offset), or
+/// an interval of hours (and minutes), which is an offset (`INTERVAL '-08:00' HOUR TO
+/// MINUTE`, `INTERVAL '5' HOUR`). Read by the SQL parser, not by splitting.
+fn parse_time_zone(text: &str) -> Result<SessionStatement, String> {
+    use datafusion::sql::sqlparser::ast::{DateTimeField, Expr, Value};
+    let expected = || format!("expected SET TIME ZONE LOCAL, a string or an INTERVAL, got SET TIME ZONE {text}");
+    if text.eq_ignore_ascii_case("local") {
+        return Ok(SessionStatement::SetTimeZone { zone: None });
+    }
+    let dialect = super::dialect::TrinoDialect;
+    let mut parser =
+        datafusion::sql::sqlparser::parser::Parser::new(&dialect).try_with_sql(text).map_err(|e| e.to_string())?;
+    let expr = parser.parse_expr().map_err(|e| e.to_string())?;
+    if parser.peek_token().token != datafusion::sql::sqlparser::tokenizer::Token::EOF {
+        return Err(expected());
+    }
+    let string = |e: &Expr| match e {
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) => Some(s.clone()),
+            _ => None,
+        },
+        _ => None,
+    };
+    let zone = match &expr {
+        Expr::Interval(i) => {
+            let value = string(i.value.as_ref()).ok_or_else(expected)?;
+            let (sign, digits) = match value.trim().strip_prefix('-') {
+                Some(rest) => ('-', rest.to_string()),
+                None => ('+', value.trim().trim_start_matches('+').to_string()),
+            };
+            let (hours, minutes) = match (&i.leading_field, &i.last_field) {
+                (Some(DateTimeField::Hour), None) => (digits, "0".to_string()),
+                (Some(DateTimeField::Hour), Some(DateTimeField::Minute)) => {
+                    let (h, m) = digits.split_once(':').ok_or_else(expected)?;
+                    (h.to_string(), m.to_string())
+                }
+                _ => return Err(expected()),
+            };
+            let (h, m): (u32, u32) = (hours.parse().map_err(|_| expected())?, minutes.parse().map_err(|_| expected())?);
+            format!("{sign}{h:02}:{m:02}")
+        }
+        other => string(other).ok_or_else(expected)?,
+    };
+    Ok(SessionStatement::SetTimeZone { zone: Some(zone) })
 }
 
 /// `SET SESSION name = value`, the value a literal: a quoted string, a number, or a
@@ -233,6 +304,13 @@ mod tests {
             parsed("use TPCH.\"sf1\""),
             SessionStatement::Use { catalog: Some("tpch".into()), schema: "sf1".into() }
         );
+        let zone = |z: &str| SessionStatement::SetTimeZone { zone: Some(z.into()) };
+        assert_eq!(parsed("SET TIME ZONE 'America/Los_Angeles'"), zone("America/Los_Angeles"));
+        assert_eq!(parsed("set time zone interval '-08:00' hour to minute;"), zone("-08:00"));
+        assert_eq!(parsed("SET TIME ZONE INTERVAL '5' HOUR"), zone("+05:00"));
+        assert_eq!(parsed("SET TIME ZONE LOCAL"), SessionStatement::SetTimeZone { zone: None });
+        assert!(SessionStatement::parse("SET TIME ZONE 'UTC' 'x'").unwrap().is_err());
+        assert!(SessionStatement::parse("SET TIME ZONE INTERVAL '1' DAY").unwrap().is_err());
         assert_eq!(parsed("START TRANSACTION"), SessionStatement::StartTransaction);
         assert_eq!(
             parsed("start transaction read only, isolation level read committed"),

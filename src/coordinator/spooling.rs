@@ -4,7 +4,10 @@
 //! page), larger ones spooled, written under the coordinator's spooling directory and
 //! fetched from `/v1/spooled/download/{id}`, then acknowledged with
 //! `/v1/spooled/ack/{id}`, which deletes them. Unacknowledged segments expire
-//! (`fs.segment.ttl`). Segments are Trino's size, 8 MB growing to 16 MB, so a large
+//! (`fs.segment.ttl`), and go with their query when it fails, is cancelled or is
+//! abandoned. The disk they take is bounded, per query and for the node
+//! (`fs.max-query-spooled-size`, `fs.max-spooled-size`): past either, a page's rows
+//! come inline, so a client that pages without downloading cannot fill the disk. Segments are Trino's size, 8 MB growing to 16 MB, so a large
 //! result needs few round trips, and compressed, so it crosses the network in a
 //! fraction of its JSON.
 //!
@@ -108,18 +111,19 @@ pub async fn encode_segment(
         && rows.rows as usize <= config.inlining_max_rows
         && bytes.len() <= config.inlining_max_size;
     let segment = if inline {
-        json!({
-            "type": "inline",
-            "data": base64::engine::general_purpose::STANDARD.encode(&bytes),
-            "metadata": metadata,
-        })
+        inline_segment(&bytes, metadata)
     } else {
-        let id = coord.segments.put(query_id, bytes).await.map_err(|e| {
+        let spooled = coord.segments.put(query_id, &bytes).await.map_err(|e| {
             let location = &coord.segments.location;
             CoordinatorError::Internal(format!(
                 "cannot write a spooled segment to the spooling location {location}: {e}"
             ))
         })?;
+        // Over a quota: the rows come in the page itself, as Trino's clients read
+        // an inline segment of any size.
+        let Some(id) = spooled else {
+            return Ok(json!({"encoding": encoding.name(), "segments": [inline_segment(&bytes, metadata)]}));
+        };
         json!({
             "type": "spooled",
             "uri": format!("{base}/v1/spooled/download/{id}"),
@@ -129,6 +133,14 @@ pub async fn encode_segment(
         })
     };
     Ok(json!({"encoding": encoding.name(), "segments": [segment]}))
+}
+
+fn inline_segment(bytes: &[u8], metadata: Value) -> Value {
+    json!({
+        "type": "inline",
+        "data": base64::engine::general_purpose::STANDARD.encode(bytes),
+        "metadata": metadata,
+    })
 }
 
 /// The spooled segments, by id, in the spooling location: a local directory or an
@@ -141,6 +153,9 @@ pub struct SegmentStore {
     location: String,
     segments: parking_lot::Mutex<HashMap<String, Segment>>,
     ttl: Duration,
+    /// The quotas on unacknowledged bytes: the node's, one query's.
+    max_bytes: u64,
+    max_query_bytes: u64,
 }
 
 #[derive(Debug)]
@@ -148,6 +163,7 @@ struct Segment {
     query_id: String,
     path: ObjectPath,
     written: Instant,
+    bytes: u64,
 }
 
 impl SegmentStore {
@@ -178,7 +194,15 @@ impl SegmentStore {
                 )
             }
         };
-        let store = SegmentStore { store, prefix, location, segments: Default::default(), ttl: config.segment_ttl };
+        let store = SegmentStore {
+            store,
+            prefix,
+            location,
+            segments: Default::default(),
+            ttl: config.segment_ttl,
+            max_bytes: config.max_spooled_size,
+            max_query_bytes: config.max_query_spooled_size,
+        };
         store.remove_left_over().await;
         Ok(store)
     }
@@ -193,13 +217,68 @@ impl SegmentStore {
         }
     }
 
-    async fn put(&self, query_id: &str, bytes: Vec<u8>) -> object_store::Result<String> {
+    /// Writes a segment of `query_id` and answers its id; None when it would take the
+    /// node's or the query's unacknowledged bytes past their quota. The bytes are
+    /// counted before the write, so concurrent pages cannot pass a quota together.
+    async fn put(&self, query_id: &str, bytes: &[u8]) -> object_store::Result<Option<String>> {
         let id = format!("{}{}", crate::util::random_suffix(16), crate::util::random_suffix(16));
         let path = self.prefix.clone().join(format!("{id}{SEGMENT_SUFFIX}"));
-        self.store.put(&path, bytes.into()).await?;
-        let segment = Segment { query_id: query_id.to_string(), path, written: Instant::now() };
-        self.segments.lock().insert(id.clone(), segment);
-        Ok(id)
+        let size = bytes.len() as u64;
+        {
+            let mut segments = self.segments.lock();
+            let total: u64 = segments.values().map(|s| s.bytes).sum();
+            let query: u64 = segments.values().filter(|s| s.query_id == query_id).map(|s| s.bytes).sum();
+            if total + size > self.max_bytes || query + size > self.max_query_bytes {
+                tracing::debug!(query = query_id, "spooling quota reached: the page's rows come inline");
+                return Ok(None);
+            }
+            let segment =
+                Segment { query_id: query_id.to_string(), path: path.clone(), written: Instant::now(), bytes: size };
+            segments.insert(id.clone(), segment);
+        }
+        if let Err(e) = self.store.put(&path, bytes.to_vec().into()).await {
+            self.segments.lock().remove(&id);
+            return Err(e);
+        }
+        Ok(Some(id))
+    }
+
+    /// The queries that have unacknowledged segments.
+    pub fn queries(&self) -> std::collections::BTreeSet<String> {
+        self.segments.lock().values().map(|s| s.query_id.clone()).collect()
+    }
+
+    /// Forgets every segment of `query_id` and deletes them (on a task of its own):
+    /// its query failed, was cancelled or was abandoned, so no client will read them.
+    pub fn remove_query(self: &Arc<Self>, query_id: &str) -> usize {
+        let gone: Vec<Segment> = {
+            let mut segments = self.segments.lock();
+            let ids: Vec<String> =
+                segments.iter().filter(|(_, s)| s.query_id == query_id).map(|(k, _)| k.clone()).collect();
+            ids.into_iter().filter_map(|id| segments.remove(&id)).collect()
+        };
+        let n = gone.len();
+        self.delete_later(gone);
+        n
+    }
+
+    fn delete_later(self: &Arc<Self>, segments: Vec<Segment>) {
+        if segments.is_empty() {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            for s in segments {
+                if let Err(e) = this.store.delete(&s.path).await {
+                    tracing::warn!(query = %s.query_id, "cannot remove spooled segment {}: {e}", s.path);
+                }
+            }
+        });
+    }
+
+    /// Bytes of unacknowledged segments.
+    pub fn spooled_bytes(&self) -> u64 {
+        self.segments.lock().values().map(|s| s.bytes).sum()
     }
 
     async fn read(&self, id: &str) -> Option<Bytes> {
@@ -235,14 +314,9 @@ impl SegmentStore {
         };
         let n = expired.len();
         if n > 0 {
-            let this = self.clone();
-            tokio::spawn(async move {
-                for s in expired {
-                    tracing::debug!(query = %s.query_id, "spooled segment expired unacknowledged");
-                    let _ = this.store.delete(&s.path).await;
-                }
-            });
+            tracing::debug!("{n} spooled segments expired unacknowledged");
         }
+        self.delete_later(expired);
         n
     }
 
@@ -314,7 +388,11 @@ mod tests {
         let store = Arc::new(SegmentStore::new(&config).await.unwrap());
         let files = || std::fs::read_dir(dir.path()).unwrap().count();
         assert_eq!(files(), 0, "an earlier process's segments go");
-        let (a, b) = (store.put("q", b"one".to_vec()).await.unwrap(), store.put("q", b"two".to_vec()).await.unwrap());
+        let put = |bytes: &'static [u8]| {
+            let store = store.clone();
+            async move { store.put("q", bytes).await.unwrap().expect("under the quotas") }
+        };
+        let (a, b) = (put(b"one").await, put(b"two").await);
         assert_eq!(store.read(&a).await.as_deref(), Some(&b"one"[..]));
         assert!(store.remove(&a).await && !store.remove(&a).await);
         assert_eq!(store.expire(Instant::now()), 0);
@@ -325,5 +403,36 @@ mod tests {
             assert!(Instant::now() < deadline, "the expired segment's file stays");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+
+    #[tokio::test]
+    async fn quotas_bound_the_disk_and_a_failed_querys_segments_go() {
+        let dir = tempfile::Builder::new().prefix("flotilla-spooling-").tempdir().unwrap();
+        let config = SpoolingConfig {
+            location: Some(dir.path().display().to_string()),
+            max_spooled_size: 10,
+            max_query_spooled_size: 6,
+            ..Default::default()
+        };
+        let store = Arc::new(SegmentStore::new(&config).await.unwrap());
+        let files = || std::fs::read_dir(dir.path()).unwrap().count();
+        // A query's third 3-byte segment is past its 6 bytes; another query's fit
+        // until the node's 10.
+        assert!(store.put("q1", b"aaa").await.unwrap().is_some());
+        assert!(store.put("q1", b"bbb").await.unwrap().is_some());
+        assert_eq!(store.put("q1", b"ccc").await.unwrap(), None, "the query's quota");
+        assert!(store.put("q2", b"ddd").await.unwrap().is_some());
+        assert_eq!(store.put("q2", b"eee").await.unwrap(), None, "the node's quota");
+        assert_eq!((store.spooled_bytes(), files()), (9, 3));
+        assert_eq!(store.queries().into_iter().collect::<Vec<_>>(), ["q1", "q2"]);
+        // q1 fails: its segments go, q2's stay, and the room is there again.
+        assert_eq!(store.remove_query("q1"), 2);
+        assert_eq!(store.spooled_bytes(), 3);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while files() > 1 {
+            assert!(Instant::now() < deadline, "a removed query's segment files stay");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(store.put("q2", b"fff").await.unwrap().is_some());
     }
 }

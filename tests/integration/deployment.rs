@@ -192,4 +192,28 @@ async fn a_cluster_from_configuration_directories_keeps_identities_and_environme
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(ids[0], ids[1], "a restarted worker keeps its node.id");
+
+    // Two workers started from one directory share its node id: the second is refused
+    // while the first lives (`DUPLICATE_NODE_ID`), instead of the two taking turns.
+    let first = super::common::spawn(&worker_args);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !nodes().await.iter().any(|n| n["alive"] == Value::Bool(true) && n["url"] == Value::String(first.url.clone()))
+    {
+        assert!(Instant::now() < deadline, "the first worker never joined");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let second = super::common::spawn(&worker_args);
+    for _ in 0..20 {
+        let live: Vec<Value> = nodes().await.into_iter().filter(|n| n["alive"] == Value::Bool(true)).collect();
+        assert_eq!(live.len(), 1, "{live:?}");
+        assert_eq!(live[0]["url"], Value::String(first.url.clone()), "the node stays the first worker: {live:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let announcement = serde_json::json!({"node_id": ids[0], "url": second.url, "environment": "staging"});
+    let internal = flotilla::http::http_client(Some(SECRET));
+    let refused =
+        internal.post(format!("{}/v1/announcement", coordinator.url)).json(&announcement).send().await.unwrap();
+    assert_eq!(refused.status(), 409);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "DUPLICATE_NODE_ID", "{body}");
 }

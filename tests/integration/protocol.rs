@@ -201,6 +201,40 @@ async fn session_statements_change_what_the_client_sends() {
     let (name, message) = query_error(client.execute("USE nope").await);
     assert_eq!(name, "SCHEMA_NOT_FOUND", "{message}");
     assert_eq!(client.session().schema.as_deref(), Some("sf1"), "a failed USE changes nothing");
+
+    // SET TIME ZONE is Trino's `time_zone_id` property; a zone is checked wherever it
+    // comes from, the client's header included.
+    let zone = "SELECT current_timezone()";
+    assert_eq!(client.execute(zone).await.unwrap().rows, vec![vec![Value::from("UTC")]]);
+    let set = client.execute("SET TIME ZONE 'Asia/Kolkata'").await.unwrap();
+    assert_eq!(set.update_type.as_deref(), Some("SET TIME ZONE"));
+    assert_eq!(client.execute(zone).await.unwrap().rows, vec![vec![Value::from("Asia/Kolkata")]]);
+    client.execute("SET TIME ZONE INTERVAL '-08:00' HOUR TO MINUTE").await.unwrap();
+    assert_eq!(client.execute(zone).await.unwrap().rows, vec![vec![Value::from("-08:00")]]);
+    let (name, message) = query_error(client.execute("SET TIME ZONE 'Mars/Olympus'").await);
+    assert_eq!((name.as_str(), message.as_str()), ("NOT_SUPPORTED", "Time zone not supported: Mars/Olympus"));
+    client.execute("SET TIME ZONE LOCAL").await.unwrap();
+    assert_eq!(client.execute(zone).await.unwrap().rows, vec![vec![Value::from("UTC")]]);
+    let http = reqwest::Client::new();
+    for bad in ["Mars/Olympus".to_string(), "x".repeat(100_000)] {
+        let page: Value = http
+            .post(format!("{}/v1/statement", cluster.coordinator.url))
+            .header("X-Trino-Time-Zone", bad.as_str())
+            .body(zone)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let mut page = page;
+        while page.get("error").is_none() {
+            let next = page["nextUri"].as_str().unwrap_or_else(|| panic!("{page}")).to_string();
+            page = http.get(next).send().await.unwrap().json().await.unwrap();
+        }
+        assert_eq!(page["error"]["errorName"], "NOT_SUPPORTED", "{page}");
+        assert!(page["error"]["message"].as_str().unwrap().len() < 200, "{page}");
+    }
 }
 
 fn parse_metrics(text: &str) -> HashMap<String, f64> {
@@ -276,4 +310,74 @@ async fn stalled_headers_and_bodies_are_cut_off() {
     // The server still serves.
     let info = reqwest::get(format!("{}/v1/info", cluster.coordinator.url)).await.unwrap();
     assert!(info.status().is_success());
+}
+
+/// Segment files under the spooling directory, and their bytes.
+fn spooled_files(dir: &std::path::Path) -> (usize, u64) {
+    let files: Vec<_> =
+        super::common::files_below(dir).into_iter().filter(|f| f.to_string_lossy().ends_with(".segment")).collect();
+    (files.len(), files.iter().map(|f| std::fs::metadata(f).map_or(0, |m| m.len())).sum())
+}
+
+/// Trino's spooling protocol with a client that never downloads: the query's
+/// segments stop at its quota (`fs.max-query-spooled-size`, 10 MB here) and the rest
+/// of its rows come inline, every row once; a cancelled query's segments are gone
+/// within seconds, while a finished one's wait for their client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spooled_segments_are_bounded_and_go_with_a_cancelled_query() {
+    let root_tmp = tempfile::Builder::new().prefix("flotilla-spool-quota-").tempdir().unwrap();
+    let (root, spool) = (root_tmp.path().to_path_buf(), root_tmp.path().join("spool"));
+    std::fs::create_dir_all(root.join("etc-coordinator")).unwrap();
+    let manager =
+        format!("spooling-manager.name=filesystem\nfs.location={}\nfs.max-query-spooled-size=10MB\n", spool.display());
+    std::fs::write(root.join("etc-coordinator/spooling-manager.properties"), manager).unwrap();
+    let c = super::common::EtcCluster::start(&root, &[], 1).await;
+    let url = c.cluster.coordinator.url.clone();
+    let http = reqwest::Client::new();
+    let start = |sql: &'static str| {
+        let request = http.post(format!("{url}/v1/statement")).header("X-Trino-User", "t");
+        request.header("X-Trino-Query-Data-Encoding", "json").body(sql).send()
+    };
+    let sql = "SELECT l_orderkey, l_comment FROM tpch.sf0_1.lineitem";
+    let mut doc: Value = start(sql).await.unwrap().json().await.unwrap();
+    let (mut rows, mut spooled, mut inline, mut most) = (0u64, 0, 0, 0u64);
+    loop {
+        if let Some(data) = doc.get("data").filter(|d| !d.is_null()) {
+            for segment in data["segments"].as_array().unwrap() {
+                rows += segment["metadata"]["rowsCount"].as_u64().unwrap();
+                match segment["type"].as_str().unwrap() {
+                    "inline" => inline += 1,
+                    _ => spooled += 1,
+                }
+            }
+        }
+        most = most.max(spooled_files(&spool).1);
+        let Some(next) = doc.get("nextUri").and_then(Value::as_str) else { break };
+        doc = http.get(next).send().await.unwrap().json().await.unwrap();
+    }
+    assert!(doc.get("error").is_none(), "{doc}");
+    let want = oracle("sf0_1", "SELECT count(*) FROM lineitem").await;
+    assert_eq!(Some(rows), want[0][0].as_u64(), "every row once");
+    assert!(spooled >= 1 && inline >= 1, "spooled {spooled}, then inline {inline}");
+    assert!(most <= 10 << 20, "the query's segments reached {most} bytes");
+    let (finished, _) = spooled_files(&spool);
+    assert!(finished >= 1, "a finished query's segments wait for their client");
+
+    // A cancelled query's segments go.
+    let doc: Value = start(sql).await.unwrap().json().await.unwrap();
+    let mut next = doc["nextUri"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while spooled_files(&spool).0 == finished {
+        assert!(Instant::now() < deadline, "the second query spooled nothing");
+        let page: Value = http.get(&next).send().await.unwrap().json().await.unwrap();
+        next = page["nextUri"].as_str().expect("still running").to_string();
+    }
+    let cancelled = http.delete(&next).send().await.unwrap();
+    assert!(cancelled.status().is_success(), "the nextUri cancels: {}", cancelled.status());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while spooled_files(&spool).0 != finished {
+        assert!(Instant::now() < deadline, "a cancelled query's segments stay: {:?}", spooled_files(&spool));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    c.cluster.assert_no_tasks_left().await;
 }

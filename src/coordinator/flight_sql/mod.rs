@@ -399,10 +399,11 @@ impl FlightSqlService for FlightSqlServer {
         if rows.is_empty() {
             return self.run_update(&caller, prepared::bind_row(&sql, None)?).await;
         }
-        // One execution per row of parameters, in order; the counts add up.
+        // Batched where the statement is an INSERT ... VALUES, else one execution per
+        // row, in order; bounded either way, and the counts add up.
         let mut total = 0;
-        for row in &rows {
-            total += self.run_update(&caller, prepared::bind_row(&sql, Some(row))?).await?;
+        for statement in prepared::executions(&sql, &rows)? {
+            total += self.run_update(&caller, statement).await?;
         }
         Ok(total)
     }

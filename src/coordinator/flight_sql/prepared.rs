@@ -3,6 +3,10 @@
 //! values, one row per execution) turned into SQL literals that replace its `?`s, as
 //! `EXECUTE ... USING` does for Trino's clients. Called by the service; owns the
 //! handles, which go when closed or unused for `PREPARED_IDLE`.
+//!
+//! A `DoPut` of many rows is bounded and batched (`executions`): an `INSERT ...
+//! VALUES` of one row of `?`s runs as one `INSERT` per 1,000 rows, not one distributed
+//! write per row; any other statement runs once per row, for at most 1,000 rows.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -75,6 +79,71 @@ impl PreparedStatements {
     }
 }
 
+/// Most parameter rows one `DoPut` of an `INSERT ... VALUES` may carry.
+pub const MAX_PARAMETER_ROWS: usize = 100_000;
+/// Rows of one `INSERT` that parameter rows are batched into.
+const ROWS_PER_INSERT: usize = 1_000;
+/// Most parameter rows of any other statement, each an execution of its own.
+pub const MAX_EXECUTIONS: usize = 1_000;
+
+/// The statements that run `sql` for each of `rows`: batched into multi-row
+/// `INSERT`s where `sql` is an `INSERT ... VALUES` of one row, else one per row.
+/// Refused past the limits above, before anything runs.
+pub fn executions(sql: &str, rows: &[ParameterRow]) -> Result<Vec<String>, Status> {
+    let Some(template) = single_row_insert(sql) else {
+        if rows.len() > MAX_EXECUTIONS {
+            let m = format!("{} parameter rows: a statement other than INSERT ... VALUES runs once per row, for at most {MAX_EXECUTIONS}", rows.len());
+            return Err(invalid(m));
+        }
+        return rows.iter().map(|row| bind_row(sql, Some(row))).collect();
+    };
+    if rows.len() > MAX_PARAMETER_ROWS {
+        return Err(invalid(format!("{} parameter rows: one DoPut takes at most {MAX_PARAMETER_ROWS}", rows.len())));
+    }
+    rows.chunks(ROWS_PER_INSERT)
+        .map(|chunk| {
+            let mut values = Vec::with_capacity(chunk.len());
+            for row in chunk {
+                let bound = single_row_insert(&bind_row(sql, Some(row))?);
+                let mut bound = bound.ok_or_else(|| invalid("a parameter that is not a value"))?;
+                values.append(&mut values_of(&mut bound).rows);
+            }
+            let mut statement = template.clone();
+            values_of(&mut statement).rows = values;
+            Ok(statement.to_string())
+        })
+        .collect()
+}
+
+/// `sql` parsed, when it is an `INSERT ... VALUES` of exactly one row.
+fn single_row_insert(sql: &str) -> Option<datafusion::sql::sqlparser::ast::Statement> {
+    use datafusion::sql::sqlparser::ast::{SetExpr, Statement};
+    let mut parsed =
+        datafusion::sql::sqlparser::parser::Parser::parse_sql(&crate::coordinator::dialect::TrinoDialect, sql).ok()?;
+    let statement = (parsed.len() == 1).then(|| parsed.remove(0))?;
+    let Statement::Insert(insert) = &statement else { return None };
+    let query = insert.source.as_ref()?;
+    let plain = query.with.is_none() && query.order_by.is_none() && query.limit_clause.is_none();
+    match query.body.as_ref() {
+        SetExpr::Values(v) if plain && v.rows.len() == 1 => Some(statement),
+        _ => None,
+    }
+}
+
+/// The `VALUES` of a statement `single_row_insert` took.
+fn values_of(
+    statement: &mut datafusion::sql::sqlparser::ast::Statement,
+) -> &mut datafusion::sql::sqlparser::ast::Values {
+    use datafusion::sql::sqlparser::ast::{SetExpr, Statement};
+    match statement {
+        Statement::Insert(insert) => match insert.source.as_mut().map(|q| q.body.as_mut()) {
+            Some(SetExpr::Values(v)) => v,
+            _ => unreachable!("single_row_insert took an INSERT ... VALUES"),
+        },
+        _ => unreachable!("single_row_insert took an INSERT"),
+    }
+}
+
 /// The statement with one row's parameters in place of its `?`s (none: as written).
 pub fn bind_row(sql: &str, row: Option<&ParameterRow>) -> Result<String, Status> {
     crate::coordinator::execute_immediate::substitute(sql, row.map_or(&[][..], |r| r.as_slice())).map_err(invalid)
@@ -141,6 +210,26 @@ mod tests {
         let sql = bind_row("SELECT ? AS a, '?' AS q, ? || 'x', ?", Some(&rows[0])).unwrap();
         assert_eq!(sql, "SELECT 7 AS a, '?' AS q, 'O''Brien' || 'x', 1.5");
         assert!(bind_row("SELECT ?", None).is_err());
+    }
+
+    #[test]
+    fn parameter_rows_of_an_insert_are_batched_and_others_bounded() {
+        let rows: Vec<ParameterRow> = (0..2500).map(|i| vec![i.to_string(), format!("'r{i}'")]).collect();
+        let runs = executions("INSERT INTO m.s.t VALUES (?, ?)", &rows).unwrap();
+        assert_eq!(runs.len(), 3, "1,000 rows an INSERT");
+        assert!(runs[0].starts_with("INSERT INTO m.s.t VALUES (0, 'r0'), (1, 'r1'),"), "{}", &runs[0][..80]);
+        assert!(runs[2].ends_with("(2499, 'r2499')"), "{}", &runs[2][runs[2].len() - 40..]);
+        let count = |sql: &String| sql.matches("'r").count();
+        assert_eq!(runs.iter().map(count).sum::<usize>(), 2500, "every row once");
+        // A statement of another shape runs once per row, for at most 1,000 rows.
+        let update = "DELETE FROM m.s.t WHERE a = ? AND b = ?";
+        assert_eq!(
+            executions(update, &rows[..2]).unwrap(),
+            ["DELETE FROM m.s.t WHERE a = 0 AND b = 'r0'", "DELETE FROM m.s.t WHERE a = 1 AND b = 'r1'"]
+        );
+        assert!(executions(update, &rows).unwrap_err().message().contains("at most 1000"));
+        let many: Vec<ParameterRow> = (0..MAX_PARAMETER_ROWS + 1).map(|i| vec![i.to_string()]).collect();
+        assert!(executions("INSERT INTO t VALUES (?)", &many).unwrap_err().message().contains("at most 100000"));
     }
 
     #[test]
