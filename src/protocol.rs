@@ -390,6 +390,15 @@ pub struct NodeInfo {
     pub heap_used: u64,
 }
 
+/// What the coordinator answers an announcement with.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct AnnouncementAnswer {
+    /// The coordinator process's incarnation, the last part of its query ids: a worker
+    /// that hears a new one drops what queries of the one before left.
+    #[serde(default)]
+    pub coordinator_incarnation: Option<String>,
+}
+
 /// A worker's heartbeat to the coordinator.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Announcement {

@@ -167,7 +167,8 @@ async fn announce(State(s): St, body: Bytes) -> Result<Response, CoordinatorErro
         return Err(CoordinatorError::DuplicateNodeId(why));
     }
     s.cluster_memory.report(&a.node_id, a.query_memory, a.query_memory_capacity);
-    Ok(StatusCode::NO_CONTENT.into_response())
+    Ok(Json(crate::protocol::AnnouncementAnswer { coordinator_incarnation: Some(s.incarnation.clone()) })
+        .into_response())
 }
 
 async fn list_nodes(State(s): St) -> Response {

@@ -262,6 +262,11 @@ pub struct CoordinatorState {
     queries: RwLock<BTreeMap<String, Arc<QueryExecution>>>,
     history: parking_lot::Mutex<VecDeque<String>>,
     counter: AtomicU64,
+    /// This process among the coordinators the workers have known: the last part of
+    /// every query id (as Trino's coordinator id is), and what the announcement answers.
+    /// A worker that hears a new one drops the tasks and memory table fragments of
+    /// queries of the one before (`SqlTaskManager::coordinator_is`).
+    pub incarnation: String,
     /// The address the server is bound to, for URIs handed to clients.
     bound: std::net::SocketAddr,
     /// Bytes of rows waiting for their clients, over all queries (see `ResultsBudget`).
@@ -310,7 +315,7 @@ impl CoordinatorState {
             "{}_{:06}_{}",
             chrono::Utc::now().format("%Y%m%d"),
             self.counter.fetch_add(1, Ordering::Relaxed) + 1,
-            crate::util::random_suffix(5)
+            self.incarnation
         );
         let q = QueryExecution::new(id.clone(), sql, session, self.results_budget.clone());
         self.queries.write().insert(id.clone(), q.clone());
@@ -544,7 +549,8 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
         crate::coordinator::planner::session_context(&Default::default(), &Default::default(), 1, &config.connectors);
     config.connectors.restore(&restore_ctx).await.map_err(std::io::Error::other)?;
     ddl::restore_views(&config.connectors).await;
-    let swept = staging::sweep(&config.connectors, &config.connectors.runtime()).await;
+    let incarnation = crate::util::random_suffix(5);
+    let swept = staging::sweep(&config.connectors, &config.connectors.runtime(), &incarnation).await;
     if swept > 0 {
         tracing::info!("removed {swept} staging directories of writes a stopped coordinator left");
     }
@@ -560,6 +566,7 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
         queries: RwLock::new(BTreeMap::new()),
         history: parking_lot::Mutex::new(VecDeque::new()),
         counter: AtomicU64::new(0),
+        incarnation: incarnation.clone(),
         results_budget: query::ResultsBudget::for_machine(),
         transactions: Default::default(),
         segments: Arc::new(spooling::SegmentStore::new(&config.spooling).await?),
@@ -592,6 +599,21 @@ pub async fn start_coordinator(config: CoordinatorConfig) -> std::io::Result<Coo
         }
         None => (None, None),
     };
+    // The second sweep (see `staging`): by then the workers have heard of this
+    // coordinator and stopped the writers of queries of the one before.
+    let (sweeper, mut stopping) = (state.clone(), stop.subscribe());
+    tokio::spawn(async move {
+        let stopped = async move {
+            let _ = stopping.wait_for(|s| *s).await;
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(10)) => {
+                let (connectors, incarnation) = (&sweeper.connectors, &sweeper.incarnation);
+                staging::sweep(connectors, &connectors.runtime(), incarnation).await;
+            }
+            _ = stopped => {}
+        }
+    });
     let reaper = state.clone();
     let freed = crate::util::FreedMemory::default();
     crate::util::every(Duration::from_millis(500), stop.subscribe(), move || {

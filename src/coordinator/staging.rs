@@ -1,10 +1,12 @@
 //! Staging directories of writes (`LOCATION/.flotilla-staging-QUERY-xxxxxx/`, see
 //! `write`): their name, and the sweep that removes those a coordinator left when it
-//! died mid-write. `start_coordinator` sweeps once, after the metastores are read and
-//! before the first query: no query of this process exists yet, so every staging
-//! directory found belongs to a query that no longer does. Without the sweep a
-//! killed `CREATE TABLE ... AS` left its files, which survived the restart and made
-//! the same statement fail ("already holds files").
+//! died mid-write. `start_coordinator` sweeps after the metastores are read and
+//! before the first query, and once more a little later: a staging directory whose
+//! query id is not of this process (its incarnation ends every query id) belongs to a
+//! query that no longer exists. The second sweep takes what the writers of the dead
+//! coordinator's queries made before their workers heard of the new one and stopped
+//! them. Without the sweeps a killed `CREATE TABLE ... AS` left its files, which
+//! survived the restart and made the same statement fail ("already holds files").
 
 use datafusion::datasource::listing::ListingTableUrl;
 use datafusion::execution::runtime_env::RuntimeEnv;
@@ -23,11 +25,17 @@ pub fn in_staging(path: &Path) -> bool {
     path.parts().any(|p| p.as_ref().starts_with(STAGING_PREFIX))
 }
 
+/// Whether a staging directory's name is of a query of the coordinator `incarnation`.
+fn of_incarnation(name: &str, incarnation: &str) -> bool {
+    let query = name.strip_prefix(STAGING_PREFIX).and_then(|rest| rest.rsplit_once('-')).map(|(q, _)| q);
+    query.is_some_and(|q| q.rsplit('_').next() == Some(incarnation))
+}
+
 /// Removes the staging directories directly inside every table location of the
 /// catalogs of files and inside every table directory of their warehouses
-/// (`WAREHOUSE/SCHEMA/TABLE/`). Returns how many it removed; what it cannot reach is
-/// logged and left.
-pub async fn sweep(connectors: &Connectors, runtime: &RuntimeEnv) -> usize {
+/// (`WAREHOUSE/SCHEMA/TABLE/`), but those of this coordinator's (`incarnation`)
+/// queries. Returns how many it removed; what it cannot reach is logged and left.
+pub async fn sweep(connectors: &Connectors, runtime: &RuntimeEnv, incarnation: &str) -> usize {
     let mut places = Vec::new();
     for files in connectors.files_catalogs() {
         if let Some(store) = files.metastore() {
@@ -48,7 +56,7 @@ pub async fn sweep(connectors: &Connectors, runtime: &RuntimeEnv) -> usize {
     for place in places {
         for dir in subdirectories(runtime, &place).await {
             let name = dir.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
-            if name.starts_with(STAGING_PREFIX) {
+            if name.starts_with(STAGING_PREFIX) && !of_incarnation(name, incarnation) {
                 match remove(runtime, &dir).await {
                     Ok(()) => {
                         tracing::info!("removed the staging directory {dir} of a query that no longer exists");
@@ -113,9 +121,13 @@ mod tests {
             ..Default::default()
         };
         let connectors = Connectors::builtin_with(settings);
-        assert_eq!(sweep(&connectors, &connectors.runtime()).await, 1);
+        // A write of this coordinator's (incarnation `fghij`) is its own.
+        let own = table.join(format!("{STAGING_PREFIX}20261201_000002_fghij-abc123"));
+        std::fs::create_dir_all(own.join("w0-abc")).unwrap();
+        assert_eq!(sweep(&connectors, &connectors.runtime(), "fghij").await, 1);
         assert!(!stale.exists(), "the stale staging directory is gone");
+        assert!(own.exists(), "a running write's staging stays");
         assert!(table.join("part-0.parquet").exists(), "the table's own file stays");
-        assert_eq!(sweep(&connectors, &connectors.runtime()).await, 0, "nothing more to remove");
+        assert_eq!(sweep(&connectors, &connectors.runtime(), "fghij").await, 0, "nothing more to remove");
     }
 }

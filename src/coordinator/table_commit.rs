@@ -376,7 +376,11 @@ impl TableCommit {
             let Some((id, worker)) = parsed else {
                 return Err(QueryError::new(ErrorCode::GenericInternalError, format!("a writer reported '{address}'")));
             };
-            refs.push(FragmentRef { worker: worker.to_string(), id: id.to_string(), rows: *rows });
+            // A fragment without rows is not kept: the table would need its worker
+            // for nothing, and be unreadable once that worker restarted.
+            if *rows > 0 {
+                refs.push(FragmentRef { worker: worker.to_string(), id: id.to_string(), rows: *rows });
+            }
         }
         if let Some((schema, name)) = &memory.create_in {
             if schema.table_exist(name) && !memory.replace {

@@ -258,12 +258,10 @@ pub fn estimate(growth: Growth, args: &ScalarFunctionArgs) -> Result<Size> {
             for row in 0..rows(args) {
                 let (s, from, to) = (Column(&a[0]).str(row), Column(&a[1]).str(row), Column(&a[2]).str(row));
                 let (Some(s), Some(from), Some(to)) = (s, from, to) else { continue };
-                let bytes = match to.len() > from.len() {
-                    // Only a longer replacement grows the text; count what it replaces.
-                    true => {
-                        let hits = if from.is_empty() { s.chars().count() + 1 } else { s.matches(from).count() };
-                        s.len() as u128 + hits as u128 * (to.len() - from.len()) as u128
-                    }
+                // Only a longer replacement grows the text; count what it replaces (an
+                // empty search string replaces nothing in DataFusion's `replace`).
+                let bytes = match to.len() > from.len() && !from.is_empty() {
+                    true => s.len() as u128 + s.matches(from).count() as u128 * (to.len() - from.len()) as u128,
                     false => s.len() as u128,
                 };
                 size.add(bytes, 0);

@@ -40,7 +40,6 @@ async fn a_hostile_users_constants_are_refused_with_their_codes() {
         "SELECT length(rpad('x', 2000000000, 'ab'))",
         "SELECT length(lpad('x', 20000000, 'é'))",
         "SELECT length(replace(repeat('b', 100), 'b', repeat('x', 200000)))",
-        "SELECT length(replace('abc', '', repeat('y', 8000000)))",
         "SELECT length(regexp_replace('abc', '', repeat('y', 8000000)))",
         "SELECT length(regexp_replace('abc', 'b', repeat('y', 8000000), 'g'))",
         "SELECT cardinality(array_repeat(1, 100000000))",
@@ -79,7 +78,6 @@ async fn values_of_everyday_sizes_are_answered() {
         ("SELECT lpad('7', 3, '0')", "007"),
         ("SELECT rpad('ab', 5, 'é')", "abééé"),
         ("SELECT replace('abcb', 'b', 'xx')", "axxcxx"),
-        ("SELECT replace('abc', '', '-')", "-a-b-c-"),
         ("SELECT array_repeat(1, 3)", "[1, 1, 1]"),
         ("SELECT array_resize([1], 3, 0)", "[1, 0, 0]"),
         ("SELECT sequence(1, 5, 2)", "[1, 3, 5]"),
@@ -137,9 +135,10 @@ fn planning_folds_constants_up_to_its_budget_and_leaves_the_rest_to_run_time() {
     let text = while_planning(|| optimized(sql));
     assert!(text.contains("Projection: Int32(10000000) + character_length(repeat(Utf8(\"y\")"), "{text}");
     // Off the planning thread the budget is gone: both fold, and the answer is right.
-    assert!(!optimized(sql).contains("repeat("), "{}", optimized(sql));
+    let folded = optimized(sql);
+    assert!(folded.starts_with("Projection: Int32(20000000) AS"), "{folded}");
     assert_eq!(rt.block_on(value(&ctx, sql)), "20000000");
     // And a budget is the statement's: the next one starts afresh.
     let text = while_planning(|| optimized("SELECT length(repeat('x', 10000000))"));
-    assert!(!text.contains("repeat("), "{text}");
+    assert!(text.starts_with("Projection: Int32(10000000) AS"), "{text}");
 }

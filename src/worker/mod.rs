@@ -316,7 +316,13 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
             announcement.query_memory = draining.memory().query_reservations();
             let sent = http.post(&target).json(&announcement).timeout(Duration::from_secs(2)).send().await;
             let notice = match sent {
-                Ok(r) if r.status().is_success() => log.succeeded(),
+                Ok(r) if r.status().is_success() => {
+                    let answer = r.json::<crate::protocol::AnnouncementAnswer>().await.unwrap_or_default();
+                    if let Some(incarnation) = answer.coordinator_incarnation {
+                        draining.coordinator_is(&incarnation);
+                    }
+                    log.succeeded()
+                }
                 Ok(r) => {
                     let status = r.status();
                     let body = r.text().await.unwrap_or_default();

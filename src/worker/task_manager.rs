@@ -50,6 +50,8 @@ pub struct SqlTaskManager {
     /// The rows of `memory` tables this worker holds; tasks reach it through their
     /// session config.
     memory_fragments: Arc<crate::connector::memory::fragments::MemoryFragments>,
+    /// The coordinator process last heard of (`coordinator_is`).
+    coordinator: parking_lot::Mutex<Option<String>>,
 }
 
 impl SqlTaskManager {
@@ -88,6 +90,7 @@ impl SqlTaskManager {
             creating: Default::default(),
             tombstones: Default::default(),
             spool_root,
+            coordinator: Default::default(),
         }
     }
 
@@ -288,6 +291,29 @@ impl SqlTaskManager {
             task.release();
         }
         Ok(task.status())
+    }
+
+    /// Hears which coordinator process is the cluster's, from its answer to the
+    /// heartbeat (its incarnation ends every query id it makes). A new one means the
+    /// one before died or restarted and its queries with it: their tasks are aborted
+    /// (their writers stop making staging directories) and the memory table fragments
+    /// they wrote are dropped, since nobody can read or drop them any more. Answers how
+    /// many tasks and fragments went.
+    pub fn coordinator_is(&self, incarnation: &str) -> (usize, usize) {
+        let before = self.coordinator.lock().replace(incarnation.to_string());
+        let Some(before) = before.filter(|b| b != incarnation) else { return (0, 0) };
+        let ours = |query_id: &str| query_id.rsplit('_').next() == Some(incarnation);
+        let stale: Vec<TaskId> = self.tasks.read().keys().filter(|id| !ours(&id.query_id)).cloned().collect();
+        for id in &stale {
+            let _ = self.delete(id, true);
+        }
+        let dropped = self.memory_fragments.drop_unless(&|query_id| ours(query_id));
+        tracing::warn!(
+            "the coordinator restarted ({before} before, {incarnation} now): aborted {} tasks and dropped {dropped} \
+             memory table fragments of the queries of the one before",
+            stale.len()
+        );
+        (stale.len(), dropped)
     }
 
     /// Whether the worker holds no task.

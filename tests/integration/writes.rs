@@ -202,6 +202,19 @@ async fn tables_written_by_workers_are_right_survive_a_restart_and_failed_writes
     lake.execute("DROP TABLE lake.w.nation").await.expect("drop external");
     assert_eq!(files_below(&external).len(), 1, "dropping an external table keeps its files");
     c.cluster.assert_no_tasks_left().await;
+
+    // The coordinator dies 1.5 s into a CTAS and comes back: the workers hear of the
+    // new one and stop the old one's writers, whose staging the restarted coordinator
+    // sweeps once more a little after its start; the name is free.
+    c.cluster.start_statement("sf1", "CREATE TABLE lake.w.interrupted AS SELECT * FROM tpch.sf1.lineitem").await;
+    c.cluster.wait_for_tasks(2).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    c.restart_coordinator().await;
+    c.cluster.assert_no_tasks_left().await;
+    assert_no_files_below(&warehouse.join("w/interrupted")).await;
+    let lake = c.client("lake", "w");
+    let made = lake.execute("CREATE TABLE lake.w.interrupted AS SELECT 1 AS a").await.expect("the name is free");
+    assert_eq!(made.update_count, Some(1));
     drop(c);
 }
 
@@ -229,7 +242,7 @@ async fn tables_made_from_columns_fill_by_insert_in_files_and_memory() {
         root.join("external").display(),
         warehouse.display()
     );
-    let c = EtcCluster::start(&root, &[("lake", &lake_catalog), ("mem", "connector.name=memory\n")], 2).await;
+    let mut c = EtcCluster::start(&root, &[("lake", &lake_catalog), ("mem", "connector.name=memory\n")], 2).await;
     let before = pools_reserved(&c.cluster).await;
     let lake = c.client("lake", "w");
     lake.execute("CREATE SCHEMA lake.w").await.expect("create schema");
@@ -295,6 +308,46 @@ async fn tables_made_from_columns_fill_by_insert_in_files_and_memory() {
     }
     let e = mem.execute("SELECT count(*) FROM items").await.expect_err("dropped");
     assert!(e.to_string().contains("TABLE_NOT_FOUND") || e.to_string().contains("not found"), "{e}");
+    memory_tables_follow_their_nodes(&mut c, before).await;
+}
+
+/// Waits (bounded) until the workers' pools hold `bytes` again.
+async fn wait_for_pools(cluster: &super::common::Cluster, bytes: u64, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while pools_reserved(cluster).await != bytes {
+        let now = pools_reserved(cluster).await;
+        assert!(Instant::now() < deadline, "{what}: pools hold {now} bytes, {bytes} expected");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Memory tables as their nodes come and go: a restarted coordinator's workers give
+/// back what its tables held (they hear of the new coordinator and drop what the
+/// queries of the old one wrote); rows lost with a worker are an error naming it for
+/// every read, `count(*)` included, and a table without rows needs no worker.
+async fn memory_tables_follow_their_nodes(c: &mut EtcCluster, before: u64) {
+    let tables = [
+        "CREATE TABLE spread AS SELECT * FROM tpch.tiny.lineitem",
+        "CREATE TABLE nothing AS SELECT * FROM tpch.tiny.nation WHERE n_nationkey < 0",
+    ];
+    let mem = c.client("mem", "default");
+    for t in tables {
+        mem.execute(t).await.unwrap_or_else(|e| panic!("{t}: {e}"));
+    }
+    assert!(pools_reserved(&c.cluster).await > before, "the rows are in the pools");
+    c.restart_coordinator().await;
+    wait_for_pools(&c.cluster, before, "after a coordinator restart").await;
+    let mem = c.client("mem", "default");
+    for t in tables {
+        mem.execute(t).await.unwrap_or_else(|e| panic!("{t} again: {e}"));
+    }
+    let lost = c.cluster.kill_worker(1);
+    c.cluster.wait_for_live_workers_exactly(1).await;
+    for read in ["SELECT count(*) FROM spread", "SELECT max(l_orderkey) FROM spread"] {
+        let e = mem.execute(read).await.expect_err("rows lost with their worker");
+        assert!(e.to_string().contains(&lost.url), "{read}: the error names the lost worker: {e}");
+    }
+    assert_eq!(mem.execute("SELECT count(*) FROM nothing").await.unwrap().rows, vec![vec![json!(0)]]);
     c.cluster.assert_no_tasks_left().await;
 }
 

@@ -109,7 +109,9 @@ impl MemoryFragments {
             return self.local(id).ok_or_else(gone);
         }
         let fetched = self.http.get(format!("{url}/v1/memory/fragments/{id}")).send().await;
-        let resp = fetched.map_err(|e| exec_datafusion_err!("cannot read {id} from {url}: {e}"))?;
+        let resp = fetched.map_err(|e| {
+            exec_datafusion_err!("memory table fragment {id} cannot be read from worker {url} (lost with it?): {e}")
+        })?;
         if resp.status() == reqwest::StatusCode::NOT_FOUND {
             return Err(gone());
         }
@@ -142,10 +144,25 @@ impl MemoryFragments {
         }
     }
 
+    /// Drops every fragment whose write's query `keep` does not want (the queries of a
+    /// coordinator that is gone); answers how many went.
+    pub fn drop_unless(&self, keep: &dyn Fn(&str) -> bool) -> usize {
+        let mut stored = self.stored.lock();
+        let before = stored.len();
+        stored.retain(|_, s| query_of(&s.staging).is_none_or(keep));
+        before - stored.len()
+    }
+
     /// Fragments held here.
     pub fn count(&self) -> usize {
         self.stored.lock().len()
     }
+}
+
+/// The query of a write, from its staging address (`memory:TABLE/QUERY-xxxxxx/`).
+fn query_of(staging: &str) -> Option<&str> {
+    let last = staging.trim_end_matches('/').rsplit('/').next()?;
+    last.rsplit_once('-').map(|(query, _)| query)
 }
 
 /// A fragment as an Arrow IPC stream.
@@ -201,6 +218,17 @@ mod tests {
         drop(a);
         f.drop_fragments(&["a".into()]);
         assert_eq!(pool.reserved(), 0);
+    }
+
+    #[tokio::test]
+    async fn fragments_of_a_gone_coordinators_queries_are_dropped() {
+        let pool: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(1 << 20));
+        let f = MemoryFragments::new("http://w", pool.clone(), reqwest::Client::new());
+        f.write("memory:m.s.t/20261206_000001_old01-abc123/", "a", stream(vec![1])).await.unwrap();
+        f.write("memory:m.s.t/20261206_000001_new02-def456/", "b", stream(vec![2])).await.unwrap();
+        let dropped = f.drop_unless(&|q| q.ends_with("_new02"));
+        assert_eq!((dropped, f.count()), (1, 1));
+        assert!(f.local("b").is_some() && f.local("a").is_none());
     }
 
     #[tokio::test]

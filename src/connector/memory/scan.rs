@@ -93,8 +93,10 @@ impl MemoryScanExec {
             None => self.fragments.iter().map(|f| f.rows).sum(),
             Some(p) => self.fragments.get(p).map(|f| f.rows).unwrap_or(0),
         };
+        // Inexact: exact counts would answer `count(*)` from these numbers alone, so a
+        // table whose worker died would still count the rows it lost.
         let rows = usize::try_from(rows).unwrap_or(usize::MAX);
-        Ok(Arc::new(Statistics::new_unknown(&self.schema).with_num_rows(Precision::Exact(rows))))
+        Ok(Arc::new(Statistics::new_unknown(&self.schema).with_num_rows(Precision::Inexact(rows))))
     }
 }
 
