@@ -25,7 +25,7 @@ pub struct Pending {
     dropped: Vec<TableEntry>,
 }
 
-fn metastore<'a>(connectors: &'a Connectors, catalog: &str) -> Option<&'a std::sync::Arc<Metastore>> {
+pub(super) fn metastore<'a>(connectors: &'a Connectors, catalog: &str) -> Option<&'a std::sync::Arc<Metastore>> {
     connectors.get(catalog).and_then(|c| c.files()).and_then(|f| f.metastore())
 }
 
@@ -161,33 +161,14 @@ pub async fn after(
 /// Makes the views the catalogs' metastores keep (the coordinator, at start-up, once
 /// their tables are back), each planned as it was made: in Trino's dialect, with the
 /// catalog and schema of the session that made it. A view that cannot be made (a
-/// table it reads is gone) is logged and left in the metastore. Views are made in
-/// the order they were, and those that failed are tried again while any succeeds, so
-/// a view over a view made later still comes back.
+/// table it reads is gone) is logged and left in the metastore.
 pub async fn restore_views(connectors: &Connectors) {
-    for c in connectors.list() {
-        let Some(m) = c.files().and_then(|f| f.metastore()) else { continue };
-        let mut pending = m.views();
-        let mut restored = 0;
-        loop {
-            let tried = pending.len();
-            let mut failed = Vec::new();
-            for v in pending {
-                match make_view(connectors, c.catalog_name(), &v).await {
-                    Ok(()) => restored += 1,
-                    Err(e) => failed.push((v, e)),
-                }
-            }
-            if failed.is_empty() || failed.len() == tried {
-                for (v, e) in &failed {
-                    tracing::warn!("catalog {}: view {}.{} is not available: {e}", c.catalog_name(), v.schema, v.name);
-                }
-                break;
-            }
-            pending = failed.into_iter().map(|(v, _)| v).collect();
+    for made in make_kept_views(connectors).await {
+        for (v, e) in &made.failed {
+            tracing::warn!("catalog {}: view {}.{} is not available: {e}", made.catalog, v.schema, v.name);
         }
-        if restored > 0 {
-            tracing::info!("catalog {}: {restored} views from {}", c.catalog_name(), m.describe());
+        if made.planned > 0 {
+            tracing::info!("catalog {}: {} views from {}", made.catalog, made.planned, made.source);
         }
     }
 }
@@ -199,28 +180,49 @@ pub async fn restore_views(connectors: &Connectors) {
 /// table or view. A view that no longer plans (its table is gone) answers every read
 /// with `INVALID_VIEW` and why, until a statement makes it plan again.
 pub async fn rebind_views(connectors: &Connectors) {
+    for made in make_kept_views(connectors).await {
+        for (v, e) in made.failed {
+            invalidate_view(connectors, &made.catalog, &v, e).await;
+        }
+    }
+}
+
+/// What `make_kept_views` did in one catalog.
+struct MadeViews {
+    catalog: String,
+    /// The metastore, for messages.
+    source: String,
+    planned: usize,
+    /// The views that did not plan, and why.
+    failed: Vec<(ViewEntry, String)>,
+}
+
+/// Plans and registers every view each catalog's metastore keeps. Views are made in
+/// the order they were, and those that failed are tried again while any succeeds, so
+/// a view over a view made (or replaced) later still comes back.
+async fn make_kept_views(connectors: &Connectors) -> Vec<MadeViews> {
+    let mut out = Vec::new();
     for c in connectors.list() {
-        let Some(m) = c.files().and_then(|f| f.metastore()) else { continue };
-        // In the order they were made, which is an order in which each view's views
-        // come first; a view that fails is tried again after the others.
-        let mut pending = m.views();
-        loop {
+        let Some(m) = metastore(connectors, c.catalog_name()) else { continue };
+        let (mut pending, mut planned) = (m.views(), 0);
+        let failed = loop {
             let tried = pending.len();
             let mut failed = Vec::new();
             for v in pending {
-                if let Err(e) = make_view(connectors, c.catalog_name(), &v).await {
-                    failed.push((v, e));
+                match make_view(connectors, c.catalog_name(), &v).await {
+                    Ok(()) => planned += 1,
+                    Err(e) => failed.push((v, e)),
                 }
             }
-            if failed.len() == tried {
-                for (v, e) in failed {
-                    invalidate_view(connectors, c.catalog_name(), &v, e).await;
-                }
-                break;
+            if failed.is_empty() || failed.len() == tried {
+                break failed;
             }
             pending = failed.into_iter().map(|(v, _)| v).collect();
-        }
+        };
+        let (catalog, source) = (c.catalog_name().to_string(), m.describe());
+        out.push(MadeViews { catalog, source, planned, failed });
     }
+    out
 }
 
 /// Puts an `InvalidView` in place of a view whose text no longer plans, with the

@@ -73,7 +73,7 @@ pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
     let mut made_tables = false;
     for w in writes {
         w.finish().await;
-        made_tables |= w.rows_written().is_some() && w.update_type() == "CREATE TABLE";
+        made_tables |= w.rows_written().is_some() && w.creates_table();
     }
     // A view over a table of that name, stale until now, reads the new one.
     if made_tables {

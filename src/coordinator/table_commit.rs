@@ -211,16 +211,20 @@ impl TableCommit {
 
     /// Trino's `updateType` of the statement.
     pub fn update_type(&self) -> &'static str {
-        if self.create.is_some()
-            || self.memory.as_ref().is_some_and(|m| m.create_in.is_some())
-            || self.creates_iceberg_table()
-        {
+        if self.creates_table() {
             "CREATE TABLE"
         } else if self.replaces.is_some() {
             "DELETE"
         } else {
             "INSERT"
         }
+    }
+
+    /// Whether the write makes a new table (`CREATE TABLE ... AS`, or of columns).
+    pub fn creates_table(&self) -> bool {
+        self.create.is_some()
+            || self.memory.as_ref().is_some_and(|m| m.create_in.is_some())
+            || self.creates_iceberg_table()
     }
 
     /// The rows the write added, once it is committed.

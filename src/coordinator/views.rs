@@ -53,11 +53,7 @@ fn check_at_depth(
     });
     for (name, plan) in views {
         let (view_catalog, view_schema) = (name.catalog().unwrap_or(catalog), name.schema().unwrap_or(schema));
-        let entry = connectors
-            .get(view_catalog)
-            .and_then(|c| c.files())
-            .and_then(|f| f.metastore())
-            .and_then(|m| m.view(view_schema, name.table()));
+        let entry = super::ddl::metastore(connectors, view_catalog).and_then(|m| m.view(view_schema, name.table()));
         // A view no metastore keeps (in a memory catalog) reads as its reader.
         let (reader, inner_defaults) = match &entry {
             Some(v) if v.security == "DEFINER" => (
@@ -91,7 +87,7 @@ pub fn check_new_view(
 ) -> Result<(), QueryError> {
     let LogicalPlan::Ddl(datafusion::logical_expr::DdlStatement::CreateView(view)) = logical else { return Ok(()) };
     let name = full_name(&view.name, (catalog, schema));
-    let keeps_owner = connectors.get(&name.0).and_then(|c| c.files()).and_then(|f| f.metastore()).is_some();
+    let keeps_owner = super::ddl::metastore(connectors, &name.0).is_some();
     if security_written == Some("DEFINER") && !keeps_owner {
         let m = format!(
             "SECURITY DEFINER: catalog {} keeps no view's owner, so its views read as their reader; write SECURITY \
@@ -135,11 +131,7 @@ fn reads(
                     .and_then(|p| as_view(p.as_ref()).map(|v| v.logical_plan().clone()));
                 if let Some(inner) = view {
                     // A view's names are read in its maker's catalog and schema.
-                    let entry = connectors
-                        .get(&name.0)
-                        .and_then(|c| c.files())
-                        .and_then(|f| f.metastore())
-                        .and_then(|m| m.view(&name.1, &name.2));
+                    let entry = super::ddl::metastore(connectors, &name.0).and_then(|m| m.view(&name.1, &name.2));
                     let (c, s) =
                         entry.map_or((name.0.clone(), name.1.clone()), |v| (v.session_catalog, v.session_schema));
                     found = reads(&inner, target, connectors, (&c, &s), depth + 1);

@@ -209,9 +209,10 @@ impl IcebergConnector {
                     .map_err(|e| plan_datafusion_err!("Iceberg table {what}: data file {}: {e}", f.location))
             })
             .collect::<Result<Vec<_>>>()?;
-        let mut base = loaded;
         for attempt in 1..=COMMIT_ATTEMPTS {
-            let tx = Transaction::new(&base);
+            // Each commit loads the table itself and appends on top of its newest
+            // snapshot (iceberg-rust's `do_commit`), so `loaded` serves every try.
+            let tx = Transaction::new(&loaded);
             let files = data_files.clone();
             let tx = tx.fast_append().add_data_files(files).apply(tx).map_err(|e| iceberg_error(&what, e))?;
             let outcome = self
@@ -228,14 +229,9 @@ impl IcebergConnector {
                 }
                 Err(_) if attempt < COMMIT_ATTEMPTS => {
                     // Others' commits won: wait a random while, so that writers that
-                    // met do not meet again, and append on top of the newest snapshot.
+                    // met do not meet again.
                     let most = (25u64 << attempt.min(6)).min(1000);
                     tokio::time::sleep(std::time::Duration::from_millis(rand::random_range(1..=most))).await;
-                    base = self
-                        .state
-                        .load(schema, table)
-                        .await?
-                        .ok_or_else(|| plan_datafusion_err!("table {what} is gone"))?;
                 }
                 Err(e) => {
                     let message = format!(
