@@ -29,6 +29,7 @@ use crate::exchange::remote_source::{ExchangeMode, RemoteSourceExec, SourceResol
 use crate::plan::dynamic_filter_exec::{
     hashes_from_bytes, hashes_to_bytes, DynamicFilterExec, DynamicFilterSourceExec,
 };
+use crate::plan::grouping_sets::EmptyGroupingSets;
 use crate::plan::table_writer::{TableWriterExec, WriteTarget};
 use crate::util::{schema_from_bytes, schema_to_bytes};
 
@@ -42,6 +43,9 @@ const TAG_DYNAMIC_FILTER_SOURCE: u8 = 4;
 /// `[5][JSON length, u32 LE][key columns as JSON][hashes, u64 LE each]`, with one
 /// child: the hashes stay binary, as a build side may have a million of them.
 const TAG_DYNAMIC_FILTER: u8 = 5;
+/// `[6][number of sets, u32 LE]`, with the aggregate as its one child
+/// (`plan::grouping_sets`).
+const TAG_EMPTY_GROUPING_SETS: u8 = 6;
 
 #[derive(Debug, Clone)]
 pub struct FlotillaCodec {
@@ -131,7 +135,7 @@ impl FlotillaCodec {
     /// (see [`without_file_statistics`]).
     pub fn encode_plan(&self, plan: Arc<dyn ExecutionPlan>) -> Result<Vec<u8>> {
         on_deep_stack(|| {
-            let plan = without_file_statistics(plan)?;
+            let plan = crate::plan::grouping_sets::mark(without_file_statistics(plan)?)?;
             let bytes = datafusion_proto::bytes::physical_plan_to_bytes_with_proto_converter(
                 plan,
                 self,
@@ -234,6 +238,12 @@ impl PhysicalExtensionCodec for FlotillaCodec {
             };
             return decode_dynamic_filter(*tag, body, input.clone());
         }
+        if *tag == TAG_EMPTY_GROUPING_SETS {
+            let ([input], Some(sets)) = (inputs, body.first_chunk::<4>()) else {
+                return internal_err!("bad EmptyGroupingSets node");
+            };
+            return crate::plan::grouping_sets::restore(input.clone(), u32::from_le_bytes(*sets) as usize);
+        }
         if !inputs.is_empty() {
             return internal_err!("flotilla scans and remote sources are leaves");
         }
@@ -314,6 +324,11 @@ impl PhysicalExtensionCodec for FlotillaCodec {
             buf.extend_from_slice(&(json.len() as u32).to_le_bytes());
             buf.extend_from_slice(&json);
             hashes_to_bytes(d.hashes(), buf);
+            Ok(())
+        } else if let Some(m) = any.downcast_ref::<EmptyGroupingSets>() {
+            buf.push(TAG_EMPTY_GROUPING_SETS);
+            let sets = u32::try_from(m.sets()).map_err(|_| plan_datafusion_err!("too many grouping sets"))?;
+            buf.extend_from_slice(&sets.to_le_bytes());
             Ok(())
         } else if let Some(w) = any.downcast_ref::<TableWriterExec>() {
             buf.push(TAG_TABLE_WRITER);

@@ -168,6 +168,11 @@ pub fn session_context(
     ctx.add_analyzer_rule(Arc::new(crate::plan::checked_arithmetic::CheckedArithmetic));
     // Trino's casts to and from JSON and of rows by position (`plan::casts`).
     ctx.add_analyzer_rule(Arc::new(crate::plan::casts::TrinoCasts));
+    // `EXCEPT ALL` and `INTERSECT ALL` count copies (`plan::set_operations`).
+    ctx.add_analyzer_rule(Arc::new(crate::plan::set_operations::CountedSetOperations));
+    // `EXISTS` and `IN (subquery)` outside filters, and `IN` inside a filter's
+    // expressions, as mark joins with SQL's NULLs (`plan::subquery_marks`).
+    ctx.add_analyzer_rule(Arc::new(crate::plan::subquery_marks::SubqueryMarks));
     if props.early_filter_rewrites {
         ctx.add_optimizer_rule(Arc::new(JoinFilteredScanEarly));
         ctx.add_optimizer_rule(Arc::new(PushDownSemiJoin));

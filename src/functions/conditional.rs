@@ -20,6 +20,23 @@ pub fn functions() -> Vec<Arc<HigherOrderUDF>> {
     vec![lazy_lambda("try_eval", parameters, returns, try_eval)]
 }
 
+/// The name of `deferred(x)`: `x`, but volatile, so the planner cannot fold it. A cast
+/// of a constant that fails is written over it (`plan::casts`): DataFusion would fail
+/// the whole statement while planning, where Trino fails only a row that reaches the
+/// cast, and never one inside `TRY`, a `CASE` branch not taken or a filtered-out row.
+pub const DEFERRED: &str = "__deferred";
+
+pub fn scalar_functions() -> Vec<datafusion::logical_expr::ScalarUDF> {
+    use datafusion::logical_expr::{Signature, Volatility};
+    let deferred = super::simple::function(
+        DEFERRED,
+        Signature::any(1, Volatility::Volatile),
+        |types| Ok(types[0].clone()),
+        |args| Ok(args[0].clone()),
+    );
+    vec![deferred]
+}
+
 fn parameters(fields: ArgFields) -> Result<Vec<Vec<FieldRef>>> {
     Ok(vec![value_fields(fields)])
 }

@@ -11,7 +11,7 @@ mod array;
 mod array_lambda;
 mod bitwise;
 pub mod bounded;
-mod conditional;
+pub mod conditional;
 mod conversion;
 mod datetime;
 mod fields;
@@ -68,6 +68,7 @@ fn scalar_functions() -> Vec<ScalarUDF> {
     [
         array::functions(),
         bitwise::functions(),
+        conditional::scalar_functions(),
         conversion::functions(),
         datetime::functions(),
         fields::functions(),

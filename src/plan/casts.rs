@@ -8,6 +8,10 @@
 //!   `CAST(JSON '[1, 2]' AS ARRAY(INTEGER))` reads the value.
 //! - A row to a row type of other field names: Trino casts rows by position (Arrow
 //!   by name), so `CAST(ROW(1, 'a') AS ROW(x BIGINT, y VARCHAR))` names the fields.
+//! - A floating point number or a decimal to an integer type rounds half away from zero, as
+//!   Trino does; Arrow would truncate.
+//! - A cast of a constant that cannot succeed is deferred to the rows that reach it
+//!   (`functions::conditional::DEFERRED`).
 
 use std::sync::{Arc, OnceLock};
 
@@ -19,8 +23,10 @@ use datafusion::error::Result;
 use datafusion::functions::core::expr_fn::{get_field, named_struct};
 use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{lit, when, Cast, Expr, ExprSchemable, LogicalPlan, ScalarUDF, TryCast};
+use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::optimizer::AnalyzerRule;
 
 use crate::functions::json::is_json;
@@ -82,26 +88,85 @@ fn row_cast(input: &Expr, target: &Field, schema: &DFSchema, try_cast: bool) -> 
     Ok(Some(when(input.clone().is_null(), null).otherwise(row)?))
 }
 
-fn rewrite(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+/// A cast of a floating point number or a decimal with a fraction to an integer type,
+/// of the number rounded half away from zero: Trino rounds (`CAST(874.6e0 AS bigint)`
+/// and `CAST(DECIMAL '874.6' AS bigint)` are 875), Arrow truncates.
+fn rounded_cast(input: &Expr, target: &Field, schema: &DFSchema, try_cast: bool) -> Result<Option<Expr>> {
+    let fraction = match input.get_type(schema)? {
+        t if t.is_floating() => true,
+        DataType::Decimal32(_, s) | DataType::Decimal64(_, s) | DataType::Decimal128(_, s) => s > 0,
+        DataType::Decimal256(_, s) => s > 0,
+        _ => false,
+    };
+    if !fraction || !target.data_type().is_integer() {
+        return Ok(None);
+    }
+    let rounded = Box::new(datafusion::functions::math::expr_fn::round(vec![input.clone()]));
+    Ok(Some(match try_cast {
+        true => Expr::TryCast(TryCast::new(rounded, target.data_type().clone())),
+        false => Expr::Cast(Cast::new(rounded, target.data_type().clone())),
+    }))
+}
+
+/// A cast of a constant that fails, over `deferred(constant)`; see
+/// `functions::conditional::DEFERRED`. The simplifier's own folding tells which fail.
+fn deferred_cast(cast: &Expr, input: &Expr, config: &ConfigOptions) -> Result<Option<Expr>> {
+    if !input.column_refs().is_empty() || input.is_volatile() {
+        return Ok(None);
+    }
+    let context = SimplifyContext::builder().with_config_options(Arc::new(config.clone())).build();
+    if ExprSimplifier::new(context).simplify(cast.clone()).is_ok() {
+        return Ok(None);
+    }
+    let deferred = Expr::ScalarFunction(ScalarFunction::new_udf(deferred_udf(), vec![input.clone()]));
+    let Expr::Cast(Cast { field, .. }) = cast else { return Ok(None) };
+    Ok(Some(Expr::Cast(Cast::new_from_field(Box::new(deferred), field.clone()))))
+}
+
+fn deferred_udf() -> Arc<ScalarUDF> {
+    static DEFERRED: OnceLock<Arc<ScalarUDF>> = OnceLock::new();
+    DEFERRED
+        .get_or_init(|| {
+            let all = crate::functions::conditional::scalar_functions();
+            let name = crate::functions::conditional::DEFERRED;
+            Arc::new(all.into_iter().find(|f| f.name() == name).expect("deferred is in the library"))
+        })
+        .clone()
+}
+
+fn rewrite(e: Expr, schema: &DFSchema, config: &ConfigOptions) -> Result<Transformed<Expr>> {
     let replacement = match &e {
         Expr::Cast(Cast { expr, field }) => match json_cast(expr, field, schema)? {
             Some(r) => Some(r),
-            None => row_cast(expr, field, schema, false)?,
+            None => match row_cast(expr, field, schema, false)? {
+                Some(r) => Some(r),
+                None => rounded_cast(expr, field, schema, false)?,
+            },
         },
         Expr::TryCast(TryCast { expr, field }) => match json_cast(expr, field, schema)? {
             Some(r) => Some(r),
-            None => row_cast(expr, field, schema, true)?,
+            None => match row_cast(expr, field, schema, true)? {
+                Some(r) => Some(r),
+                None => rounded_cast(expr, field, schema, true)?,
+            },
         },
         _ => None,
     };
-    Ok(match replacement {
-        Some(r) => Transformed::yes(r),
-        None => Transformed::no(e),
+    let changed = replacement.is_some();
+    let out = replacement.unwrap_or(e);
+    let deferred = match &out {
+        Expr::Cast(Cast { expr, .. }) => deferred_cast(&out, expr, config)?,
+        _ => None,
+    };
+    Ok(match (deferred, changed) {
+        (Some(d), _) => Transformed::yes(d),
+        (None, true) => Transformed::yes(out),
+        (None, false) => Transformed::no(out),
     })
 }
 
 impl AnalyzerRule for TrinoCasts {
-    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+    fn analyze(&self, plan: LogicalPlan, config: &ConfigOptions) -> Result<LogicalPlan> {
         plan.transform_up_with_subqueries(|plan| {
             let mut schema = merge_schema(&plan.inputs());
             if let LogicalPlan::TableScan(ts) = &plan {
@@ -110,7 +175,7 @@ impl AnalyzerRule for TrinoCasts {
             let names = NamePreserver::new(&plan);
             plan.map_expressions(|e| {
                 let name = names.save(&e);
-                let out = e.transform_up(|e| rewrite(e, &schema))?;
+                let out = e.transform_up(|e| rewrite(e, &schema, config))?;
                 Ok(out.update_data(|e| name.restore(e)))
             })
         })

@@ -17,12 +17,15 @@ pub mod dynamic_filter;
 pub mod dynamic_filter_exec;
 pub mod explain;
 pub mod fragmenter;
+pub mod grouping_sets;
 pub mod join_order;
 pub mod partition_subset;
 pub mod probe_join;
 pub mod probe_pacer;
 pub mod semi_join;
 pub mod semi_join_reduction;
+pub mod set_operations;
+pub mod subquery_marks;
 pub mod table_writer;
 
 /// A logical rewrite's result; the plan unchanged when rebuilding it failed, since an

@@ -7,7 +7,7 @@ fn parsed(sql: &str) -> String {
 
 #[test]
 fn digit_separators_are_part_of_the_number() {
-    assert_eq!(parsed("SELECT 1_000, 1_000.5"), "SELECT 1000, 1000.5");
+    assert_eq!(parsed("SELECT 1_000, 1_000.5"), "SELECT 1000 AS _col0, 1000.5 AS _col1");
 }
 
 #[test]
@@ -19,31 +19,34 @@ fn values_rows_need_no_parentheses() {
         "SELECT * FROM (VALUES ('a'), ('b' || 'c')) AS t (x) ORDER BY x"
     );
     assert_eq!(parsed("VALUES (1) + 2, 3 LIMIT 1"), "VALUES ((1) + 2), (3) LIMIT 1");
-    assert_eq!(parsed("SELECT 1 IN (VALUES 1, 2)"), "SELECT 1 IN (VALUES (1), (2))");
+    assert_eq!(parsed("SELECT 1 IN (VALUES 1, 2)"), "SELECT 1 IN (VALUES (1), (2)) AS _col0");
     // DataFusion's table factor: the alias ends the list.
     assert_eq!(parsed("SELECT * FROM VALUES (1, 2), (3, 4) t(a, b)"), "SELECT * FROM (VALUES (1, 2), (3, 4)) t (a, b)");
 }
 
 #[test]
 fn trino_type_syntax_reads_as_the_generic_dialects() {
-    assert_eq!(parsed("SELECT CAST(x AS ARRAY(INTEGER))"), "SELECT CAST(x AS ARRAY<INTEGER>)");
+    assert_eq!(parsed("SELECT CAST(x AS ARRAY(INTEGER))"), "SELECT CAST(x AS ARRAY<INTEGER>) AS _col0");
     assert_eq!(
         parsed("SELECT CAST(ROW(1, 'a') AS ROW(a INTEGER, b ARRAY(DECIMAL(10, 2))))"),
-        "SELECT CAST(ROW(1, 'a') AS STRUCT<a INTEGER, b ARRAY<DECIMAL(10,2)>>)"
+        "SELECT CAST(ROW(1, 'a') AS STRUCT<a INTEGER, b ARRAY<DECIMAL(10,2)>>) AS _col0"
     );
-    assert_eq!(parsed("SELECT TRY_CAST(x AS MAP(VARCHAR, INTEGER))"), "SELECT TRY_CAST(x AS Map(VARCHAR, INTEGER))");
+    assert_eq!(
+        parsed("SELECT TRY_CAST(x AS MAP(VARCHAR, INTEGER))"),
+        "SELECT TRY_CAST(x AS Map(VARCHAR, INTEGER)) AS _col0"
+    );
 }
 
 #[test]
 fn lambdas_are_lambdas() {
-    assert_eq!(parsed("SELECT transform(a, x -> x + 1)"), "SELECT transform(a, x -> x + 1)");
-    assert_eq!(parsed("SELECT zip_with(a, b, (x, y) -> x * y)"), "SELECT zip_with(a, b, (x, y) -> x * y)");
+    assert_eq!(parsed("SELECT transform(a, x -> x + 1)"), "SELECT transform(a, x -> x + 1) AS _col0");
+    assert_eq!(parsed("SELECT zip_with(a, b, (x, y) -> x * y)"), "SELECT zip_with(a, b, (x, y) -> x * y) AS _col0");
 }
 
 #[test]
 fn if_is_a_case() {
-    assert_eq!(parsed("SELECT IF(a > 0, 1 / a)"), "SELECT CASE WHEN a > 0 THEN 1 / a END");
-    assert_eq!(parsed("SELECT if(a, 'y', 'n')"), "SELECT CASE WHEN a THEN 'y' ELSE 'n' END");
+    assert_eq!(parsed("SELECT IF(a > 0, 1 / a)"), "SELECT CASE WHEN a > 0 THEN 1 / a END AS _col0");
+    assert_eq!(parsed("SELECT if(a, 'y', 'n')"), "SELECT CASE WHEN a THEN 'y' ELSE 'n' END AS _col0");
     assert!(parse("SELECT IF(a)", 64).is_err());
 }
 
@@ -51,34 +54,87 @@ fn if_is_a_case() {
 fn timestamp_literals_keep_their_zone_and_get_seconds() {
     assert_eq!(
         parsed("SELECT TIMESTAMP '2020-06-10 15:55:23 UTC'"),
-        r#"SELECT arrow_cast('2020-06-10 15:55:23', 'Timestamp(ms, "UTC")')"#
+        r#"SELECT arrow_cast('2020-06-10 15:55:23', 'Timestamp(ms, "UTC")') AS _col0"#
     );
     assert_eq!(
         parsed("SELECT TIMESTAMP '2001-08-22 03:04:05.321456+01:00'"),
-        r#"SELECT arrow_cast('2001-08-22 03:04:05.321456', 'Timestamp(µs, "+01:00")')"#
+        r#"SELECT arrow_cast('2001-08-22 03:04:05.321456', 'Timestamp(µs, "+01:00")') AS _col0"#
     );
-    assert_eq!(parsed("SELECT TIMESTAMP '2020-06-10 15:55'"), "SELECT TIMESTAMP '2020-06-10 15:55:00'");
-    assert_eq!(parsed("SELECT TIMESTAMP '2020-06-10 15:55:23'"), "SELECT TIMESTAMP '2020-06-10 15:55:23'");
+    assert_eq!(parsed("SELECT TIMESTAMP '2020-06-10 15:55'"), "SELECT TIMESTAMP '2020-06-10 15:55:00' AS _col0");
+    assert_eq!(parsed("SELECT TIMESTAMP '2020-06-10 15:55:23'"), "SELECT TIMESTAMP '2020-06-10 15:55:23' AS _col0");
     // Forms that are not Trino's stay DataFusion's.
-    assert_eq!(parsed("SELECT TIMESTAMP '2020-06-10T15:55:23+00:00'"), "SELECT TIMESTAMP '2020-06-10T15:55:23+00:00'");
-    assert_eq!(parsed("SELECT TIMESTAMPTZ '2020-06-10 15:55:23+07'"), "SELECT TIMESTAMPTZ '2020-06-10 15:55:23+07'");
+    assert_eq!(
+        parsed("SELECT TIMESTAMP '2020-06-10T15:55:23+00:00'"),
+        "SELECT TIMESTAMP '2020-06-10T15:55:23+00:00' AS _col0"
+    );
+    assert_eq!(
+        parsed("SELECT TIMESTAMPTZ '2020-06-10 15:55:23+07'"),
+        "SELECT TIMESTAMPTZ '2020-06-10 15:55:23+07' AS _col0"
+    );
     let e = parse("SELECT TIMESTAMP '2020-06-10 15:55:23 Mars/Olympus'", 64).unwrap_err();
     assert!(e.to_string().contains("Time zone not supported: Mars/Olympus"), "{e}");
 }
 
 #[test]
 fn decimal_literals_have_their_digits_precision() {
-    assert_eq!(parsed("SELECT DECIMAL '12345'"), "SELECT CAST('12345' AS DECIMAL(5,0))");
+    assert_eq!(parsed("SELECT DECIMAL '12345'"), "SELECT CAST('12345' AS DECIMAL(5,0)) AS _col0");
     // Every digit written counts (Trino's `DECIMAL '0000012345.1234500000'` is decimal(20,10)).
-    assert_eq!(parsed("SELECT DECIMAL '-0.50'"), "SELECT CAST('-0.50' AS DECIMAL(3,2))");
-    assert_eq!(parsed("SELECT DECIMAL '0'"), "SELECT CAST('0' AS DECIMAL(1,0))");
+    assert_eq!(parsed("SELECT DECIMAL '-0.50'"), "SELECT CAST('-0.50' AS DECIMAL(3,2)) AS _col0");
+    assert_eq!(parsed("SELECT DECIMAL '0'"), "SELECT CAST('0' AS DECIMAL(1,0)) AS _col0");
     assert!(parse("SELECT DECIMAL 'x1'", 64).is_err());
 }
 
 #[test]
 fn date_add_with_literals_adds_an_interval() {
-    assert_eq!(parsed("SELECT date_add('day', -1, d)"), "SELECT (d) + INTERVAL '-1 day'");
-    assert_eq!(parsed("SELECT date_add('quarter', 2, d)"), "SELECT (d) + INTERVAL '6 month'");
-    assert_eq!(parsed("SELECT date_add('day', n, d)"), "SELECT date_add('day', n, d)");
+    assert_eq!(parsed("SELECT date_add('day', -1, d)"), "SELECT (d) + INTERVAL '-1 day' AS _col0");
+    assert_eq!(parsed("SELECT date_add('quarter', 2, d)"), "SELECT (d) + INTERVAL '6 month' AS _col0");
+    assert_eq!(parsed("SELECT date_add('day', n, d)"), "SELECT date_add('day', n, d) AS _col0");
     assert!(parse("SELECT date_add('fortnight', 1, d)", 64).is_err());
+}
+
+#[test]
+fn unnamed_items_get_trinos_names() {
+    assert_eq!(parsed("SELECT a, a + 1, b AS c, t.d, (e)"), "SELECT a, a + 1 AS _col1, b AS c, t.d, (e)");
+    // An ORDER BY of an item's expression names the item.
+    assert_eq!(
+        parsed("SELECT DISTINCT a + 1 FROM t ORDER BY a + 1 DESC"),
+        "SELECT DISTINCT a + 1 AS _col0 FROM t ORDER BY _col0 DESC"
+    );
+    assert_eq!(
+        parsed("SELECT x FROM t UNION SELECT count(*) FROM u"),
+        "SELECT x FROM t UNION SELECT count(*) AS _col0 FROM u"
+    );
+}
+
+#[test]
+fn table_is_select_star() {
+    assert_eq!(parsed("TABLE t"), "SELECT * FROM t");
+    assert_eq!(
+        parsed("SELECT * FROM (TABLE t) UNION ALL TABLE u"),
+        "SELECT * FROM (SELECT * FROM t) UNION ALL SELECT * FROM u"
+    );
+    assert_eq!(parsed("SELECT * FROM t WHERE t.table = 1"), "SELECT * FROM t WHERE t.table = 1");
+}
+
+#[test]
+fn values_of_rows_are_the_rows() {
+    assert_eq!(parsed("VALUES ROW(1, 2), ROW(3, 4)"), "VALUES (1, 2), (3, 4)");
+    // A row inside a row stays one.
+    assert_eq!(parsed("VALUES (1, ROW(2, 3))"), "VALUES (1, ROW(2, 3))");
+}
+
+#[test]
+fn named_windows_are_written_into_their_calls() {
+    assert_eq!(
+        parsed("SELECT rank() OVER (w ORDER BY b) FROM t WINDOW w AS (PARTITION BY a)"),
+        "SELECT rank() OVER (PARTITION BY a ORDER BY b) AS _col0 FROM t"
+    );
+    assert_eq!(
+        parsed(
+            "SELECT sum(b) OVER w2 FROM t WINDOW w1 AS (PARTITION BY a), w2 AS (w1 ORDER BY b) ORDER BY rank() OVER w1"
+        ),
+        "SELECT sum(b) OVER (PARTITION BY a ORDER BY b) AS _col0 FROM t ORDER BY rank() OVER (PARTITION BY a)"
+    );
+    assert!(parse("SELECT rank() OVER (w PARTITION BY b) FROM t WINDOW w AS (PARTITION BY a)", 64).is_err());
+    assert!(parse("SELECT rank() OVER (v ORDER BY b) FROM t", 64).is_err());
 }

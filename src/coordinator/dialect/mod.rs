@@ -15,6 +15,8 @@
 
 mod calls;
 mod json_clauses;
+mod named_windows;
+mod output_names;
 mod rewrite;
 mod tokens;
 mod using_joins;
@@ -157,7 +159,21 @@ pub fn parse_in(sql: &str, recursion_limit: usize, time_zone: &str) -> Result<St
     })?;
     rewrite::statement(&mut statement, time_zone)?;
     qualify_using_columns(&mut statement);
+    rewrite_select_lists(&mut statement)?;
     Ok(statement)
+}
+
+/// `output_names` and `named_windows` over the statement, and the one an `EXPLAIN`
+/// explains.
+fn rewrite_select_lists(statement: &mut Statement) -> Result<()> {
+    match statement {
+        Statement::Statement(s) => {
+            output_names::name(s.as_mut());
+            named_windows::resolve(s.as_mut())
+        }
+        Statement::Explain(e) => rewrite_select_lists(e.statement.as_mut()),
+        _ => Ok(()),
+    }
 }
 
 /// `using_joins` over the statement, and the one an `EXPLAIN` explains.

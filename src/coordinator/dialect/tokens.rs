@@ -1,5 +1,6 @@
 //! Rewrites of the token stream for Trino spellings sqlparser cannot be configured to
-//! read: the rows of `VALUES 1, 2` (Trino's rows need no parentheses) and Trino's type
+//! read: `TABLE t`, the rows of `VALUES 1, 2` (Trino's rows need no parentheses) and of
+//! `VALUES ROW(1, 2)`, and Trino's type
 //! syntax in casts, `ARRAY(T)` and `ROW(a T, ...)`, which become the `ARRAY<T>` and
 //! `STRUCT<a T, ...>` the generic dialect reads, and `TRIM(LEADING FROM x)` (spaces).
 //! Tokens keep their source spans; the ones added here have none.
@@ -9,7 +10,44 @@ use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Word};
 
 /// The token stream with every rewrite applied.
 pub fn rewrite(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
-    trim_spaces(type_syntax(values_rows(tokens)))
+    trim_spaces(type_syntax(values_rows(table_queries(tokens))))
+}
+
+/// `TABLE t` -> `SELECT * FROM t`, where a query may start: at the statement's start,
+/// after `(` and after a set operation (`UNION [ALL | DISTINCT]`, ...). sqlparser reads
+/// Trino's short query only inside some queries, and DataFusion plans none.
+fn table_queries(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let starts_query = |previous: Option<&Token>| match previous {
+        None | Some(Token::LParen) => true,
+        Some(t) => [Keyword::UNION, Keyword::EXCEPT, Keyword::INTERSECT, Keyword::ALL, Keyword::DISTINCT]
+            .iter()
+            .any(|k| is_keyword(t, *k)),
+    };
+    let mut previous: Option<Token> = None;
+    let mut at = Vec::new();
+    for (i, t) in tokens.iter().enumerate() {
+        if matches!(t.token, Token::Whitespace(_)) {
+            continue;
+        }
+        if is_keyword(&t.token, Keyword::TABLE) && starts_query(previous.as_ref()) {
+            at.push(i);
+        }
+        previous = Some(t.token.clone());
+    }
+    if at.is_empty() {
+        return tokens;
+    }
+    let space = || TokenWithSpan::wrap(Token::Whitespace(datafusion::sql::sqlparser::tokenizer::Whitespace::Space));
+    let word = |k: &str| TokenWithSpan::wrap(Token::make_keyword(k));
+    let mut out = Vec::with_capacity(tokens.len() + 4 * at.len());
+    for (i, t) in tokens.into_iter().enumerate() {
+        if at.contains(&i) {
+            out.extend([word("SELECT"), space(), TokenWithSpan::wrap(Token::Mul), space(), word("FROM")]);
+        } else {
+            out.push(t);
+        }
+    }
+    out
 }
 
 /// `TRIM(LEADING FROM x)` -> `TRIM(LEADING ' ' FROM x)`: Trino's trim of spaces names
@@ -41,6 +79,11 @@ fn trim_spaces(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
         out.push(t);
     }
     out
+}
+
+/// Whether `t` is the unquoted word `name` (in any case), keyword or not.
+fn is_word(t: &Token, name: &str) -> bool {
+    matches!(t, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(name))
 }
 
 fn is_keyword(t: &Token, k: Keyword) -> bool {
@@ -120,6 +163,7 @@ fn is_parenthesised(tokens: &[TokenWithSpan], from: usize, end: usize) -> bool {
 fn values_rows(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
     let mut open_before = Vec::new();
     let mut close_before = Vec::new();
+    let mut drop = Vec::new();
     for i in 0..tokens.len() {
         if !is_keyword(&tokens[i].token, Keyword::VALUES) {
             continue;
@@ -130,7 +174,11 @@ fn values_rows(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
                 break;
             }
             let (end, more) = element_end(&tokens, from);
-            if end > from && !is_parenthesised(&tokens, from, end) {
+            // `VALUES ROW(1, 2)` is the row (1, 2), not one column of a row type.
+            let row_open = significant(&tokens, from + 1).filter(|_| is_word(&tokens[from].token, "row"));
+            if let Some(open) = row_open.filter(|&o| o < end && is_parenthesised(&tokens, o, end)) {
+                drop.extend(from..open);
+            } else if end > from && !is_parenthesised(&tokens, from, end) {
                 open_before.push(from);
                 // Before any whitespace ahead of the end, so `1 ORDER` stays apart.
                 let last = (from..end).rev().find(|&k| !matches!(tokens[k].token, Token::Whitespace(_)));
@@ -139,7 +187,7 @@ fn values_rows(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
             next = if more { significant(&tokens, end + 1) } else { None };
         }
     }
-    if open_before.is_empty() {
+    if open_before.is_empty() && drop.is_empty() {
         return tokens;
     }
     let len = tokens.len();
@@ -147,7 +195,9 @@ fn values_rows(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
     for (i, t) in tokens.into_iter().enumerate() {
         out.extend(close_before.iter().filter(|&&c| c == i).map(|_| TokenWithSpan::wrap(Token::RParen)));
         out.extend(open_before.iter().filter(|&&o| o == i).map(|_| TokenWithSpan::wrap(Token::LParen)));
-        out.push(t);
+        if !drop.contains(&i) {
+            out.push(t);
+        }
     }
     out.extend(close_before.iter().filter(|&&c| c >= len).map(|_| TokenWithSpan::wrap(Token::RParen)));
     out
