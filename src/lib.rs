@@ -26,8 +26,10 @@ pub mod client;
 pub mod error_code;
 pub mod format;
 
-// Tools: benchmarks, the data generator, and the schedulers' simulator.
+// Tools: benchmarks, the data generator, the differential tester, and the
+// schedulers' simulator.
 pub mod bench;
+pub mod difftest;
 pub mod generate;
 pub mod sim;
 

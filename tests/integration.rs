@@ -8,6 +8,7 @@ mod integration {
     #[cfg(feature = "delta-lake")]
     pub mod delta_lake;
     pub mod deployment;
+    pub mod differential;
     pub mod dynamic_filters;
     pub mod failure_matrix;
     pub mod failures;
@@ -32,6 +33,7 @@ mod integration {
     pub mod tpcds;
     pub mod tpch;
     pub mod trino_functions;
+    pub mod trino_sql;
     pub mod web_ui;
     pub mod writes;
 }

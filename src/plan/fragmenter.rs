@@ -277,6 +277,11 @@ fn fragment_with(plan: Arc<dyn ExecutionPlan>, connectors: &Connectors, cut: boo
         plan: root,
     });
     let mut fragments: Vec<Fragment> = f.fragments.into_iter().map(|x| x.expect("every fragment filled")).collect();
+    if cut {
+        for fr in &mut fragments {
+            fr.plan = sorted_where_required(fr.plan.clone())?;
+        }
+    }
     // Link inputs and consumers from the remote sources each fragment reads.
     let mut graph = DiGraph::new();
     let nodes: Vec<_> = fragments.iter().map(|fr| graph.add_node(fr.id)).collect();
@@ -295,6 +300,26 @@ fn fragment_with(plan: Arc<dyn ExecutionPlan>, connectors: &Connectors, cut: boo
         }
     }
     Ok(FragmentedPlan { fragments, graph })
+}
+
+/// `plan` with a sort wherever a window needs an order its input no longer has. A
+/// remote source does not carry what DataFusion knew of the rows above the cut (an
+/// order, a column made constant by a filter), so a window in sorted mode above one
+/// would fail ("Expects PARTITION BY expression to be ordered"); DataFusion's own rule
+/// adds the sorts back. Only fragments with a window: elsewhere the sorts it would add
+/// above a passthrough source (whose partitions arrive sorted, which the source does
+/// not declare) would sort again what is sorted.
+fn sorted_where_required(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+    use datafusion::common::tree_node::TreeNode;
+    use datafusion::physical_optimizer::enforce_sorting::{ensure_sorting, PlanWithCorrespondingSort};
+    let windowed = plan.exists(|n| {
+        let any = n.as_ref() as &dyn std::any::Any;
+        Ok(any.is::<BoundedWindowAggExec>() || any.is::<WindowAggExec>())
+    })?;
+    if !windowed {
+        return Ok(plan);
+    }
+    Ok(PlanWithCorrespondingSort::new_default(plan).transform_up(ensure_sorting)?.data.plan)
 }
 
 impl Fragmenter<'_> {

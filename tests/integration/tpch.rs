@@ -65,6 +65,8 @@ async fn tpch_on_three_workers_matches_datafusion() {
     super::dynamic_filters::check(&cluster).await;
     super::shapes::check(&cluster).await;
     super::trino_functions::check(&cluster).await;
+    super::trino_sql::check(&cluster).await;
+    super::differential::check(&cluster).await;
     cluster.assert_no_tasks_left().await;
 }
 

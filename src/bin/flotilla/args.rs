@@ -35,6 +35,21 @@ pub enum Command {
     },
     /// Run the schedulers under the deterministic simulator, seed after seed.
     Sim(SimArgs),
+    /// Run generated queries on a local cluster and compare each with an oracle
+    /// (single-node DataFusion, counted multisets, ternary logic partitioning).
+    Difftest(DifftestArgs),
+}
+
+#[derive(Args)]
+pub struct DifftestArgs {
+    /// The first query's seed; query i has seed + i.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// How many queries.
+    #[arg(long, default_value_t = 1000)]
+    pub queries: usize,
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
 }
 
 #[derive(Args)]

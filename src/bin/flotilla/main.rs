@@ -9,7 +9,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use args::{
-    BenchSuite, Cli, Command, CoordinatorArgs, LocalArgs, QueryArgs, SimArgs, SqlArgs, TpchGenArgs, WorkerArgs,
+    BenchSuite, Cli, Command, CoordinatorArgs, DifftestArgs, LocalArgs, QueryArgs, SimArgs, SqlArgs, TpchGenArgs,
+    WorkerArgs,
 };
 use clap::Parser;
 use flotilla::client::{ClientError, StatementClient};
@@ -58,6 +59,31 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::TpchGen(args) => generate(args).await,
         Command::Bench { suite } => bench(suite).await,
         Command::Sim(args) => sim(args).await,
+        Command::Difftest(args) => difftest(args).await,
+    }
+}
+
+/// Generated queries on a local cluster of stages forced; a mismatch fails the command.
+async fn difftest(args: DifftestArgs) -> Result<(), String> {
+    let cluster = LocalCluster::start(args.workers.max(1), LocalOptions::default()).await?;
+    let client = StatementClient::new(cluster.url()).with_session("single_task_max_rows", "0");
+    let report = flotilla::difftest::run(client, args.seed, args.queries).await;
+    cluster.shutdown().await;
+    let report = report?;
+    for m in &report.mismatches {
+        println!("{m}");
+    }
+    println!(
+        "{} queries, {} checks, {} refused by both sides, {} beyond DataFusion (TLP only), {} mismatches",
+        report.queries,
+        report.checks,
+        report.refused,
+        report.beyond_oracle,
+        report.mismatches.len()
+    );
+    match report.mismatches.is_empty() {
+        true => Ok(()),
+        false => Err(format!("{} mismatches", report.mismatches.len())),
     }
 }
 
