@@ -207,7 +207,9 @@ async fn queries_beyond_the_slots_wait_queued_and_a_full_queue_refuses() {
         let active = now.iter().filter(|s| !matches!(s.as_str(), "QUEUED" | "FINISHED" | "FAILED")).count();
         most_active = most_active.max(active);
         if !refused && now.iter().filter(|s| *s == "QUEUED").count() == 8 {
-            match client.execute("SELECT 1").await {
+            // A client of its own: clones share the slot `cancel_current` reads, so a
+            // clone's failed query would cancel whichever of the ten the slot held.
+            match c.client("sf1").execute("SELECT 1").await {
                 Err(ClientError::Query(flotilla::client::QueryError { error_name, message, .. })) => {
                     assert_eq!(error_name, "QUERY_QUEUE_FULL", "{message}");
                     refused = true;
