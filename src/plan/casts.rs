@@ -110,12 +110,11 @@ fn rounded_cast(input: &Expr, target: &Field, schema: &DFSchema, try_cast: bool)
 
 /// A cast of a constant that fails, over `deferred(constant)`; see
 /// `functions::conditional::DEFERRED`. The simplifier's own folding tells which fail.
-fn deferred_cast(cast: &Expr, input: &Expr, config: &ConfigOptions) -> Result<Option<Expr>> {
+fn deferred_cast(cast: &Expr, input: &Expr, simplifier: &ExprSimplifier) -> Result<Option<Expr>> {
     if !input.column_refs().is_empty() || input.is_volatile() {
         return Ok(None);
     }
-    let context = SimplifyContext::builder().with_config_options(Arc::new(config.clone())).build();
-    if ExprSimplifier::new(context).simplify(cast.clone()).is_ok() {
+    if simplifier.simplify(cast.clone()).is_ok() {
         return Ok(None);
     }
     let deferred = Expr::ScalarFunction(ScalarFunction::new_udf(deferred_udf(), vec![input.clone()]));
@@ -134,28 +133,27 @@ fn deferred_udf() -> Arc<ScalarUDF> {
         .clone()
 }
 
-fn rewrite(e: Expr, schema: &DFSchema, config: &ConfigOptions) -> Result<Transformed<Expr>> {
+/// The first of Trino's casts that applies to a cast of `input` to `target`.
+fn trino_cast(input: &Expr, target: &Field, schema: &DFSchema, try_cast: bool) -> Result<Option<Expr>> {
+    if let Some(r) = json_cast(input, target, schema)? {
+        return Ok(Some(r));
+    }
+    if let Some(r) = row_cast(input, target, schema, try_cast)? {
+        return Ok(Some(r));
+    }
+    rounded_cast(input, target, schema, try_cast)
+}
+
+fn rewrite(e: Expr, schema: &DFSchema, simplifier: &ExprSimplifier) -> Result<Transformed<Expr>> {
     let replacement = match &e {
-        Expr::Cast(Cast { expr, field }) => match json_cast(expr, field, schema)? {
-            Some(r) => Some(r),
-            None => match row_cast(expr, field, schema, false)? {
-                Some(r) => Some(r),
-                None => rounded_cast(expr, field, schema, false)?,
-            },
-        },
-        Expr::TryCast(TryCast { expr, field }) => match json_cast(expr, field, schema)? {
-            Some(r) => Some(r),
-            None => match row_cast(expr, field, schema, true)? {
-                Some(r) => Some(r),
-                None => rounded_cast(expr, field, schema, true)?,
-            },
-        },
+        Expr::Cast(Cast { expr, field }) => trino_cast(expr, field, schema, false)?,
+        Expr::TryCast(TryCast { expr, field }) => trino_cast(expr, field, schema, true)?,
         _ => None,
     };
     let changed = replacement.is_some();
     let out = replacement.unwrap_or(e);
     let deferred = match &out {
-        Expr::Cast(Cast { expr, .. }) => deferred_cast(&out, expr, config)?,
+        Expr::Cast(Cast { expr, .. }) => deferred_cast(&out, expr, simplifier)?,
         _ => None,
     };
     Ok(match (deferred, changed) {
@@ -167,6 +165,9 @@ fn rewrite(e: Expr, schema: &DFSchema, config: &ConfigOptions) -> Result<Transfo
 
 impl AnalyzerRule for TrinoCasts {
     fn analyze(&self, plan: LogicalPlan, config: &ConfigOptions) -> Result<LogicalPlan> {
+        // One simplifier for the statement: it tells which constant casts fail.
+        let context = SimplifyContext::builder().with_config_options(Arc::new(config.clone())).build();
+        let simplifier = ExprSimplifier::new(context);
         plan.transform_up_with_subqueries(|plan| {
             let mut schema = merge_schema(&plan.inputs());
             if let LogicalPlan::TableScan(ts) = &plan {
@@ -175,7 +176,7 @@ impl AnalyzerRule for TrinoCasts {
             let names = NamePreserver::new(&plan);
             plan.map_expressions(|e| {
                 let name = names.save(&e);
-                let out = e.transform_up(|e| rewrite(e, &schema, config))?;
+                let out = e.transform_up(|e| rewrite(e, &schema, &simplifier))?;
                 Ok(out.update_data(|e| name.restore(e)))
             })
         })

@@ -87,44 +87,39 @@ fn rewrite(plan: LogicalPlan, aliases: &Arc<AliasGenerator>) -> Result<Transform
     }
     let input = plan.inputs()[0].clone();
     let mut marked = Marked { input, aliases: aliases.clone(), changed: false };
-    if let LogicalPlan::Filter(filter) = &plan {
+    let exprs = match &plan {
         // DataFusion's mark join is true or false only: an `IN` inside an expression
-        // (`(x IN (...)) IS NULL`, `NOT (a OR x IN (...))`) would lose its NULLs.
-        let conjuncts = split_conjunction_owned(filter.predicate.clone());
-        if !conjuncts.iter().any(|c| !top_level_predicate(c) && has_in_subquery(c)) {
-            return Ok(Transformed::no(plan));
-        }
-        let mut kept = Vec::with_capacity(conjuncts.len());
-        for c in conjuncts {
-            match !top_level_predicate(&c) && has_in_subquery(&c) {
-                true => kept.push(c.transform(|e| marked.replace(e))?.data),
-                false => kept.push(c),
+        // (`(x IN (...)) IS NULL`, `NOT (a OR x IN (...))`) would lose its NULLs. The
+        // conjuncts DataFusion decorrelates right stay as they are.
+        LogicalPlan::Filter(filter) if has_in_subquery(&filter.predicate) => {
+            let mut kept = Vec::new();
+            for c in split_conjunction_owned(filter.predicate.clone()) {
+                match !top_level_predicate(&c) && has_in_subquery(&c) {
+                    true => kept.push(c.transform(|e| marked.replace(e))?.data),
+                    false => kept.push(c),
+                }
             }
+            vec![conjunction(kept).unwrap_or_else(|| lit(true))]
         }
-        if !marked.changed {
-            return Ok(Transformed::no(plan));
+        LogicalPlan::Filter(_) => return Ok(Transformed::no(plan)),
+        _ if !plan.expressions().iter().any(has_predicate_subquery) => return Ok(Transformed::no(plan)),
+        _ => {
+            // Names kept: the nodes above read an aggregate's result by its name.
+            let names = NamePreserver::new(&plan);
+            plan.expressions()
+                .into_iter()
+                .map(|e| {
+                    let name = names.save(&e);
+                    e.transform(|e| marked.replace(e)).map(|t| name.restore(t.data))
+                })
+                .collect::<Result<Vec<_>>>()?
         }
-        let columns = plan.schema().columns();
-        let predicate = conjunction(kept).unwrap_or_else(|| lit(true));
-        let filtered = LogicalPlanBuilder::from(marked.input).filter(predicate)?;
-        return Ok(Transformed::yes(filtered.project(columns.into_iter().map(Expr::Column))?.build()?));
-    }
-    if !plan.expressions().iter().any(has_predicate_subquery) {
-        return Ok(Transformed::no(plan));
-    }
-    // Names kept: the nodes above read an aggregate's result by its name.
-    let names = NamePreserver::new(&plan);
-    let exprs = plan
-        .expressions()
-        .into_iter()
-        .map(|e| {
-            let name = names.save(&e);
-            e.transform(|e| marked.replace(e)).map(|t| name.restore(t.data))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    };
     if !marked.changed {
         return Ok(Transformed::no(plan));
     }
+    // The node keeps its output columns: one passing its input's through (a filter,
+    // a sort, a window) would show the marks too.
     let columns = plan.schema().columns();
     let mut new = plan.with_new_exprs(exprs, vec![marked.input])?;
     if new.schema().fields().len() != columns.len() {
