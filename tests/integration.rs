@@ -32,6 +32,7 @@ mod integration {
     pub mod sqllogictest;
     pub mod tpcds;
     pub mod tpch;
+    pub mod trino_docs;
     pub mod trino_functions;
     pub mod trino_sql;
     pub mod web_ui;

@@ -170,9 +170,17 @@ pub fn session_context(
     ctx.add_analyzer_rule(Arc::new(crate::plan::casts::TrinoCasts));
     // `EXCEPT ALL` and `INTERSECT ALL` count copies (`plan::set_operations`).
     ctx.add_analyzer_rule(Arc::new(crate::plan::set_operations::CountedSetOperations));
+    // A scalar subquery of any shape, with Trino's `SUBQUERY_MULTIPLE_ROWS`
+    // (`plan::scalar_subqueries`).
+    ctx.add_analyzer_rule(Arc::new(crate::plan::scalar_subqueries::ScalarSubqueries));
+    // Subqueries correlated on any predicate, through their outer values' domain
+    // (`plan::correlated_domains`); before the marks, which then take them too.
+    ctx.add_analyzer_rule(Arc::new(crate::plan::correlated_domains::CorrelatedDomains));
     // `EXISTS` and `IN (subquery)` outside filters, and `IN` inside a filter's
     // expressions, as mark joins with SQL's NULLs (`plan::subquery_marks`).
     ctx.add_analyzer_rule(Arc::new(crate::plan::subquery_marks::SubqueryMarks));
+    // `min` and `max` of floats skip NaN (`plan::nan_extremes`).
+    ctx.add_analyzer_rule(Arc::new(crate::plan::nan_extremes::NanSkippingExtremes));
     if props.early_filter_rewrites {
         ctx.add_optimizer_rule(Arc::new(JoinFilteredScanEarly));
         ctx.add_optimizer_rule(Arc::new(PushDownSemiJoin));

@@ -332,19 +332,16 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
     if matches!(logical, LogicalPlan::Ddl(_)) {
         super::ddl::rebind_views(connectors).await;
     }
-    let unbounded = has_unbounded_scalar_subquery(&logical);
-    let planned = match (unbounded, df) {
-        (true, _) => None,
-        (false, Some(df)) => Some(df.create_physical_plan().await),
-        (false, None) => Some(state.create_physical_plan(&logical).await),
+    // An uncorrelated scalar subquery is a join like any other input: it answers one
+    // row, checked (`plan::scalar_subqueries`).
+    let planned = match df {
+        Some(df) => df.create_physical_plan().await,
+        None => state.create_physical_plan(&logical).await,
     };
     let (physical, in_one_task) = match planned {
-        None => (with_scalar_subqueries(ctx, &logical).await?, true),
-        Some(planned) => match planned {
-            Ok(physical) => (physical, false),
-            Err(e) if needs_scalar_subquery_exec(&e) => (with_scalar_subqueries(ctx, &logical).await?, true),
-            Err(e) => return Err(planning_error(&e)),
-        },
+        Ok(physical) => (physical, false),
+        Err(e) if needs_scalar_subquery_exec(&e) => (with_scalar_subqueries(ctx, &logical).await?, true),
+        Err(e) => return Err(planning_error(&e)),
     };
     let physical_done = started.elapsed();
     let fragments = match reads_tables(&physical, connectors) {
@@ -545,30 +542,6 @@ pub fn accesses(logical: &LogicalPlan, connectors: &Connectors, catalog: &str, s
 /// physical subqueries off).
 fn needs_scalar_subquery_exec(e: &datafusion::error::DataFusionError) -> bool {
     matches!(e.find_root(), datafusion::error::DataFusionError::NotImplemented(m) if m.contains("ScalarSubquery"))
-}
-
-/// Whether the plan has an uncorrelated scalar subquery that may return more than one
-/// row. As a join (how a cut plan runs it) such a subquery would repeat the outer
-/// rows; DataFusion's `ScalarSubqueryExec` fails the query instead, as Trino does.
-/// An aggregate without GROUP BY or a LIMIT 1 returns one row at most and stays a join.
-fn has_unbounded_scalar_subquery(plan: &LogicalPlan) -> bool {
-    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
-    use datafusion::logical_expr::Expr;
-    let mut found = false;
-    let _ = plan.apply_with_subqueries(|node| {
-        node.apply_expressions(|e| {
-            e.apply(|e| {
-                if let Expr::ScalarSubquery(sq) = e {
-                    if sq.outer_ref_columns.is_empty() && sq.subquery.max_rows().is_none_or(|rows| rows > 1) {
-                        found = true;
-                        return Ok(TreeNodeRecursion::Stop);
-                    }
-                }
-                Ok(TreeNodeRecursion::Continue)
-            })
-        })
-    });
-    found
 }
 
 /// The plan with DataFusion's physical scalar subqueries (`ScalarSubqueryExec`):

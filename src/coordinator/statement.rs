@@ -531,7 +531,10 @@ fn results_document(q: &Arc<QueryExecution>, base: &str, token: u64, exhausted: 
         schema
             .fields()
             .iter()
-            .map(|f| json!({"name": f.name(), "type": field_type(f), "typeSignature": field_signature(f)}))
+            .map(|f| {
+                let name = super::dialect::output_names::client_name(f.name());
+                json!({"name": name, "type": field_type(f), "typeSignature": field_signature(f)})
+            })
             .collect::<Vec<_>>()
     });
     if let Some(cols) = &columns {

@@ -40,6 +40,10 @@ pub enum Query {
         ours: Select,
         plain: Select,
     },
+    /// A query DataFusion, the oracle, is known to answer wrongly: an `IN (subquery)`
+    /// under `OR` or `NOT`, which its mark join makes true or false, never NULL
+    /// (`plan::subquery_marks`). Checked by its TLP partitions only.
+    Blind(Box<Query>),
 }
 
 impl Select {
@@ -81,6 +85,16 @@ impl Query {
             Query::Select(s) => s.sql(),
             Query::SetOperation { op, left, right } => format!("{} {op} {}", left.sql(), right.sql()),
             Query::Rewritten { ours, .. } => ours.sql(),
+            Query::Blind(q) => q.sql(),
+        }
+    }
+
+    /// The select block whose TLP partitions are checked, if the query is one.
+    pub fn select(&self) -> Option<&Select> {
+        match self {
+            Query::Select(s) => Some(s),
+            Query::Blind(q) => q.select(),
+            _ => None,
         }
     }
 }
@@ -89,6 +103,8 @@ struct Draw {
     rng: StdRng,
     /// Whether `y` is in scope.
     joined: bool,
+    /// Whether an `IN (subquery)` was drawn under `OR` or `NOT` (see `Query::Blind`).
+    blind: bool,
 }
 
 const INT_COLUMNS: [&str; 3] = ["k", "a", "b"];
@@ -174,28 +190,43 @@ impl Draw {
             ),
             6 => format!("({} OR {})", self.predicate(depth + 1, subqueries), self.predicate(depth + 1, subqueries)),
             7 => format!("NOT ({})", self.predicate(depth + 1, subqueries)),
-            8 | 9 => self.subquery_predicate(),
+            8 | 9 => self.subquery_predicate(depth),
             10 => format!("{} IN (1, 2, NULL)", self.int_column()),
             _ => format!("({} AND {})", self.predicate(depth + 1, false), self.predicate(depth + 1, false)),
         }
     }
 
-    /// `EXISTS`, `IN` or a scalar comparison, correlated on `k` or not.
-    fn subquery_predicate(&mut self) -> String {
+    /// `EXISTS`, `IN`, a quantified or a scalar comparison, correlated on `k` (by
+    /// equality or an inequality, which DataFusion cannot pull past an aggregation) or
+    /// not.
+    fn subquery_predicate(&mut self, depth: u32) -> String {
         let table = *self.pick(&TABLES);
         let correlated = self.chance(0.6);
         let outer = self.alias();
         let extra = format!("z.{} {} {}", self.pick(&INT_COLUMNS), self.comparison(), self.rng.random_range(-1..4));
+        let link = *self.pick(&["=", "=", "<", ">="]);
         let filter = match correlated {
-            true => format!(" WHERE z.k = {outer}.k AND {extra}"),
+            true => format!(" WHERE z.k {link} {outer}.k AND {extra}"),
             false => format!(" WHERE {extra}"),
         };
         let column = self.pick(&INT_COLUMNS);
-        match self.rng.random_range(0..5) {
+        match self.rng.random_range(0..7) {
             0 => format!("EXISTS (SELECT 1 FROM {table} z{filter})"),
             1 => format!("NOT EXISTS (SELECT 1 FROM {table} z{filter})"),
-            2 => format!("{outer}.{column} IN (SELECT z.{column} FROM {table} z{filter})"),
-            3 if !correlated => format!("{outer}.{column} NOT IN (SELECT z.{column} FROM {table} z{filter})"),
+            2 => {
+                self.blind |= depth > 0;
+                format!("{outer}.{column} IN (SELECT z.{column} FROM {table} z{filter})")
+            }
+            3 if !correlated => {
+                self.blind |= depth > 0;
+                format!("{outer}.{column} NOT IN (SELECT z.{column} FROM {table} z{filter})")
+            }
+            4 => format!(
+                "{outer}.{column} {} {} (SELECT z.{column} FROM {table} z{filter})",
+                self.comparison(),
+                self.pick(&["ALL", "ANY", "SOME"])
+            ),
+            5 => format!("{outer}.{column} {} (SELECT count(*) FROM {table} z{filter})", self.comparison()),
             _ => format!("{outer}.{column} {} (SELECT max(z.{column}) FROM {table} z{filter})", self.comparison()),
         }
     }
@@ -342,13 +373,17 @@ fn unique(items: Vec<String>) -> Vec<String> {
 
 /// The query of `seed`.
 pub fn query(seed: u64) -> Query {
-    let mut d = Draw { rng: StdRng::seed_from_u64(seed), joined: false };
-    match d.rng.random_range(0..10) {
+    let mut d = Draw { rng: StdRng::seed_from_u64(seed), joined: false, blind: false };
+    let q = match d.rng.random_range(0..10) {
         0..=2 => Query::Select(d.plain()),
         3..=4 => Query::Select(d.aggregate()),
         5 => Query::Select(d.window()),
         6 => d.select_list_exists(),
         _ => d.set_operation(),
+    };
+    match d.blind {
+        true => Query::Blind(Box::new(q)),
+        false => q,
     }
 }
 

@@ -175,6 +175,7 @@ async fn expected(ctx: &SessionContext, q: &Query) -> Result<Rows, String> {
         }
         Query::SetOperation { .. } => datafusion_rows(ctx, &q.sql()).await,
         Query::Rewritten { plain, .. } => datafusion_rows(ctx, &plain.sql()).await,
+        Query::Blind(_) => Err("DataFusion's mark join loses an embedded IN's NULL".into()),
     }
 }
 
@@ -244,7 +245,8 @@ pub async fn run(client: StatementClient, seed: u64, count: usize) -> Result<Rep
                 continue;
             }
             // What DataFusion refuses (a correlated `NOT IN`, a subquery outside
-            // `WHERE`) only the partitions below can check.
+            // `WHERE`) or is known to answer wrongly (`Query::Blind`) only the
+            // partitions below can check.
             (Err(_), Ok(_)) => report.beyond_oracle += 1,
             _ => report.checks += 1,
         }
@@ -257,7 +259,7 @@ pub async fn run(client: StatementClient, seed: u64, count: usize) -> Result<Rep
                 reduced,
                 why,
             });
-        } else if let Query::Select(s) = &q {
+        } else if let Some(s) = q.select() {
             if let Some((whole, parts)) = ternary_parts(s) {
                 report.checks += 1;
                 let (a, b) = (cluster_rows(client, &whole).await, cluster_rows(client, &parts).await);
@@ -293,7 +295,7 @@ async fn reduce(ctx: &SessionContext, client: &StatementClient, q: &Query) -> St
                 );
                 c
             }
-            Query::Rewritten { .. } => Vec::new(),
+            Query::Rewritten { .. } | Query::Blind(_) => Vec::new(),
         };
         for candidate in candidates {
             let want = expected(ctx, &candidate).await;

@@ -35,6 +35,7 @@ pub fn functions() -> Vec<ScalarUDF> {
         function("cosine_similarity", any(2), |_| Ok(DataType::Float64), cosine_similarity),
         function("cosine_distance", any(2), |_| Ok(DataType::Float64), cosine_distance),
         function("contains_sequence", any(2), |_| Ok(DataType::Boolean), contains_sequence),
+        function("contains", any(2), |_| Ok(DataType::Boolean), contains),
         function("shuffle", Signature::any(1, Volatility::Volatile), same_list, shuffle),
         function("map_concat", Signature::variadic_any(Volatility::Immutable), |t| Ok(t[0].clone()), map_concat),
     ]
@@ -462,6 +463,38 @@ fn contains_sequence(args: &[ArrayRef]) -> Result<ArrayRef> {
                 |x: &ArrayRef| (0..x.len()).map(|i| ScalarValue::try_from_array(x, i)).collect::<Result<Vec<_>>>();
             let (a, b) = (keys(&a)?, keys(&b)?);
             Ok(Some(b.is_empty() || a.windows(b.len()).any(|w| w == b.as_slice())))
+        })
+        .collect::<Result<_>>()?;
+    Ok(Arc::new(out))
+}
+
+/// Trino's `contains(array, x)`: true where the array holds `x`; else NULL where it
+/// holds a NULL (or `x` is NULL), false otherwise. Over two strings it is DataFusion's
+/// `contains`, whose name this takes: whether the second is inside the first.
+fn contains(args: &[ArrayRef]) -> Result<ArrayRef> {
+    use datafusion::arrow::array::{BooleanArray, Datum, Scalar};
+    use datafusion::arrow::compute::kernels::cmp::eq;
+    if !matches!(args[0].data_type(), DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..)) {
+        let (text, part) = (cast(&args[0], &DataType::Utf8)?, cast(&args[1], &DataType::Utf8)?);
+        let (text, part) = (text.as_string::<i32>(), part.as_string::<i32>());
+        let out: BooleanArray = text.iter().zip(part.iter()).map(|(t, p)| Some(t?.contains(p?))).collect();
+        return Ok(Arc::new(out));
+    }
+    let items = list(&args[0])?;
+    let wanted = cast(&args[1], &items.value_type())?;
+    let out: BooleanArray = (0..items.len())
+        .map(|r| {
+            if items.is_null(r) || wanted.is_null(r) {
+                return Ok(None);
+            }
+            let values = items.value(r);
+            let x = Scalar::new(wanted.slice(r, 1));
+            let found = eq(&values as &dyn Datum, &x)?;
+            Ok(match (found.true_count() > 0, values.null_count() > 0) {
+                (true, _) => Some(true),
+                (false, true) => None,
+                (false, false) => Some(false),
+            })
         })
         .collect::<Result<_>>()?;
     Ok(Arc::new(out))

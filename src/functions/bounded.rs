@@ -49,8 +49,6 @@ pub const SEQUENCE_ENTRIES: u128 = 10_000;
 /// What a function's result can grow with, and so how it is estimated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Growth {
-    /// `repeat(s, n)`: `n` copies of `s`.
-    Repeat,
     /// `lpad(s, n [, fill])`, `rpad`: `n` characters.
     Pad,
     /// `replace(s, from, to)`: `to` for every `from`.
@@ -69,8 +67,7 @@ pub enum Growth {
 }
 
 /// The functions wrapped, by DataFusion's (or Trino's) name.
-pub const BOUNDED: [(&str, Growth); 8] = [
-    ("repeat", Growth::Repeat),
+pub const BOUNDED: [(&str, Growth); 7] = [
     ("lpad", Growth::Pad),
     ("rpad", Growth::Pad),
     ("replace", Growth::Replace),
@@ -235,13 +232,6 @@ pub fn estimate(growth: Growth, args: &ScalarFunctionArgs) -> Result<Size> {
     let a = &args.args;
     let mut size = Size::default();
     match growth {
-        Growth::Repeat => {
-            let n = Column(&a[1]).ints()?;
-            for row in 0..rows(args) {
-                let len = Column(&a[0]).str(row).map_or(0, str::len) as u128;
-                size.add(len * n.at(row).unwrap_or(0).max(0) as u128, 0);
-            }
-        }
         Growth::Pad => {
             let n = Column(&a[1]).ints()?;
             for row in 0..rows(args) {
@@ -256,12 +246,18 @@ pub fn estimate(growth: Growth, args: &ScalarFunctionArgs) -> Result<Size> {
         }
         Growth::Replace => {
             for row in 0..rows(args) {
-                let (s, from, to) = (Column(&a[0]).str(row), Column(&a[1]).str(row), Column(&a[2]).str(row));
+                // Without a replacement, `replace` removes: it grows nothing.
+                let Some(to) = a.get(2) else { continue };
+                let (s, from, to) = (Column(&a[0]).str(row), Column(&a[1]).str(row), Column(to).str(row));
                 let (Some(s), Some(from), Some(to)) = (s, from, to) else { continue };
                 // Only a longer replacement grows the text; count what it replaces (an
-                // empty search string replaces nothing in DataFusion's `replace`).
-                let bytes = match to.len() > from.len() && !from.is_empty() {
-                    true => s.len() as u128 + s.matches(from).count() as u128 * (to.len() - from.len()) as u128,
+                // empty search string is found around every character).
+                let found = match from.is_empty() {
+                    true => s.chars().count() as u128 + 1,
+                    false => s.matches(from).count() as u128,
+                };
+                let bytes = match to.len() > from.len() {
+                    true => s.len() as u128 + found * (to.len() - from.len()) as u128,
                     false => s.len() as u128,
                 };
                 size.add(bytes, 0);

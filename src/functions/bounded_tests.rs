@@ -35,13 +35,14 @@ async fn a_hostile_users_constants_are_refused_with_their_codes() {
     let ctx = context();
     let memory = Some(ErrorCode::ExceededFunctionMemoryLimit);
     for sql in [
-        "SELECT length(repeat('x', 2000000000))",
+        "SELECT cardinality(repeat('x', 2000000000))",
         "SELECT length(lpad('x', 2000000000))",
         "SELECT length(rpad('x', 2000000000, 'ab'))",
         "SELECT length(lpad('x', 20000000, 'é'))",
-        "SELECT length(replace(repeat('b', 100), 'b', repeat('x', 200000)))",
-        "SELECT length(regexp_replace('abc', '', repeat('y', 8000000)))",
-        "SELECT length(regexp_replace('abc', 'b', repeat('y', 8000000), 'g'))",
+        "SELECT length(replace(lpad('', 100, 'b'), 'b', lpad('', 200000, 'x')))",
+        "SELECT length(replace(lpad('', 100000, 'b'), '', lpad('', 200, 'x')))",
+        "SELECT length(regexp_replace('abc', '', lpad('', 8000000, 'y')))",
+        "SELECT length(regexp_replace('abc', 'b', lpad('', 8000000, 'y'), 'g'))",
         "SELECT cardinality(array_repeat(1, 100000000))",
         "SELECT cardinality(array_resize([1], 100000000))",
         "SELECT cardinality(generate_series(1, 100000000))",
@@ -74,7 +75,9 @@ async fn a_hostile_users_constants_are_refused_with_their_codes() {
 async fn values_of_everyday_sizes_are_answered() {
     let ctx = context();
     for (sql, want) in [
-        ("SELECT repeat('ab', 3)", "ababab"),
+        ("SELECT repeat('ab', 3)", "[ab, ab, ab]"),
+        ("SELECT replace('abc', '', 'x')", "xaxbxcx"),
+        ("SELECT replace('abcb', 'b')", "ac"),
         ("SELECT lpad('7', 3, '0')", "007"),
         ("SELECT rpad('ab', 5, 'é')", "abééé"),
         ("SELECT replace('abcb', 'b', 'xx')", "axxcxx"),
@@ -88,9 +91,8 @@ async fn values_of_everyday_sizes_are_answered() {
         ("SELECT cardinality(sequence(DATE '2000-01-01', DATE '2027-05-18', INTERVAL '1' DAY))", "10000"),
         ("SELECT cardinality(sequence(DATE '2000-01-01', DATE '2833-04-01', INTERVAL '1' MONTH))", "10000"),
         // One value just under the limit: 16 MiB.
-        ("SELECT length(repeat('x', 16777216))", "16777216"),
         ("SELECT length(lpad('', 16777216, 'x'))", "16777216"),
-        ("SELECT length(regexp_replace(repeat('ab', 1000), 'b', 'xyz'))", "4000"),
+        ("SELECT length(regexp_replace(lpad('', 2000, 'ab'), 'b', 'xyz'))", "4000"),
         ("SELECT length(format('%10d', 1))", "10"),
     ] {
         assert_eq!(value(&ctx, sql).await, want, "{sql}");
@@ -106,7 +108,7 @@ async fn a_batch_is_bounded_as_a_whole_and_each_row_on_its_own() {
     assert_eq!(code, Some(ErrorCode::ExceededFunctionMemoryLimit), "{message}");
     assert!(message.contains(&CALL_LIMIT.to_string()), "{message}");
     // One row past the value limit among small ones.
-    let row = "SELECT max(length(repeat('x', n))) FROM (VALUES (1), (20000000)) t(n)";
+    let row = "SELECT max(length(lpad('', n, 'x'))) FROM (VALUES (1), (20000000)) t(n)";
     let (code, message) = refused(&ctx, row).await;
     assert_eq!(code, Some(ErrorCode::ExceededFunctionMemoryLimit), "{message}");
     assert!(message.contains(&VALUE_LIMIT.to_string()), "{message}");
@@ -131,14 +133,14 @@ fn planning_folds_constants_up_to_its_budget_and_leaves_the_rest_to_run_time() {
     };
     // Two 10 MB constants: the first folds, the second is past the 16 MiB budget.
     const { assert!(20_000_000 > PLANNING_LIMIT && 10_000_000 < PLANNING_LIMIT) };
-    let sql = "SELECT length(repeat('x', 10000000)) + length(repeat('y', 10000000))";
+    let sql = "SELECT length(lpad('', 10000000, 'x')) + length(lpad('', 10000000, 'y'))";
     let text = while_planning(|| optimized(sql));
-    assert!(text.contains("Projection: Int32(10000000) + character_length(repeat(Utf8(\"y\")"), "{text}");
+    assert!(text.contains("Projection: Int32(10000000) + character_length(lpad("), "{text}");
     // Off the planning thread the budget is gone: both fold, and the answer is right.
     let folded = optimized(sql);
     assert!(folded.starts_with("Projection: Int32(20000000) AS"), "{folded}");
     assert_eq!(rt.block_on(value(&ctx, sql)), "20000000");
     // And a budget is the statement's: the next one starts afresh.
-    let text = while_planning(|| optimized("SELECT length(repeat('x', 10000000))"));
+    let text = while_planning(|| optimized("SELECT length(lpad('', 10000000, 'x'))"));
     assert!(text.starts_with("Projection: Int32(10000000) AS"), "{text}");
 }

@@ -34,7 +34,34 @@ pub fn scalar_functions() -> Vec<datafusion::logical_expr::ScalarUDF> {
         |types| Ok(types[0].clone()),
         |args| Ok(args[0].clone()),
     );
-    vec![deferred]
+    let nan_as_null = super::simple::function(
+        NAN_AS_NULL,
+        Signature::any(1, Volatility::Immutable),
+        |types| Ok(types[0].clone()),
+        nan_as_null,
+    );
+    vec![deferred, nan_as_null]
+}
+
+/// The name of `nan_as_null(x)`: `x`, but NULL where it is NaN. Trino's `min_by`,
+/// `max_by` and their forms with a count skip a key that is NaN as they skip one that is
+/// NULL (`dialect::calls` writes them over it); for a key of any other type it is `x`.
+pub const NAN_AS_NULL: &str = "__nan_as_null";
+
+fn nan_as_null(args: &[ArrayRef]) -> Result<ArrayRef> {
+    use datafusion::arrow::array::{AsArray, BooleanArray};
+    use datafusion::arrow::datatypes::{Float32Type, Float64Type};
+    let values = &args[0];
+    let nans: BooleanArray = match values.data_type() {
+        DataType::Float64 => {
+            values.as_primitive::<Float64Type>().iter().map(|v| Some(v.is_some_and(f64::is_nan))).collect()
+        }
+        DataType::Float32 => {
+            values.as_primitive::<Float32Type>().iter().map(|v| Some(v.is_some_and(f32::is_nan))).collect()
+        }
+        _ => return Ok(values.clone()),
+    };
+    Ok(datafusion::arrow::compute::nullif(values, &nans)?)
 }
 
 fn parameters(fields: ArgFields) -> Result<Vec<Vec<FieldRef>>> {

@@ -14,6 +14,7 @@ pub mod bounded;
 pub mod conditional;
 mod conversion;
 mod datetime;
+pub mod extremes;
 mod fields;
 mod format;
 mod higher_order;
@@ -23,6 +24,7 @@ mod map_lambda;
 mod math;
 mod regexp;
 pub(crate) mod simple;
+pub mod single_value;
 mod string;
 mod text;
 mod timestamp;
@@ -120,6 +122,13 @@ pub fn register(registry: &mut dyn FunctionRegistry) -> Result<()> {
     for f in scalar_functions() {
         registry.register_udf(Arc::new(f))?;
     }
+    // Trino's `min` / `max` of floats, which skip NaN (`plan::nan_extremes`).
+    for f in extremes::functions() {
+        registry.register_udaf(Arc::new(f))?;
+    }
+    // Scalar subqueries' one row, checked where it is read (`plan::scalar_subqueries`).
+    registry.register_udaf(Arc::new(single_value::single_value()))?;
+    registry.register_udf(Arc::new(single_value::checked_single()))?;
     // Last, so that a function of the library replacing DataFusion's is bounded too;
     // `sequence` wraps DataFusion's own `generate_series`, not its bounded one.
     let series = registry.udf("generate_series")?;
@@ -128,6 +137,10 @@ pub fn register(registry: &mut dyn FunctionRegistry) -> Result<()> {
         let f = registry.udf(name)?;
         registry.register_udf(Arc::new(bounded::Bounded::wrap(&f, growth)))?;
     }
+    // Trino's `repeat(x, n)` is an array of `n` copies of `x` (DataFusion's repeats a
+    // string, which Trino has no function for): the bounded `array_repeat`.
+    let array_repeat = registry.udf("array_repeat")?;
+    registry.register_udf(Arc::new(array_repeat.as_ref().clone().with_aliases(["repeat"])))?;
     let lambdas = [
         lambda::functions(),
         array_lambda::functions(),

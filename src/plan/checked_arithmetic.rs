@@ -27,6 +27,7 @@ use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, ExprSchema, ScalarValue};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
     BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs, ScalarUDF,
@@ -242,7 +243,14 @@ impl AnalyzerRule for CheckedArithmetic {
             if let LogicalPlan::TableScan(ts) = &plan {
                 schema.merge(&DFSchema::try_from_qualified_schema(ts.table_name.clone(), &ts.source.schema())?);
             }
-            plan.map_expressions(|e| e.transform_up(|e| checked(e, &schema)))
+            // Names kept: a window's name holds its ORDER BY (`x * 2`), which the
+            // nodes above read.
+            let names = NamePreserver::new(&plan);
+            plan.map_expressions(|e| {
+                let name = names.save(&e);
+                let out = e.transform_up(|e| checked(e, &schema))?;
+                Ok(out.update_data(|e| name.restore(e)))
+            })
         })
         .map(|t| t.data)
     }

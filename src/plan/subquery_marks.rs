@@ -19,6 +19,10 @@
 //!   NULL, both found by a second join on `x IS NULL OR y IS NULL`; otherwise false.
 //!   `NOT IN` is its negation. (DataFusion's own mark join is true or false only.)
 //!
+//! - `x op ALL (q)` / `ANY` / `SOME` arrive written (by `correlated_domains`, as
+//!   DataFusion's optimizer would) as `CASE` over `EXISTS` of the comparison true,
+//!   false or NULL, which follows SQL's NULL rules; those `EXISTS` become marks here.
+//!
 //! A subquery whose correlation cannot be pulled up is left as it was, and fails as
 //! it did. The node keeps its output columns: a node that passes its input's
 //! columns through (a sort, a window) is projected back to them.

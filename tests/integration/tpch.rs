@@ -66,6 +66,7 @@ async fn tpch_on_three_workers_matches_datafusion() {
     super::shapes::check(&cluster).await;
     super::trino_functions::check(&cluster).await;
     super::trino_sql::check(&cluster).await;
+    super::trino_docs::check(&cluster).await;
     super::differential::check(&cluster).await;
     cluster.assert_no_tasks_left().await;
 }

@@ -152,6 +152,119 @@ const CASES: &[Case] = &[
     // `TABLE t` is `SELECT * FROM t`.
     ("TABLE", "SELECT count(*) FROM (TABLE region)", "[[5]]"),
     ("TABLE in a set operation", "SELECT count(*) FROM (TABLE region UNION ALL TABLE region)", "[[10]]"),
+    // min and max skip NaN; NaN is the answer only of a group holding nothing else.
+    ("min and max skip NaN", "SELECT min(x), max(x) FROM (VALUES 1.0e0, nan(), 3.0e0) t(x)", "[[1.0, 3.0]]"),
+    ("NaN alone is the extreme", "SELECT is_nan(min(x)), is_nan(max(x)) FROM (VALUES nan(), nan()) t(x)", "[[true, true]]"),
+    // By region (nation keys: 0 {0,5,14,15,16}, 1 {1,2,3,17,24}, 2 {8,9,12,18,21},
+    // 3 {6,7,19,22,23}, 4 {4,10,11,13,20}), keys above 20 NaN for max, below 5 for min.
+    (
+        "grouped min and max skip NaN",
+        "SELECT n_regionkey, max(CASE WHEN n_nationkey > 20 THEN nan() ELSE CAST(n_nationkey AS double) END), \
+         min(CASE WHEN n_nationkey < 5 THEN nan() ELSE CAST(n_nationkey AS double) END) FROM nation GROUP BY 1 ORDER BY 1",
+        "[[0, 16.0, 5.0], [1, 17.0, 17.0], [2, 18.0, 8.0], [3, 19.0, 6.0], [4, 20.0, 10.0]]",
+    ),
+    // Keys NaN and NULL are skipped: 3 has the largest key, 1 the smallest.
+    (
+        "min_by and max_by skip NaN and NULL keys",
+        "SELECT max_by(a, x), min_by(a, x) FROM (VALUES (1, 1.0e0), (2, nan()), (3, 3.0e0), (4, NULL)) t(a, x)",
+        "[[3, 1]]",
+    ),
+    // A FILTER applies to the functions Trino has and DataFusion writes otherwise: of
+    // a < 3, the largest x is a = 2's, one a is above 1, and the geometric mean of 1
+    // and 2 squares to 2.
+    (
+        "FILTER on max_by, count_if and geometric_mean",
+        "SELECT max_by(a, x) FILTER (WHERE a < 3), count_if(a > 1) FILTER (WHERE a < 3), \
+         round(power(geometric_mean(a) FILTER (WHERE a < 3), 2), 6) FROM (VALUES (1, 1.0e0), (2, 2.0e0), (3, 3.0e0)) t(a, x)",
+        "[[2, 1, 2.0]]",
+    ),
+    // A running count of a > 1.
+    (
+        "count_if over a window",
+        "SELECT a, count_if(a > 1) OVER (ORDER BY a) FROM (VALUES 1, 2, 3) t(a) ORDER BY a",
+        "[[1, 0], [2, 1], [3, 2]]",
+    ),
+    // The two largest and smallest a (NULL skipped), and the a of the two largest and
+    // smallest keys (NaN and NULL keys skipped).
+    (
+        "min, max, min_by and max_by of n",
+        "SELECT max(a, 2), min(a, 2), max_by(a, x, 2), min_by(a, x, 2) \
+         FROM (VALUES (1, 1.0e0), (2, 2.0e0), (3, nan()), (NULL, NULL)) t(a, x)",
+        "[[[3, 2], [1, 2], [2, 1], [1, 2]]]",
+    ),
+    // A scalar subquery need not be aggregated: ALGERIA is in AFRICA, ARGENTINA and
+    // BRAZIL in AMERICA.
+    (
+        "a correlated scalar subquery without aggregation",
+        "SELECT n_name, (SELECT r_name FROM region WHERE r_regionkey = n_regionkey) FROM nation \
+         WHERE n_nationkey < 3 ORDER BY n_nationkey",
+        r#"[["ALGERIA", "AFRICA"], ["ARGENTINA", "AMERICA"], ["BRAZIL", "AMERICA"]]"#,
+    ),
+    // No row is NULL; a region's five nations are no error where no row reads them.
+    ("a scalar subquery of no row", "SELECT (SELECT n_name FROM nation WHERE n_nationkey = 99)", "[[null]]"),
+    (
+        "several rows nobody reads",
+        "SELECT r_name, (SELECT n_name FROM nation WHERE n_regionkey = r_regionkey) FROM region WHERE r_regionkey > 10",
+        "[]",
+    ),
+    // 3 > ALL {1, NULL} is unknown, 0 > ALL {1, NULL} false, 3 > ANY {5, NULL}
+    // unknown, anything > ALL of nothing true, 3 = ANY {3, NULL} true.
+    (
+        "quantified comparisons in the select list",
+        "SELECT 3 > ALL (SELECT x FROM (VALUES 1, NULL) t(x)), 0 > ALL (SELECT x FROM (VALUES 1, NULL) t(x)), \
+         3 > ANY (SELECT x FROM (VALUES 5, NULL) t(x)), 3 > ALL (SELECT x FROM (VALUES 1) t(x) WHERE x > 5), \
+         3 = ANY (SELECT x FROM (VALUES 3, NULL) t(x))",
+        "[[null, false, null, true, true]]",
+    ),
+    // Region 0's nations are 0, 5, 14, 15 and 16: only 16 is at least all of them.
+    (
+        "a correlated quantified comparison",
+        "SELECT n_nationkey, n_nationkey >= ALL (SELECT n2.n_nationkey FROM nation n2 \
+         WHERE n2.n_regionkey = nation.n_regionkey) FROM nation WHERE n_regionkey = 0 ORDER BY 1",
+        "[[0, false], [5, false], [14, false], [15, false], [16, true]]",
+    ),
+    // Correlated on `<`: nations with a smaller key, 0 to 3 of them.
+    (
+        "a scalar subquery correlated on an inequality",
+        "SELECT n_nationkey, (SELECT count(*) FROM nation n2 WHERE n2.n_nationkey < nation.n_nationkey) FROM nation \
+         WHERE n_nationkey < 4 ORDER BY 1",
+        "[[0, 0], [1, 1], [2, 2], [3, 3]]",
+    ),
+    // A NULL outer value is a value of the subquery's own: `y > NULL OR NULL IS NULL`
+    // holds for all three rows.
+    (
+        "an outer NULL in a correlated predicate",
+        "SELECT x, (SELECT count(*) FROM (VALUES 1, 2, 3) u(y) WHERE y > x OR x IS NULL) FROM (VALUES 1, 2, NULL) t(x) \
+         ORDER BY x",
+        "[[1, 2], [2, 1], [null, 3]]",
+    ),
+    // The keys below k sum to k(k-1)/2, which 2k exceeds for k from 1 to 4; for k = 0
+    // the sum is NULL.
+    (
+        "an inequality-correlated subquery in WHERE",
+        "SELECT n_nationkey FROM nation WHERE n_nationkey * 2 > \
+         (SELECT sum(n2.n_nationkey) FROM nation n2 WHERE n2.n_nationkey < nation.n_nationkey) ORDER BY 1",
+        "[[1], [2], [3], [4]]",
+    ),
+    // Only x = 3 has two smaller values among {1, 2}.
+    (
+        "EXISTS of an aggregation correlated on an inequality",
+        "SELECT x FROM (VALUES 1, 2, 3) t(x) WHERE EXISTS (SELECT count(*) FROM (VALUES 1, 2) u(y) WHERE y < x \
+         HAVING count(*) > 1)",
+        "[[3]]",
+    ),
+    // A name twice is Trino's (and its columns are both `n_name`, below).
+    ("a column twice", "SELECT n_name, n_name FROM nation WHERE n_nationkey = 0", r#"[["ALGERIA", "ALGERIA"]]"#),
+];
+
+/// (label, SQL, Trino's error code).
+const ERRORS: &[(&str, &str, &str)] = &[
+    ("a scalar subquery of five rows", "SELECT (SELECT r_name FROM region)", "SUBQUERY_MULTIPLE_ROWS"),
+    (
+        "a correlated scalar subquery of five rows",
+        "SELECT r_name, (SELECT n_name FROM nation WHERE n_regionkey = r_regionkey) FROM region",
+        "SUBQUERY_MULTIPLE_ROWS",
+    ),
 ];
 
 /// (Trino's form, the same question in a form single-node DataFusion answers right).
@@ -191,6 +304,10 @@ pub async fn check(cluster: &Cluster) {
             let got = client.execute(sql).await.unwrap_or_else(|e| panic!("{label} ({session:?}) failed: {e}"));
             assert_same_rows(&format!("{label} {session:?}"), sql, &got.rows, &want);
         }
+        for (label, sql, code) in ERRORS {
+            let (name, message) = super::common::query_error(client.execute(sql).await);
+            assert_eq!(name, *code, "{label} ({session:?}): {message}");
+        }
         for (trino, plain) in PAIRS {
             let want = oracle("tiny", plain).await;
             let got = client.execute(trino).await.unwrap_or_else(|e| panic!("{trino} ({session:?}) failed: {e}"));
@@ -202,6 +319,9 @@ pub async fn check(cluster: &Cluster) {
         cluster.client("tiny").execute("SELECT n_regionkey, count(*), max(n_name) m FROM nation GROUP BY 1").await;
     let names: Vec<String> = got.expect("names").columns.into_iter().map(|c| c.name).collect();
     assert_eq!(names, ["n_regionkey", "_col1", "m"]);
+    let got = cluster.client("tiny").execute("SELECT n_name, n_name, 1 AS n_name FROM nation LIMIT 1").await;
+    let names: Vec<String> = got.expect("names").columns.into_iter().map(|c| c.name).collect();
+    assert_eq!(names, ["n_name", "n_name", "n_name"]);
     for sql in ["DROP TABLE memory.default.li", "DROP TABLE memory.default.ord"] {
         setup.execute(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
     }

@@ -25,6 +25,10 @@ use datafusion::sql::sqlparser::ast::{
     ObjectName,
 };
 
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::visit_expressions_mut;
+
 use super::rewrite::parse_expr;
 
 fn arguments(f: &Function) -> Vec<&Expr> {
@@ -61,7 +65,7 @@ pub fn call(f: &Function, time_zone: &str) -> Result<Option<Expr>> {
         "current_timezone" if arguments(f).is_empty() => {
             Some(parse_expr(&format!("'{}'", time_zone.replace('\'', "''")))?)
         }
-        _ => reshaped(&name, &arguments(f))?,
+        _ => reshaped(f, &name, &arguments(f))?,
     })
 }
 
@@ -78,11 +82,33 @@ fn with_zone(f: &Function, time_zone: &str) -> Expr {
 
 /// Trino's functions written with DataFusion's: (name, arity, the text with `{0}`,
 /// `{1}`, ... for the arguments).
-const RESHAPED: [(&str, usize, &str); 12] = [
+///
+/// `min_by`, `max_by` and the forms with a count `n` skip rows whose key is NULL or
+/// NaN, as Trino's do (`__nan_as_null` is NULL for NaN); `max(x, n)` is the `n` largest
+/// values, largest first; `approx_distinct`'s standard error only tunes Trino's sketch.
+const RESHAPED: [(&str, usize, &str); 18] = [
     ("mod", 2, "(({0}) % ({1}))"),
     ("count_if", 1, "count(CASE WHEN {0} THEN 1 END)"),
-    ("max_by", 2, "first_value({0} ORDER BY {1} DESC NULLS LAST)"),
-    ("min_by", 2, "first_value({0} ORDER BY {1} ASC NULLS LAST)"),
+    (
+        "max_by",
+        2,
+        "first_value({0} ORDER BY __nan_as_null({1}) DESC NULLS LAST) FILTER (WHERE __nan_as_null({1}) IS NOT NULL)",
+    ),
+    (
+        "min_by",
+        2,
+        "first_value({0} ORDER BY __nan_as_null({1}) ASC NULLS LAST) FILTER (WHERE __nan_as_null({1}) IS NOT NULL)",
+    ),
+    (
+        "max_by",
+        3,
+        "array_slice(array_agg({0} ORDER BY {1} DESC) FILTER (WHERE __nan_as_null({1}) IS NOT NULL), 1, {2})",
+    ),
+    ("min_by", 3, "array_slice(array_agg({0} ORDER BY {1} ASC) FILTER (WHERE __nan_as_null({1}) IS NOT NULL), 1, {2})"),
+    ("max", 2, "array_slice(array_agg({0} ORDER BY {0} DESC) FILTER (WHERE __nan_as_null({0}) IS NOT NULL), 1, {1})"),
+    ("min", 2, "array_slice(array_agg({0} ORDER BY {0} ASC) FILTER (WHERE __nan_as_null({0}) IS NOT NULL), 1, {1})"),
+    ("approx_distinct", 2, "approx_distinct({0})"),
+    ("approx_percentile", 3, "approx_percentile_cont_with_weight({0}, {1}, {2})"),
     ("geometric_mean", 1, "exp(avg(ln({0})))"),
     ("histogram", 1, "array_histogram(array_agg({0}))"),
     ("multimap_agg", 2, "multimap_from_entries(array_agg(struct({0}, {1})))"),
@@ -97,15 +123,77 @@ const RESHAPED: [(&str, usize, &str); 12] = [
     ("array_last", 1, "array_element({0}, -1)"),
 ];
 
-fn reshaped(name: &str, args: &[&Expr]) -> Result<Option<Expr>> {
+/// The aggregate calls of `RESHAPED`'s texts: the original call's `FILTER` and `OVER`
+/// go to them, where they would otherwise be dropped with the original.
+const RESHAPED_AGGREGATES: [&str; 6] =
+    ["count", "first_value", "avg", "array_agg", "approx_distinct", "approx_percentile_cont_with_weight"];
+
+/// `f`, Trino's `name` of `args`, as `RESHAPED` writes it: the text is parsed with a
+/// placeholder for each argument, the call's `FILTER` and `OVER` are put on the
+/// text's aggregate, and then the arguments take their placeholders' places (so no
+/// call inside an argument is taken for the text's own).
+fn reshaped(f: &Function, name: &str, args: &[&Expr]) -> Result<Option<Expr>> {
     let Some((_, _, text)) = RESHAPED.iter().find(|(n, arity, _)| *n == name && *arity == args.len()) else {
         return Ok(None);
     };
     let mut out = text.to_string();
-    for (i, a) in args.iter().enumerate() {
-        out = out.replace(&format!("{{{i}}}"), &a.to_string());
+    for i in 0..args.len() {
+        out = out.replace(&format!("{{{i}}}"), &format!("\"$arg{i}\""));
     }
-    parse_expr(&out).map(Some)
+    let mut out = parse_expr(&out)?;
+    clauses_onto_aggregate(&mut out, f, name)?;
+    let flow = visit_expressions_mut(&mut out, |e| {
+        if let Expr::Identifier(id) = e {
+            if let Some(i) = id.value.strip_prefix("$arg").and_then(|i| i.parse::<usize>().ok()) {
+                *e = args[i].clone();
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    debug_assert!(flow.is_continue());
+    Ok(Some(out))
+}
+
+/// Puts `f`'s `FILTER` and `OVER` on the aggregate calls of `template`. An aggregate
+/// form the text cannot keep (`DISTINCT`), or a clause on a scalar text, is an error,
+/// never a silently different answer.
+fn clauses_onto_aggregate(template: &mut Expr, f: &Function, name: &str) -> Result<()> {
+    use datafusion::common::plan_err;
+    use datafusion::sql::sqlparser::ast::DuplicateTreatment;
+    if let FunctionArguments::List(list) = &f.args {
+        if list.duplicate_treatment == Some(DuplicateTreatment::Distinct) {
+            return plan_err!("{name}(DISTINCT ...) is not supported");
+        }
+    }
+    if f.filter.is_none() && f.over.is_none() {
+        return Ok(());
+    }
+    let mut found = false;
+    let flow = visit_expressions_mut(template, |e| {
+        if let Expr::Function(g) = e {
+            let called = g.name.to_string().to_ascii_lowercase();
+            if RESHAPED_AGGREGATES.contains(&called.as_str()) {
+                found = true;
+                g.over = f.over.clone();
+                g.filter = match (g.filter.take(), &f.filter) {
+                    // A window takes no FILTER: the text's own is dropped under OVER.
+                    (_, _) if f.over.is_some() => f.filter.clone(),
+                    (Some(own), Some(user)) => Some(Box::new(Expr::BinaryOp {
+                        left: Box::new(Expr::Nested(own)),
+                        op: datafusion::sql::sqlparser::ast::BinaryOperator::And,
+                        right: Box::new(Expr::Nested(user.clone())),
+                    })),
+                    (own, user) => own.or_else(|| user.clone()),
+                };
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    debug_assert!(flow.is_continue());
+    if !found {
+        return plan_err!("{name} is not an aggregate function: FILTER and OVER do not apply to it");
+    }
+    Ok(())
 }
 
 fn listagg(f: &Function) -> Expr {

@@ -138,3 +138,50 @@ fn named_windows_are_written_into_their_calls() {
     assert!(parse("SELECT rank() OVER (w PARTITION BY b) FROM t WINDOW w AS (PARTITION BY a)", 64).is_err());
     assert!(parse("SELECT rank() OVER (v ORDER BY b) FROM t", 64).is_err());
 }
+
+#[test]
+fn reshaped_aggregates_keep_their_filter_and_window() {
+    assert_eq!(
+        parsed("SELECT count_if(a > 1) FILTER (WHERE b < 3) FROM t"),
+        "SELECT count(CASE WHEN a > 1 THEN 1 END) FILTER (WHERE b < 3) AS _col0 FROM t"
+    );
+    assert_eq!(
+        parsed("SELECT count_if(a > 1) OVER (PARTITION BY b) FROM t"),
+        "SELECT count(CASE WHEN a > 1 THEN 1 END) OVER (PARTITION BY b) AS _col0 FROM t"
+    );
+    // The text's own filter (keys that are NULL or NaN) and the call's, both.
+    assert_eq!(
+        parsed("SELECT max_by(a, b) FILTER (WHERE c) FROM t"),
+        "SELECT first_value(a ORDER BY __nan_as_null(b) DESC NULLS LAST) \
+         FILTER (WHERE (__nan_as_null(b) IS NOT NULL) AND (c)) AS _col0 FROM t"
+    );
+    // A call inside an argument is the argument's, not the text's aggregate.
+    assert_eq!(
+        parsed("SELECT geometric_mean(avg(x)) OVER () FROM t"),
+        "SELECT exp(avg(ln(avg(x))) OVER ()) AS _col0 FROM t"
+    );
+    assert!(parse("SELECT count_if(DISTINCT a > 1) FROM t", 64).is_err());
+    assert!(parse("SELECT mod(a, 2) FILTER (WHERE b) FROM t", 64).is_err());
+}
+
+#[test]
+fn repeated_output_names_are_set_apart() {
+    assert_eq!(
+        parsed("SELECT a, a, t.a, b AS a FROM t"),
+        "SELECT a, a AS \"a\u{1f}1\", t.a AS \"a\u{1f}2\", b AS \"a\u{1f}3\" FROM t"
+    );
+    assert_eq!(super::output_names::client_name("a\u{1f}3"), "a");
+    assert_eq!(parsed("SELECT *, a FROM t"), "SELECT *, a FROM t");
+}
+
+#[test]
+fn fetch_first_is_a_limit_and_an_empty_grouping_set_is_none() {
+    assert_eq!(parsed("SELECT a FROM t ORDER BY a FETCH FIRST 2 ROWS ONLY"), "SELECT a FROM t ORDER BY a LIMIT 2");
+    assert_eq!(parsed("SELECT a FROM t OFFSET 1 ROW FETCH NEXT ROW ONLY"), "SELECT a FROM t LIMIT 1 OFFSET 1 ROW");
+    assert!(parse("SELECT a FROM t ORDER BY a FETCH FIRST 2 ROWS WITH TIES", 64)
+        .unwrap()
+        .to_string()
+        .contains("WITH TIES"));
+    assert_eq!(parsed("SELECT count(*) FROM t GROUP BY ()"), "SELECT count(*) AS _col0 FROM t");
+    assert_eq!(parsed("SELECT a, count(*) FROM t GROUP BY (), a"), "SELECT a, count(*) AS _col1 FROM t GROUP BY a");
+}

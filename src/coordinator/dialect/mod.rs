@@ -16,7 +16,8 @@
 mod calls;
 mod json_clauses;
 mod named_windows;
-mod output_names;
+pub mod output_names;
+mod query_clauses;
 mod rewrite;
 mod tokens;
 mod using_joins;
@@ -163,11 +164,12 @@ pub fn parse_in(sql: &str, recursion_limit: usize, time_zone: &str) -> Result<St
     Ok(statement)
 }
 
-/// `output_names` and `named_windows` over the statement, and the one an `EXPLAIN`
+/// `query_clauses`, `output_names` and `named_windows` over the statement, and the one an `EXPLAIN`
 /// explains.
 fn rewrite_select_lists(statement: &mut Statement) -> Result<()> {
     match statement {
         Statement::Statement(s) => {
+            query_clauses::rewrite(s.as_mut());
             output_names::name(s.as_mut());
             named_windows::resolve(s.as_mut())
         }

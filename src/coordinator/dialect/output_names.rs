@@ -58,6 +58,7 @@ fn name_set(set: &mut SetExpr) -> Vec<(Expr, Ident)> {
                     }
                 }
             }
+            repeated_names_apart(&mut select.projection);
             named
         }
         SetExpr::SetOperation { left, right, .. } => {
@@ -66,6 +67,47 @@ fn name_set(set: &mut SetExpr) -> Vec<(Expr, Ident)> {
             Vec::new()
         }
         _ => Vec::new(),
+    }
+}
+
+/// What sets a repeated output name apart inside the plan (`SELECT a, a` is Trino's
+/// but two columns of one name are not DataFusion's): the second `a` is `a` + this +
+/// its position, and a client is shown `client_name`'s `a`.
+const REPEATED: char = '\u{1f}';
+
+/// The name a client sees of a plan's column: without what set a repeat apart.
+pub fn client_name(name: &str) -> &str {
+    name.split(REPEATED).next().unwrap_or(name)
+}
+
+/// An item's output name, where the text gives it: its alias, or the column named.
+fn output_name(item: &SelectItem) -> Option<String> {
+    match item {
+        SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.to_lowercase()),
+        SelectItem::UnnamedExpr(Expr::Identifier(i)) => Some(i.value.to_lowercase()),
+        SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => parts.last().map(|i| i.value.to_lowercase()),
+        _ => None,
+    }
+}
+
+/// Aliases each item whose output name an earlier item has, apart (see `REPEATED`).
+/// A select with a wildcard is left alone: its names are not in the text.
+fn repeated_names_apart(items: &mut [SelectItem]) {
+    if items.iter().any(|i| matches!(i, SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..))) {
+        return;
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (position, item) in items.iter_mut().enumerate() {
+        let Some(name) = output_name(item) else { continue };
+        if seen.insert(name.clone()) {
+            continue;
+        }
+        let alias = Ident::with_quote('"', format!("{name}{REPEATED}{position}"));
+        let expr = match std::mem::replace(item, SelectItem::UnnamedExpr(Expr::value(Value::Null))) {
+            SelectItem::ExprWithAlias { expr, .. } | SelectItem::UnnamedExpr(expr) => expr,
+            other => unreachable!("named items only: {other}"),
+        };
+        *item = SelectItem::ExprWithAlias { expr, alias };
     }
 }
 

@@ -1,0 +1,297 @@
+//! Subqueries correlated on any predicate, decorrelated through the domain of their
+//! outer values: the analyzer rule `CorrelatedDomains` (the coordinator's planner
+//! registers it before `subquery_marks`).
+//!
+//! DataFusion 55 decorrelates a subquery by pulling its correlated predicates up into
+//! the join with the outer rows, which it cannot do past an aggregation unless each is
+//! `inner column = outer expression`: `(SELECT count(*) FROM t WHERE t.x > o.y)` is
+//! refused. As in Neumann and Kemper's unnesting, such a subquery is first computed
+//! for every distinct outer value at once. Its domain `D`, the distinct values of the
+//! outer columns it reads, is cross-joined in under its correlated filter, which then
+//! reads `D`'s columns in place of the outer ones; what is left correlated is one
+//! equality per outer column, `D.v = o.v`, which DataFusion pulls up past any
+//! aggregation, grouping by `D.v` (and mending the empty groups of `count`). An outer
+//! column that may be NULL is matched by two keys, `v IS NULL` and `coalesce(v, a
+//! default)`, so that a NULL outer value finds its own domain row.
+//!
+//! The rewrite takes subqueries whose outer references all sit in one filter, with no
+//! subquery inside; any other shape DataFusion cannot pull up is left as it was (and
+//! fails as it did). A subquery DataFusion decorrelates already is not touched, so the
+//! plans of TPC-H and TPC-DS do not change.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::common::alias::AliasGenerator;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{Column, Result, ScalarValue};
+use datafusion::functions::core::expr_fn::coalesce;
+use datafusion::logical_expr::expr::{Exists, InSubquery};
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::utils::conjunction;
+use datafusion::logical_expr::{lit, Expr, LogicalPlan, LogicalPlanBuilder, Subquery};
+use datafusion::optimizer::decorrelate::PullUpCorrelatedExpr;
+use datafusion::optimizer::AnalyzerRule;
+
+/// The analyzer rule; see the module's comment.
+#[derive(Debug, Default)]
+pub struct CorrelatedDomains;
+
+impl AnalyzerRule for CorrelatedDomains {
+    fn name(&self) -> &str {
+        "correlated_domains"
+    }
+
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        use datafusion::optimizer::rewrite_set_comparison::RewriteSetComparison;
+        use datafusion::optimizer::{OptimizerContext, OptimizerRule};
+        // `x > ALL (q)`, `x = ANY (q)`: DataFusion's optimizer writes them as `EXISTS`
+        // (one each for a true, a false and a NULL comparison) under a `CASE`, which
+        // only a filter decorrelates. Written so here, before this rule and
+        // `subquery_marks`, each is a subquery like any other.
+        let plan = RewriteSetComparison::new().rewrite(plan, &OptimizerContext::new())?.data;
+        let aliases = AliasGenerator::new();
+        plan.transform_up_with_subqueries(|node| rewrite(node, &aliases)).map(|t| t.data)
+    }
+}
+
+/// Whether DataFusion cannot pull `subquery`'s correlation up.
+fn stuck(subquery: &Subquery) -> bool {
+    if subquery.outer_ref_columns.is_empty() {
+        return false;
+    }
+    let mut pull_up = PullUpCorrelatedExpr::new().with_need_handle_count_bug(true);
+    match subquery.subquery.as_ref().clone().rewrite(&mut pull_up) {
+        Ok(_) => !pull_up.can_pull_up,
+        Err(_) => true,
+    }
+}
+
+fn stuck_subquery(e: &Expr) -> bool {
+    e.exists(|e| {
+        Ok(match e {
+            Expr::ScalarSubquery(s) | Expr::Exists(Exists { subquery: s, .. }) => stuck(s),
+            Expr::InSubquery(InSubquery { subquery, .. }) => stuck(subquery),
+            _ => false,
+        })
+    })
+    .unwrap_or(false)
+}
+
+fn rewrite(node: LogicalPlan, aliases: &AliasGenerator) -> Result<Transformed<LogicalPlan>> {
+    if node.inputs().len() != 1 || !node.expressions().iter().any(stuck_subquery) {
+        return Ok(Transformed::no(node));
+    }
+    let outer = node.inputs()[0].clone();
+    let names = NamePreserver::new(&node);
+    node.map_expressions(|e| {
+        let name = names.save(&e);
+        let out = e.transform_up(|e| {
+            let with_domain = |s: &Subquery| -> Result<Option<Subquery>> {
+                if stuck(s) {
+                    with_domain(s, &outer, aliases)
+                } else {
+                    Ok(None)
+                }
+            };
+            Ok(match e {
+                Expr::ScalarSubquery(s) => match with_domain(&s)? {
+                    Some(s) => Transformed::yes(Expr::ScalarSubquery(s)),
+                    None => Transformed::no(Expr::ScalarSubquery(s)),
+                },
+                Expr::Exists(Exists { subquery, negated }) => match with_domain(&subquery)? {
+                    Some(subquery) => Transformed::yes(Expr::Exists(Exists { subquery, negated })),
+                    None => Transformed::no(Expr::Exists(Exists { subquery, negated })),
+                },
+                Expr::InSubquery(InSubquery { expr, subquery, negated }) => match with_domain(&subquery)? {
+                    Some(subquery) => Transformed::yes(Expr::InSubquery(InSubquery { expr, subquery, negated })),
+                    None => Transformed::no(Expr::InSubquery(InSubquery { expr, subquery, negated })),
+                },
+                other => Transformed::no(other),
+            })
+        })?;
+        Ok(out.update_data(|e| name.restore(e)))
+    })
+}
+
+fn has_subquery(e: &Expr) -> bool {
+    e.exists(|e| {
+        Ok(matches!(e, Expr::ScalarSubquery(_) | Expr::Exists(_) | Expr::InSubquery(_) | Expr::SetComparison(_)))
+    })
+    .unwrap_or(true)
+}
+
+/// The one filter of `plan` that holds outer references, if every outer reference is
+/// in it and `plan` has no subquery of its own.
+fn correlated_filter(plan: &LogicalPlan) -> Option<LogicalPlan> {
+    let mut found: Vec<LogicalPlan> = Vec::new();
+    let mut nested = false;
+    plan.apply(|node| {
+        let exprs = node.expressions();
+        nested |= exprs.iter().any(has_subquery);
+        if exprs.iter().any(Expr::contains_outer) {
+            found.push(node.clone());
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })
+    .ok()?;
+    match (nested, &found[..]) {
+        (false, [filter @ LogicalPlan::Filter(_)]) => Some(filter.clone()),
+        _ => None,
+    }
+}
+
+/// `subquery` with its domain joined in under its correlated filter, or None where
+/// the shape is not one this rule takes or DataFusion still could not pull it up.
+fn with_domain(subquery: &Subquery, outer: &LogicalPlan, aliases: &AliasGenerator) -> Result<Option<Subquery>> {
+    let plan = subquery.subquery.as_ref();
+    let Some(LogicalPlan::Filter(filter)) = correlated_filter(plan) else { return Ok(None) };
+    // The outer columns read, each once; all must be the outer node's input's own
+    // (a reference to a query further out is not this domain's).
+    let mut refs: Vec<(datafusion::arrow::datatypes::FieldRef, Column)> = Vec::new();
+    filter.predicate.apply(|e| {
+        if let Expr::OuterReferenceColumn(field, column) = e {
+            if !refs.iter().any(|(_, c)| c == column) {
+                refs.push((field.clone(), column.clone()));
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    if refs.iter().any(|(_, c)| !outer.schema().has_column(c)) {
+        return Ok(None);
+    }
+    let alias = aliases.next("__domain");
+    let values: Vec<Expr> =
+        refs.iter().enumerate().map(|(i, (_, c))| Expr::Column(c.clone()).alias(format!("v{i}"))).collect();
+    let mut keys = Vec::new();
+    let mut equalities = Vec::new();
+    let domain_column = |name: String| Expr::Column(Column::new(Some(alias.clone()), name));
+    for (i, (field, column)) in refs.iter().enumerate() {
+        let value = Expr::Column(Column::new_unqualified(format!("v{i}")));
+        let outer_value = Expr::OuterReferenceColumn(field.clone(), column.clone());
+        keys.push(value.clone());
+        if !field.is_nullable() {
+            equalities.push(domain_column(format!("v{i}")).eq(outer_value));
+            continue;
+        }
+        let Ok(default) = ScalarValue::new_default(field.data_type()) else { return Ok(None) };
+        keys.push(value.clone().is_null().alias(format!("n{i}")));
+        keys.push(coalesce(vec![value, lit(default.clone())]).alias(format!("c{i}")));
+        equalities.push(domain_column(format!("n{i}")).eq(outer_value.clone().is_null()));
+        equalities.push(domain_column(format!("c{i}")).eq(coalesce(vec![outer_value, lit(default)])));
+    }
+    let domain = LogicalPlanBuilder::from(outer.clone())
+        .project(values)?
+        .distinct()?
+        .project(keys)?
+        .alias(alias.clone())?
+        .build()?;
+    // The filter reads the domain's values where it read the outer columns.
+    let index: HashMap<&Column, usize> = refs.iter().enumerate().map(|(i, (_, c))| (c, i)).collect();
+    let local = filter.predicate.clone().transform(|e| match e {
+        Expr::OuterReferenceColumn(_, c) => Ok(Transformed::yes(domain_column(format!("v{}", index[&c])))),
+        other => Ok(Transformed::no(other)),
+    })?;
+    let predicate = conjunction(std::iter::once(local.data).chain(equalities)).expect("a predicate");
+    let replacement =
+        LogicalPlanBuilder::from(filter.input.as_ref().clone()).cross_join(domain)?.filter(predicate)?.build()?;
+    let target = LogicalPlan::Filter(filter);
+    let Some(rewritten) = replaced(plan, &target, &replacement)? else { return Ok(None) };
+    // The subquery answers the columns it did (a node passing its input's through
+    // would show the domain's too).
+    let rewritten = if rewritten.schema().fields().len() == plan.schema().fields().len() {
+        rewritten
+    } else {
+        let columns = plan.schema().columns().into_iter().map(Expr::Column);
+        LogicalPlanBuilder::from(rewritten).project(columns)?.build()?
+    };
+    let new = Subquery {
+        outer_ref_columns: rewritten.all_out_ref_exprs(),
+        subquery: Arc::new(rewritten),
+        spans: subquery.spans.clone(),
+    };
+    Ok((!stuck(&new)).then_some(new))
+}
+
+/// `plan` with `target` replaced, each node above it rebuilt (and its schema with it),
+/// or None where `target` is not in `plan`.
+fn replaced(plan: &LogicalPlan, target: &LogicalPlan, replacement: &LogicalPlan) -> Result<Option<LogicalPlan>> {
+    if plan == target {
+        return Ok(Some(replacement.clone()));
+    }
+    let mut changed = false;
+    let mut inputs = Vec::new();
+    for input in plan.inputs() {
+        match replaced(input, target, replacement)? {
+            Some(new) => {
+                changed = true;
+                inputs.push(new);
+            }
+            None => inputs.push(input.clone()),
+        }
+    }
+    match changed {
+        true => Ok(Some(plan.with_new_exprs(plan.expressions(), inputs)?)),
+        false => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::prelude::SessionContext;
+
+    fn session(with_rule: bool) -> SessionContext {
+        let ctx = SessionContext::new();
+        if with_rule {
+            ctx.add_analyzer_rule(Arc::new(CorrelatedDomains));
+        }
+        ctx
+    }
+
+    async fn rows(ctx: &SessionContext, sql: &str) -> Vec<String> {
+        let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+        let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches).unwrap().to_string();
+        text.lines().skip(3).filter(|l| l.starts_with('|')).map(|l| l.split_whitespace().collect()).collect()
+    }
+
+    const T: &str = "(VALUES (1), (2), (NULL), (2)) t(x)";
+    const U: &str = "(VALUES (1, 10), (2, 20), (3, 30), (3, 31)) u(y, z)";
+
+    /// Expected by hand, per outer x: the rows of `u` with y > x, and with y < x.
+    #[tokio::test]
+    async fn scalar_subqueries_correlated_on_inequalities() {
+        let ctx = session(true);
+        let sql = format!(
+            "SELECT x, (SELECT count(*) FROM {U} WHERE u.y > t.x), (SELECT sum(z) FROM {U} WHERE u.y < t.x) \
+             FROM {T} ORDER BY x NULLS LAST"
+        );
+        // x = 1: y in {2, 3, 3}, 3 rows; none below. x = 2 (twice): {3, 3}; y = 1, 10.
+        // x = NULL: no comparison holds: 0 and NULL.
+        assert_eq!(rows(&ctx, &sql).await, ["|1|3||", "|2|2|10|", "|2|2|10|", "||0||"]);
+        // A NULL outer value finds its own row of the domain.
+        let sql = format!(
+            "SELECT x, (SELECT count(*) FROM {U} WHERE u.y > t.x OR t.x IS NULL) FROM {T} ORDER BY x NULLS LAST"
+        );
+        assert_eq!(rows(&ctx, &sql).await, ["|1|3|", "|2|2|", "|2|2|", "||4|"]);
+        // In a filter, and an EXISTS over an aggregation: x = 1 sees two rows above it
+        // with z < 31 (20, 30), x = 2 one (30).
+        let sql = format!(
+            "SELECT x FROM {T} WHERE EXISTS (SELECT count(*) FROM {U} WHERE u.y > t.x AND z < 31 HAVING count(*) > 1)"
+        );
+        assert_eq!(rows(&ctx, &sql).await, ["|1|"]);
+    }
+
+    /// A subquery DataFusion decorrelates itself is left to it: the plans are equal.
+    #[tokio::test]
+    async fn equality_correlation_is_left_to_datafusion() {
+        let sql = format!("SELECT x FROM {T} WHERE x < (SELECT avg(z) FROM {U} WHERE u.y = t.x)");
+        let mut plans = Vec::new();
+        for with_rule in [true, false] {
+            let df = session(with_rule).sql(&sql).await.unwrap();
+            plans.push(df.into_optimized_plan().unwrap().display_indent().to_string());
+        }
+        assert_eq!(plans[0], plans[1]);
+    }
+}
