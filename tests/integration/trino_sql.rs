@@ -253,6 +253,13 @@ const CASES: &[Case] = &[
          HAVING count(*) > 1)",
         "[[3]]",
     ),
+    // A row's field after an expression and after a subscript.
+    (
+        "a field of an expression",
+        "SELECT CAST(ROW(1, 'a') AS ROW(x int, y varchar)).y, x[1].c \
+         FROM (SELECT ARRAY[CAST(ROW(5) AS ROW(c int))] x)",
+        r#"[["a", 5]]"#,
+    ),
     // A name twice is Trino's (and its columns are both `n_name`, below).
     ("a column twice", "SELECT n_name, n_name FROM nation WHERE n_nationkey = 0", r#"[["ALGERIA", "ALGERIA"]]"#),
 ];

@@ -185,3 +185,11 @@ fn fetch_first_is_a_limit_and_an_empty_grouping_set_is_none() {
     assert_eq!(parsed("SELECT count(*) FROM t GROUP BY ()"), "SELECT count(*) AS _col0 FROM t");
     assert_eq!(parsed("SELECT a, count(*) FROM t GROUP BY (), a"), "SELECT a, count(*) AS _col1 FROM t GROUP BY a");
 }
+
+#[test]
+fn a_rows_field_after_an_expression_is_bracketed() {
+    let sql = parsed("SELECT CAST(r AS ROW(x INT)).x, a.b[1].C, (s).\"Q\" FROM t");
+    assert!(sql.contains(")['x'] AS _col0"), "{sql}");
+    assert!(sql.contains("a.b[1]['c'] AS _col1"), "{sql}");
+    assert!(sql.contains("(s)['Q'] AS _col2"), "{sql}");
+}

@@ -56,6 +56,13 @@ fn expression(expr: &mut Expr, time_zone: &str) -> Result<()> {
             _ => None,
         },
         Expr::Interval(i) => year_month_interval(i)?,
+        // A row's field after an expression or a subscript (`CAST(r AS ROW(x int)).x`,
+        // `a.b[1].c`): DataFusion takes only a column path's dots, but reads a field
+        // by name in brackets.
+        Expr::CompoundFieldAccess { root, access_chain } if access_chain.iter().any(is_dot) => {
+            let path = matches!(root.as_ref(), Expr::Identifier(_) | Expr::CompoundIdentifier(_));
+            Some(Expr::CompoundFieldAccess { root: root.clone(), access_chain: bracketed(access_chain, path) })
+        }
         // Trino's `CHAR(n)` pads with spaces (and cuts) to its length; DataFusion's is varchar.
         Expr::Cast {
             kind,
@@ -268,4 +275,37 @@ fn decimal_literal(text: &str) -> Result<Option<Expr>> {
         return plan_err!("decimal literal '{text}' has more than 38 digits");
     }
     parse_expr(&format!("CAST({} AS DECIMAL({precision}, {}))", quoted(t), frac.len())).map(Some)
+}
+
+fn is_dot(access: &datafusion::sql::sqlparser::ast::AccessExpr) -> bool {
+    matches!(access, datafusion::sql::sqlparser::ast::AccessExpr::Dot(_))
+}
+
+/// `chain` with each `.field` written `['field']` (an unquoted name lower case, as
+/// Trino's names of a row's fields are). After a root that is a name (`path`), the
+/// dots before the first subscript stay: they name a column (`t.c`), which DataFusion
+/// resolves itself.
+fn bracketed(
+    chain: &[datafusion::sql::sqlparser::ast::AccessExpr],
+    path: bool,
+) -> Vec<datafusion::sql::sqlparser::ast::AccessExpr> {
+    use datafusion::sql::sqlparser::ast::{AccessExpr, Ident, Subscript};
+    let field = |i: &Ident| {
+        let name = if i.quote_style.is_some() { i.value.clone() } else { i.value.to_lowercase() };
+        AccessExpr::Subscript(Subscript::Index {
+            index: Expr::Value(Value::SingleQuotedString(name).with_empty_span()),
+        })
+    };
+    let mut out = Vec::with_capacity(chain.len());
+    let mut leading = path;
+    for access in chain {
+        leading &= is_dot(access);
+        match access {
+            _ if leading => out.push(access.clone()),
+            AccessExpr::Dot(Expr::Identifier(i)) => out.push(field(i)),
+            AccessExpr::Dot(Expr::CompoundIdentifier(parts)) => out.extend(parts.iter().map(field)),
+            other => out.push(other.clone()),
+        }
+    }
+    out
 }
