@@ -17,12 +17,11 @@ use std::sync::{Arc, OnceLock};
 
 use datafusion::arrow::datatypes::{DataType, Field};
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::error::Result;
 use datafusion::functions::core::expr_fn::{get_field, named_struct};
 use datafusion::logical_expr::expr::ScalarFunction;
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{lit, when, Cast, Expr, ExprSchemable, LogicalPlan, ScalarUDF, TryCast};
@@ -173,12 +172,7 @@ impl AnalyzerRule for TrinoCasts {
             if let LogicalPlan::TableScan(ts) = &plan {
                 schema.merge(&DFSchema::try_from_qualified_schema(ts.table_name.clone(), &ts.source.schema())?);
             }
-            let names = NamePreserver::new(&plan);
-            plan.map_expressions(|e| {
-                let name = names.save(&e);
-                let out = e.transform_up(|e| rewrite(e, &schema, &simplifier))?;
-                Ok(out.update_data(|e| name.restore(e)))
-            })
+            super::rewrite_keeping_names(plan, |e| rewrite(e, &schema, &simplifier))
         })
         .map(|t| t.data)
     }

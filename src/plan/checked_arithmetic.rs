@@ -23,11 +23,10 @@ use datafusion::arrow::compute::kernels::numeric;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, ExprSchema, ScalarValue};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::expr::ScalarFunction;
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
     BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs, ScalarUDF,
@@ -245,12 +244,7 @@ impl AnalyzerRule for CheckedArithmetic {
             }
             // Names kept: a window's name holds its ORDER BY (`x * 2`), which the
             // nodes above read.
-            let names = NamePreserver::new(&plan);
-            plan.map_expressions(|e| {
-                let name = names.save(&e);
-                let out = e.transform_up(|e| checked(e, &schema))?;
-                Ok(out.update_data(|e| name.restore(e)))
-            })
+            super::rewrite_keeping_names(plan, |e| checked(e, &schema))
         })
         .map(|t| t.data)
     }

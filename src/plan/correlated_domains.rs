@@ -28,7 +28,6 @@ use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{Column, Result, ScalarValue};
 use datafusion::functions::core::expr_fn::coalesce;
 use datafusion::logical_expr::expr::{Exists, InSubquery};
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{lit, Expr, LogicalPlan, LogicalPlanBuilder, Subquery};
 use datafusion::optimizer::decorrelate::PullUpCorrelatedExpr;
@@ -68,50 +67,45 @@ fn stuck(subquery: &Subquery) -> bool {
     }
 }
 
-fn stuck_subquery(e: &Expr) -> bool {
+/// The subquery of `e`, if `e` is a subquery expression with one.
+fn subquery_of(e: &mut Expr) -> Option<&mut Subquery> {
+    match e {
+        Expr::ScalarSubquery(s) | Expr::Exists(Exists { subquery: s, .. }) => Some(s),
+        Expr::InSubquery(InSubquery { subquery, .. }) => Some(subquery),
+        _ => None,
+    }
+}
+
+/// Whether `e` holds a correlated subquery (whether DataFusion pulls it up is asked
+/// once, where it is rewritten).
+fn correlated_subquery(e: &Expr) -> bool {
     e.exists(|e| {
-        Ok(match e {
-            Expr::ScalarSubquery(s) | Expr::Exists(Exists { subquery: s, .. }) => stuck(s),
-            Expr::InSubquery(InSubquery { subquery, .. }) => stuck(subquery),
-            _ => false,
-        })
+        Ok(matches!(
+            e,
+            Expr::ScalarSubquery(s) | Expr::Exists(Exists { subquery: s, .. }) | Expr::InSubquery(InSubquery { subquery: s, .. })
+                if !s.outer_ref_columns.is_empty()
+        ))
     })
     .unwrap_or(false)
 }
 
 fn rewrite(node: LogicalPlan, aliases: &AliasGenerator) -> Result<Transformed<LogicalPlan>> {
-    if node.inputs().len() != 1 || !node.expressions().iter().any(stuck_subquery) {
+    if node.inputs().len() != 1 || !node.expressions().iter().any(correlated_subquery) {
         return Ok(Transformed::no(node));
     }
     let outer = node.inputs()[0].clone();
-    let names = NamePreserver::new(&node);
-    node.map_expressions(|e| {
-        let name = names.save(&e);
-        let out = e.transform_up(|e| {
-            let with_domain = |s: &Subquery| -> Result<Option<Subquery>> {
-                if stuck(s) {
-                    with_domain(s, &outer, aliases)
-                } else {
-                    Ok(None)
-                }
-            };
-            Ok(match e {
-                Expr::ScalarSubquery(s) => match with_domain(&s)? {
-                    Some(s) => Transformed::yes(Expr::ScalarSubquery(s)),
-                    None => Transformed::no(Expr::ScalarSubquery(s)),
-                },
-                Expr::Exists(Exists { subquery, negated }) => match with_domain(&subquery)? {
-                    Some(subquery) => Transformed::yes(Expr::Exists(Exists { subquery, negated })),
-                    None => Transformed::no(Expr::Exists(Exists { subquery, negated })),
-                },
-                Expr::InSubquery(InSubquery { expr, subquery, negated }) => match with_domain(&subquery)? {
-                    Some(subquery) => Transformed::yes(Expr::InSubquery(InSubquery { expr, subquery, negated })),
-                    None => Transformed::no(Expr::InSubquery(InSubquery { expr, subquery, negated })),
-                },
-                other => Transformed::no(other),
-            })
-        })?;
-        Ok(out.update_data(|e| name.restore(e)))
+    super::rewrite_keeping_names(node, |mut e| {
+        let Some(subquery) = subquery_of(&mut e) else { return Ok(Transformed::no(e)) };
+        if !stuck(subquery) {
+            return Ok(Transformed::no(e));
+        }
+        match with_domain(subquery, &outer, aliases)? {
+            Some(new) => {
+                *subquery = new;
+                Ok(Transformed::yes(e))
+            }
+            None => Ok(Transformed::no(e)),
+        }
     })
 }
 

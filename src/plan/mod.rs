@@ -85,3 +85,23 @@ pub enum DependencyKind {
     /// its probe side do not).
     BroadcastJoinBuild,
 }
+
+/// `plan`'s expressions rewritten bottom-up by `rewrite`, each keeping its name: the
+/// nodes above read a projection's, an aggregate's or a window's output by the name
+/// DataFusion gives its expression, which a rewrite inside it would change. What the
+/// analyzer rules that rewrite expressions in place share.
+pub fn rewrite_keeping_names(
+    plan: datafusion::logical_expr::LogicalPlan,
+    mut rewrite: impl FnMut(
+        datafusion::logical_expr::Expr,
+    ) -> datafusion::common::Result<
+        datafusion::common::tree_node::Transformed<datafusion::logical_expr::Expr>,
+    >,
+) -> datafusion::common::Result<datafusion::common::tree_node::Transformed<datafusion::logical_expr::LogicalPlan>> {
+    use datafusion::common::tree_node::TreeNode;
+    let names = datafusion::logical_expr::expr_rewriter::NamePreserver::new(&plan);
+    plan.map_expressions(|e| {
+        let name = names.save(&e);
+        Ok(e.transform_up(&mut rewrite)?.update_data(|e| name.restore(e)))
+    })
+}

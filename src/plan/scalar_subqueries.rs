@@ -20,7 +20,6 @@ use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, Result};
 use datafusion::logical_expr::expr::{AggregateFunction, ScalarFunction};
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, Subquery};
 use datafusion::optimizer::AnalyzerRule;
 
@@ -40,15 +39,9 @@ impl AnalyzerRule for ScalarSubqueries {
             if !node.expressions().iter().any(has_multirow_subquery) {
                 return Ok(Transformed::no(node));
             }
-            // Names kept: the nodes above read an aggregate's result by its name.
-            let names = NamePreserver::new(&node);
-            node.map_expressions(|e| {
-                let name = names.save(&e);
-                let out = e.transform_up(|e| match e {
-                    Expr::ScalarSubquery(s) if may_have_rows(&s.subquery) => checked(s).map(Transformed::yes),
-                    other => Ok(Transformed::no(other)),
-                })?;
-                Ok(out.update_data(|e| name.restore(e)))
+            super::rewrite_keeping_names(node, |e| match e {
+                Expr::ScalarSubquery(s) if may_have_rows(&s.subquery) => checked(s).map(Transformed::yes),
+                other => Ok(Transformed::no(other)),
             })
         })
         .map(|t| t.data)
