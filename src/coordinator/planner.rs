@@ -176,6 +176,9 @@ pub fn session_context(
     // Subqueries correlated on any predicate, through their outer values' domain
     // (`plan::correlated_domains`); before the marks, which then take them too.
     ctx.add_analyzer_rule(Arc::new(crate::plan::correlated_domains::CorrelatedDomains));
+    // `LATERAL` and `CROSS JOIN UNNEST` over the left side's columns
+    // (`plan::lateral_joins`).
+    ctx.add_analyzer_rule(Arc::new(crate::plan::lateral_joins::LateralJoins));
     // `EXISTS` and `IN (subquery)` outside filters, and `IN` inside a filter's
     // expressions, as mark joins with SQL's NULLs (`plan::subquery_marks`).
     ctx.add_analyzer_rule(Arc::new(crate::plan::subquery_marks::SubqueryMarks));

@@ -29,6 +29,7 @@ mod string;
 mod text;
 mod timestamp;
 pub mod types;
+pub mod unnest;
 mod url;
 
 use std::sync::Arc;
@@ -81,6 +82,7 @@ fn scalar_functions() -> Vec<ScalarUDF> {
         regexp::functions(),
         string::functions(),
         timestamp::functions(),
+        unnest::functions(),
         url::functions(),
     ]
     .into_iter()

@@ -30,8 +30,9 @@ use datafusion::functions::core::expr_fn::coalesce;
 use datafusion::logical_expr::expr::{Exists, InSubquery};
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{lit, Expr, LogicalPlan, LogicalPlanBuilder, Subquery};
-use datafusion::optimizer::decorrelate::PullUpCorrelatedExpr;
 use datafusion::optimizer::AnalyzerRule;
+
+use super::dependent_join::{outer_columns, stuck, Domain};
 
 /// The analyzer rule; see the module's comment.
 #[derive(Debug, Default)]
@@ -52,18 +53,6 @@ impl AnalyzerRule for CorrelatedDomains {
         let plan = RewriteSetComparison::new().rewrite(plan, &OptimizerContext::new())?.data;
         let aliases = AliasGenerator::new();
         plan.transform_up_with_subqueries(|node| rewrite(node, &aliases)).map(|t| t.data)
-    }
-}
-
-/// Whether DataFusion cannot pull `subquery`'s correlation up.
-fn stuck(subquery: &Subquery) -> bool {
-    if subquery.outer_ref_columns.is_empty() {
-        return false;
-    }
-    let mut pull_up = PullUpCorrelatedExpr::new().with_need_handle_count_bug(true);
-    match subquery.subquery.as_ref().clone().rewrite(&mut pull_up) {
-        Ok(_) => !pull_up.can_pull_up,
-        Err(_) => true,
     }
 }
 
@@ -96,10 +85,14 @@ fn rewrite(node: LogicalPlan, aliases: &AliasGenerator) -> Result<Transformed<Lo
     let outer = node.inputs()[0].clone();
     super::rewrite_keeping_names(node, |mut e| {
         let Some(subquery) = subquery_of(&mut e) else { return Ok(Transformed::no(e)) };
-        if !stuck(subquery) {
+        if !stuck(subquery, false) {
             return Ok(Transformed::no(e));
         }
-        match with_domain(subquery, &outer, aliases)? {
+        let new = match with_domain(subquery, &outer, aliases)? {
+            Some(new) => Some(new),
+            None => pushed_down(subquery, &outer, aliases)?,
+        };
+        match new {
             Some(new) => {
                 *subquery = new;
                 Ok(Transformed::yes(e))
@@ -205,7 +198,40 @@ fn with_domain(subquery: &Subquery, outer: &LogicalPlan, aliases: &AliasGenerato
         subquery: Arc::new(rewritten),
         spans: subquery.spans.clone(),
     };
-    Ok((!stuck(&new)).then_some(new))
+    Ok((!stuck(&new, false)).then_some(new))
+}
+
+/// `subquery` computed for its whole domain by `dependent_join` and correlated by its
+/// domain's values alone, or None where the push-down does not take its shape or
+/// DataFusion still could not pull it up. Any shape of the push-down's, where
+/// `with_domain`'s one filter is not.
+fn pushed_down(subquery: &Subquery, outer: &LogicalPlan, aliases: &AliasGenerator) -> Result<Option<Subquery>> {
+    let plan = subquery.subquery.as_ref();
+    let Some(refs) = outer_columns(plan) else { return Ok(None) };
+    let Some(domain) = Domain::new(outer, refs, aliases, true)? else { return Ok(None) };
+    let Some(pushed) = domain.push(plan)? else { return Ok(None) };
+    let rewritten = LogicalPlanBuilder::from(under_projections(pushed, domain.correlation())?)
+        .project(plan.schema().columns().into_iter().map(Expr::Column))?
+        .build()?;
+    let new = Subquery {
+        outer_ref_columns: rewritten.all_out_ref_exprs(),
+        subquery: Arc::new(rewritten),
+        spans: subquery.spans.clone(),
+    };
+    Ok((!stuck(&new, false)).then_some(new))
+}
+
+/// `plan` filtered by `predicate` (which reads only the domain's columns, which every
+/// projection of a pushed plan passes on) below its top projections: right above an
+/// aggregation, where DataFusion looks for a scalar subquery's.
+fn under_projections(plan: LogicalPlan, predicate: Expr) -> Result<LogicalPlan> {
+    match plan {
+        LogicalPlan::Projection(p) => {
+            let input = under_projections(p.input.as_ref().clone(), predicate)?;
+            Ok(LogicalPlan::Projection(datafusion::logical_expr::Projection::try_new(p.expr, Arc::new(input))?))
+        }
+        other => LogicalPlanBuilder::from(other).filter(predicate)?.build(),
+    }
 }
 
 /// `plan` with `target` replaced, each node above it rebuilt (and its schema with it),

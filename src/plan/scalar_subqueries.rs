@@ -53,9 +53,12 @@ fn has_multirow_subquery(e: &Expr) -> bool {
 }
 
 /// Whether `plan` may answer more than one row: not an aggregation without grouping
-/// (under projections, aliases and a `HAVING`) nor a plan bounded to one row.
+/// (under projections, aliases and a `HAVING`) nor an uncorrelated plan bounded to one
+/// row. A correlated `LIMIT 1` is one row per outer row only until it is decorrelated
+/// (`dependent_join` numbers the rows of all outer rows at once), and DataFusion takes
+/// a correlated scalar subquery only as an aggregation.
 fn may_have_rows(plan: &LogicalPlan) -> bool {
-    if plan.max_rows().is_some_and(|n| n <= 1) {
+    if plan.max_rows().is_some_and(|n| n <= 1) && !super::dependent_join::reads_outer(plan) {
         return false;
     }
     match plan {
@@ -82,7 +85,7 @@ fn checked(subquery: Subquery) -> Result<Expr> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::error_code::ErrorCode;
     use crate::plan::checked_arithmetic::arithmetic_error_code;

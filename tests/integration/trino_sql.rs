@@ -260,6 +260,94 @@ const CASES: &[Case] = &[
          FROM (SELECT ARRAY[CAST(ROW(5) AS ROW(c int))] x)",
         r#"[["a", 5]]"#,
     ),
+    // Each array's elements beside its row; the empty and the NULL array give none.
+    (
+        "CROSS JOIN UNNEST of a column",
+        "SELECT x, y FROM (VALUES (1, ARRAY[10, 20]), (2, ARRAY[30]), (3, CAST(ARRAY[] AS ARRAY(INTEGER))), \
+         (4, NULL)) t(x, a) CROSS JOIN UNNEST(a) AS u(y) ORDER BY x, y",
+        "[[1, 10], [1, 20], [2, 30]]",
+    ),
+    // A left join keeps rows 3 and 4 with a NULL element.
+    (
+        "LEFT JOIN UNNEST ON true",
+        "SELECT x, y FROM (VALUES (1, ARRAY[10, 20]), (2, ARRAY[30]), (3, CAST(ARRAY[] AS ARRAY(INTEGER))), \
+         (4, NULL)) t(x, a) LEFT JOIN UNNEST(a) AS u(y) ON true ORDER BY x, y",
+        "[[1, 10], [1, 20], [2, 30], [3, null], [4, null]]",
+    ),
+    // Two equal rows each get their array's one element: two rows, not one or four.
+    (
+        "UNNEST of equal rows",
+        "SELECT x, y FROM (VALUES (1, ARRAY[5]), (1, ARRAY[5])) t(x, a) CROSS JOIN UNNEST(t.a) AS u(y)",
+        "[[1, 5], [1, 5]]",
+    ),
+    // Positions within each row's array, from 1.
+    (
+        "UNNEST WITH ORDINALITY of a column",
+        "SELECT x, y, n FROM (VALUES (1, ARRAY[10, 20]), (2, ARRAY[30])) t(x, a) \
+         CROSS JOIN UNNEST(a) WITH ORDINALITY AS u(y, n) ORDER BY x, n",
+        "[[1, 10, 1], [1, 20, 2], [2, 30, 1]]",
+    ),
+    // The shorter array is padded with NULL; the ordinal counts the longer.
+    (
+        "UNNEST of two arrays WITH ORDINALITY",
+        "SELECT * FROM UNNEST(ARRAY[1, 2], ARRAY['a']) WITH ORDINALITY AS t(x, y, n)",
+        r#"[[1, "a", 1], [2, null, 2]]"#,
+    ),
+    // A map is a key and a value column; an array of rows a column per field.
+    (
+        "UNNEST of a map",
+        "SELECT x, k, v FROM (VALUES (1, MAP(ARRAY['a', 'b'], ARRAY[5, 6]))) t(x, m) CROSS JOIN UNNEST(m) AS u(k, v) \
+         ORDER BY k",
+        r#"[[1, "a", 5], [1, "b", 6]]"#,
+    ),
+    (
+        "UNNEST of an array of rows",
+        "SELECT name, v FROM UNNEST(ARRAY[ROW('x', 1), ROW('y', 2)]) AS t(name, v) ORDER BY v",
+        r#"[["x", 1], ["y", 2]]"#,
+    ),
+    // 1 + 2 and 3 + 4, computed per left row.
+    (
+        "a LATERAL projection of the left side's columns",
+        "SELECT x, y FROM (VALUES (1, 2), (3, 4)) t(x, z), LATERAL (SELECT x + z AS y) ORDER BY x",
+        "[[1, 3], [3, 7]]",
+    ),
+    // One row per left row even where the array is empty or NULL: sum NULL, count 0.
+    (
+        "a LATERAL aggregation over a row's array",
+        "SELECT x, s, c FROM (VALUES (1, ARRAY[1, 2, 3]), (2, CAST(ARRAY[] AS ARRAY(INTEGER))), (3, NULL)) t(x, a) \
+         CROSS JOIN LATERAL (SELECT sum(e) AS s, count(*) AS c FROM UNNEST(a) AS u(e)) ORDER BY x",
+        "[[1, 6, 3], [2, null, 0], [3, null, 0]]",
+    ),
+    // The first nation of each region by name (the regions' nations: ALGERIA,
+    // ETHIOPIA, KENYA, MOROCCO, MOZAMBIQUE; ARGENTINA, BRAZIL, CANADA, PERU, UNITED
+    // STATES; CHINA, INDIA, INDONESIA, JAPAN, VIETNAM; FRANCE, GERMANY, ROMANIA, RUSSIA,
+    // UNITED KINGDOM; EGYPT, IRAN, IRAQ, JORDAN, SAUDI ARABIA).
+    (
+        "a LATERAL top row per left row",
+        "SELECT r_name, n_name FROM region CROSS JOIN LATERAL \
+         (SELECT n_name FROM nation WHERE n_regionkey = r_regionkey ORDER BY n_name LIMIT 1) ORDER BY r_name",
+        r#"[["AFRICA", "ALGERIA"], ["AMERICA", "ARGENTINA"], ["ASIA", "CHINA"], ["EUROPE", "FRANCE"], ["MIDDLE EAST", "EGYPT"]]"#,
+    ),
+    // The last of each, as a scalar subquery.
+    (
+        "a correlated scalar subquery with LIMIT",
+        "SELECT r_name, (SELECT n_name FROM nation WHERE n_regionkey = r_regionkey ORDER BY n_name DESC LIMIT 1) \
+         FROM region ORDER BY r_name",
+        r#"[["AFRICA", "MOZAMBIQUE"], ["AMERICA", "UNITED STATES"], ["ASIA", "VIETNAM"], ["EUROPE", "UNITED KINGDOM"], ["MIDDLE EAST", "SAUDI ARABIA"]]"#,
+    ),
+    // The outer value inside an aggregate's argument: max(1, 2) + x; NULL for NULL.
+    (
+        "an outer column in a subquery's aggregate",
+        "SELECT x, (SELECT max(y + t.x) FROM (VALUES 1, 2) u(y)) FROM (VALUES 10, 20, NULL) t(x) ORDER BY x",
+        "[[10, 12], [20, 22], [null, null]]",
+    ),
+    // A subquery over the outer row's array: 1 + 2, 5, and NULL for the NULL arrays.
+    (
+        "a scalar subquery over UNNEST of an outer column",
+        "SELECT x, (SELECT sum(e) FROM UNNEST(a) AS u(e)) FROM (VALUES (1, ARRAY[1, 2]), (2, ARRAY[5]), (3, NULL), \
+         (4, NULL)) t(x, a) ORDER BY x",
+        "[[1, 3], [2, 5], [3, null], [4, null]]",
+    ),
     // A name twice is Trino's (and its columns are both `n_name`, below).
     ("a column twice", "SELECT n_name, n_name FROM nation WHERE n_nationkey = 0", r#"[["ALGERIA", "ALGERIA"]]"#),
 ];

@@ -20,6 +20,7 @@ pub mod output_names;
 mod query_clauses;
 mod rewrite;
 mod tokens;
+mod unnest_relations;
 mod using_joins;
 
 use datafusion::common::Result;
@@ -164,12 +165,13 @@ pub fn parse_in(sql: &str, recursion_limit: usize, time_zone: &str) -> Result<St
     Ok(statement)
 }
 
-/// `query_clauses`, `output_names` and `named_windows` over the statement, and the one an `EXPLAIN`
+/// `query_clauses`, `unnest_relations`, `output_names` and `named_windows` over the statement, and the one an `EXPLAIN`
 /// explains.
 fn rewrite_select_lists(statement: &mut Statement) -> Result<()> {
     match statement {
         Statement::Statement(s) => {
             query_clauses::rewrite(s.as_mut());
+            unnest_relations::rewrite(s.as_mut())?;
             output_names::name(s.as_mut());
             named_windows::resolve(s.as_mut())
         }
