@@ -173,6 +173,12 @@ impl Connectors {
                     .with_runtime_env(self.runtime.clone())
                     .with_default_features()
                     .with_type_planner(Arc::new(crate::functions::types::TrinoTypes))
+                    // A row's subscript is Trino's before DataFusion's planners see it.
+                    .with_expr_planners(
+                        std::iter::once(Arc::new(crate::functions::row_subscript::RowSubscripts) as _)
+                            .chain(datafusion::execution::SessionStateDefaults::default_expr_planners())
+                            .collect(),
+                    )
                     .build();
                 // Trino's functions, over DataFusion's of the same name.
                 crate::functions::register(&mut state).expect("registering functions cannot fail");

@@ -23,6 +23,7 @@ mod lambda;
 mod map_lambda;
 mod math;
 mod regexp;
+pub mod row_subscript;
 pub(crate) mod simple;
 pub mod single_value;
 mod string;

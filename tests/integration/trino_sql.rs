@@ -348,6 +348,23 @@ const CASES: &[Case] = &[
          (4, NULL)) t(x, a) ORDER BY x",
         "[[1, 3], [2, 5], [3, null], [4, null]]",
     ),
+    // ROLLUP (a, b) x ROLLUP (a) gives (a, b) twice, (a) three times and () once;
+    // DISTINCT keeps each once: the two (a, b) groups, (1) and the total.
+    (
+        "GROUP BY DISTINCT",
+        "SELECT a, b, count(*) FROM (VALUES (1, 2), (1, 3)) t(a, b) GROUP BY DISTINCT ROLLUP (a, b), ROLLUP (a) \
+         ORDER BY 1, 2",
+        "[[1, 2, 1], [1, 3, 1], [1, null, 2], [null, null, 2]]",
+    ),
+    // A row's subscript is its field by position from 1.
+    ("a row's field by position", "SELECT r[2], r[1] FROM (SELECT ROW(1, 'a') AS r)", r#"[["a", 1]]"#),
+    ("apply", "SELECT apply(5, x -> x + 1), apply('a', s -> s || 'b')", r#"[[6, "ab"]]"#),
+    // The USING column is neither side's own: l.* is `a` alone, r.* `b` alone.
+    (
+        "a relation's columns after USING",
+        "SELECT l.*, r.* FROM (VALUES (1, 2)) l(k, a) LEFT JOIN (VALUES (1, 3)) r(k, b) USING (k)",
+        "[[2, 3]]",
+    ),
     // A name twice is Trino's (and its columns are both `n_name`, below).
     ("a column twice", "SELECT n_name, n_name FROM nation WHERE n_nationkey = 0", r#"[["ALGERIA", "ALGERIA"]]"#),
 ];

@@ -86,8 +86,10 @@ fn with_zone(f: &Function, time_zone: &str) -> Expr {
 /// `min_by`, `max_by` and the forms with a count `n` skip rows whose key is NULL or
 /// NaN, as Trino's do (`__nan_as_null` is NULL for NaN); `max(x, n)` is the `n` largest
 /// values, largest first; `approx_distinct`'s standard error only tunes Trino's sketch.
-const RESHAPED: [(&str, usize, &str); 18] = [
+const RESHAPED: [(&str, usize, &str); 19] = [
     ("mod", 2, "(({0}) % ({1}))"),
+    // The lambda applied to the value, through the array functions' lambdas.
+    ("apply", 2, "transform(ARRAY[{0}], {1})[1]"),
     ("count_if", 1, "count(CASE WHEN {0} THEN 1 END)"),
     (
         "max_by",

@@ -193,3 +193,25 @@ fn a_rows_field_after_an_expression_is_bracketed() {
     assert!(sql.contains("a.b[1]['c'] AS _col1"), "{sql}");
     assert!(sql.contains("(s)['Q'] AS _col2"), "{sql}");
 }
+
+#[test]
+fn group_by_distinct_is_its_distinct_grouping_sets() {
+    // CUBE (a, b) x (a): (a, b) twice, (a) twice; each once.
+    let text = parsed("SELECT a, b FROM t GROUP BY DISTINCT CUBE (a, b), a");
+    assert!(text.ends_with("GROUP BY GROUPING SETS ((a, b), (a))"), "{text}");
+    // Without DISTINCT the list is as written.
+    let text = parsed("SELECT a FROM t GROUP BY ROLLUP (a), a");
+    assert!(text.ends_with("GROUP BY ROLLUP (a), a"), "{text}");
+}
+
+#[test]
+fn unnest_with_names_is_a_derived_table_of_unnests() {
+    let text = parsed("SELECT * FROM t CROSS JOIN UNNEST(t.m) WITH ORDINALITY AS u(k, v, n)");
+    assert_eq!(
+        text,
+        "SELECT * FROM t CROSS JOIN LATERAL (SELECT unnest(__unnest_row(__unnest_args.a1)), __unnest_args.o \
+         FROM UNNEST(__unnest_list(t.m), __unnest_ordinals(t.m)) AS __unnest_args (a1, o)) AS u (k, v, n)"
+    );
+    // Without names or ordinals, DataFusion's own UNNEST.
+    assert_eq!(parsed("SELECT * FROM UNNEST(ARRAY[1])"), "SELECT * FROM UNNEST(ARRAY[1])");
+}

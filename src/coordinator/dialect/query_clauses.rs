@@ -3,7 +3,10 @@
 //! - `FETCH FIRST n ROWS ONLY` (and `FETCH NEXT`, `ROW`) is `LIMIT n`, after any
 //!   `OFFSET`; `WITH TIES` and `PERCENT` stay DataFusion's refusal;
 //! - `GROUP BY ()`, the empty grouping set, groups by nothing: it is left out of the
-//!   `GROUP BY` list, which without other items is the whole input's one group.
+//!   `GROUP BY` list, which without other items is the whole input's one group;
+//! - `GROUP BY DISTINCT` (marked by `tokens`) is the cross product of its elements'
+//!   grouping sets, each set once, as an explicit `GROUPING SETS` list: `ROLLUP (a,
+//!   b), ROLLUP (a)` has `(a, b)` twice and `(a)` three times, `DISTINCT` once each.
 
 use std::ops::ControlFlow;
 
@@ -53,6 +56,7 @@ fn empty_groups(set: &mut SetExpr) {
         SetExpr::Select(select) => {
             if let GroupByExpr::Expressions(items, _) = &mut select.group_by {
                 items.retain(|e| !matches!(e, Expr::Tuple(t) if t.is_empty()));
+                distinct_sets(items);
             }
         }
         SetExpr::SetOperation { left, right, .. } => {
@@ -61,4 +65,51 @@ fn empty_groups(set: &mut SetExpr) {
         }
         _ => {}
     }
+}
+
+/// The grouping sets of one element of a `GROUP BY` list.
+fn sets_of(element: &Expr) -> Vec<Vec<Expr>> {
+    match element {
+        Expr::Rollup(groups) => (0..=groups.len()).rev().map(|n| groups[..n].concat()).collect(),
+        Expr::Cube(groups) => (0..1usize << groups.len())
+            .rev()
+            .map(|mask| (0..groups.len()).filter(|i| mask & (1 << i) != 0).flat_map(|i| groups[i].clone()).collect())
+            .collect(),
+        Expr::GroupingSets(sets) => sets.clone(),
+        other => vec![vec![other.clone()]],
+    }
+}
+
+/// A `GROUP BY DISTINCT` list as its distinct grouping sets; any other list as it is.
+fn distinct_sets(items: &mut Vec<Expr>) {
+    let marked = matches!(items.first(), Some(Expr::Identifier(i)) if i.value == super::tokens::DISTINCT_GROUPING);
+    if !marked {
+        return;
+    }
+    items.remove(0);
+    let mut product: Vec<Vec<Expr>> = vec![vec![]];
+    for element in items.iter() {
+        let sets = sets_of(element);
+        product = product
+            .iter()
+            .flat_map(|left| sets.iter().map(move |right| left.iter().chain(right).cloned().collect()))
+            .collect();
+    }
+    // A set is its distinct expressions, in any order.
+    let mut seen = std::collections::HashSet::new();
+    let mut distinct = Vec::new();
+    for set in product {
+        let mut unique: Vec<Expr> = Vec::new();
+        for e in set {
+            if !unique.contains(&e) {
+                unique.push(e);
+            }
+        }
+        let mut key: Vec<String> = unique.iter().map(ToString::to_string).collect();
+        key.sort();
+        if seen.insert(key) {
+            distinct.push(unique);
+        }
+    }
+    *items = vec![Expr::GroupingSets(distinct)];
 }

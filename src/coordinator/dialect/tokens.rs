@@ -2,7 +2,8 @@
 //! read: `TABLE t`, the rows of `VALUES 1, 2` (Trino's rows need no parentheses) and of
 //! `VALUES ROW(1, 2)`, and Trino's type
 //! syntax in casts, `ARRAY(T)` and `ROW(a T, ...)`, which become the `ARRAY<T>` and
-//! `STRUCT<a T, ...>` the generic dialect reads, and `TRIM(LEADING FROM x)` (spaces).
+//! `STRUCT<a T, ...>` the generic dialect reads, `TRIM(LEADING FROM x)` (spaces) and
+//! `GROUP BY DISTINCT`.
 //! Tokens keep their source spans; the ones added here have none.
 
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -10,7 +11,40 @@ use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Word};
 
 /// The token stream with every rewrite applied.
 pub fn rewrite(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
-    trim_spaces(type_syntax(values_rows(table_queries(tokens))))
+    distinct_grouping(trim_spaces(type_syntax(values_rows(table_queries(tokens)))))
+}
+
+/// The mark `GROUP BY DISTINCT` leaves as its first grouping element, which
+/// `query_clauses` replaces by the distinct grouping sets.
+pub const DISTINCT_GROUPING: &str = "__distinct_grouping_sets";
+
+/// `GROUP BY DISTINCT e, ...` -> `GROUP BY __distinct_grouping_sets, e, ...`: sqlparser
+/// reads no set quantifier after `GROUP BY`.
+fn distinct_grouping(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let words: Vec<usize> = (0..tokens.len()).filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_))).collect();
+    let marks: Vec<usize> = words
+        .windows(3)
+        .filter(|w| {
+            is_keyword(&tokens[w[0]].token, Keyword::GROUP)
+                && is_keyword(&tokens[w[1]].token, Keyword::BY)
+                && is_keyword(&tokens[w[2]].token, Keyword::DISTINCT)
+        })
+        .map(|w| w[2])
+        .collect();
+    if marks.is_empty() {
+        return tokens;
+    }
+    let mut out = Vec::with_capacity(tokens.len() + marks.len());
+    for (i, t) in tokens.into_iter().enumerate() {
+        match marks.contains(&i) {
+            true => out.extend([
+                TokenWithSpan::wrap(Token::make_word(DISTINCT_GROUPING, None)),
+                TokenWithSpan::wrap(Token::Comma),
+            ]),
+            false => out.push(t),
+        }
+    }
+    out
 }
 
 /// `TABLE t` -> `SELECT * FROM t`, where a query may start: at the statement's start,

@@ -7,13 +7,19 @@
 //! first relation's `a.k`, which is what DataFusion would pick for one `USING`. Only
 //! chains whose first join names the column are rewritten: there the first
 //! relation surely has it.
+//!
+//! A `USING` column is also no longer either relation's own, in Trino: `a.*` after `a
+//! JOIN b USING (k)` is `a`'s other columns (`*` has `k` once). `a.*` and `b.*` are
+//! written with `EXCLUDE (k)` for the relations known to hold it: the relation a
+//! `USING` join adds, and the one it joins when it is the first join of its `FROM`
+//! item (further left, which relation of a chain has `k` is the schema's to say).
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    Expr, GroupByExpr, Ident, JoinConstraint, JoinOperator, ObjectNamePart, Query, Select, SelectItem, TableFactor,
-    VisitMut, VisitorMut,
+    ExcludeSelectItem, Expr, GroupByExpr, Ident, JoinConstraint, JoinOperator, ObjectName, ObjectNamePart, Query,
+    Select, SelectItem, SelectItemQualifiedWildcardKind, TableFactor, VisitMut, VisitorMut,
 };
 
 /// A name as the planner compares it: unquoted names in lower case.
@@ -63,6 +69,61 @@ fn targets(select: &Select) -> Option<(HashSet<String>, Ident)> {
     match both.is_empty() {
         true => None,
         false => Some((both, known_as(&from.relation)?)),
+    }
+}
+
+/// The `USING` columns each relation known by name gives up to its join, by the
+/// relation's name as the planner compares it.
+fn using_columns(select: &Select) -> Vec<(String, Vec<ObjectName>)> {
+    let mut out = Vec::new();
+    for item in &select.from {
+        for (i, join) in item.joins.iter().enumerate() {
+            let constraint = match &join.join_operator {
+                JoinOperator::Join(c) | JoinOperator::Inner(c) => Some(c),
+                other => other_constraint(other),
+            };
+            let Some(JoinConstraint::Using(names)) = constraint else { continue };
+            let relations = [Some(&join.relation), (i == 0).then_some(&item.relation)];
+            for relation in relations.into_iter().flatten() {
+                if let Some(name) = known_as(relation) {
+                    out.push((normalized(&name), names.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `r.*` without the `USING` columns `r` gave up.
+fn hide_using_columns(select: &mut Select) {
+    let given = using_columns(select);
+    if given.is_empty() {
+        return;
+    }
+    for item in &mut select.projection {
+        let SelectItem::QualifiedWildcard(SelectItemQualifiedWildcardKind::ObjectName(name), options) = item else {
+            continue;
+        };
+        let Some(ObjectNamePart::Identifier(relation)) = name.0.last() else { continue };
+        let hidden: Vec<ObjectName> = given
+            .iter()
+            .filter(|(r, _)| *r == normalized(relation))
+            .flat_map(|(_, names)| names.iter().cloned())
+            .collect();
+        if hidden.is_empty() {
+            continue;
+        }
+        let mut excluded = match options.opt_exclude.take() {
+            Some(ExcludeSelectItem::Single(one)) => vec![one],
+            Some(ExcludeSelectItem::Multiple(many)) => many,
+            None => Vec::new(),
+        };
+        for name in hidden {
+            if !excluded.contains(&name) {
+                excluded.push(name);
+            }
+        }
+        options.opt_exclude = Some(ExcludeSelectItem::Multiple(excluded));
     }
 }
 
@@ -116,6 +177,7 @@ impl VisitorMut for Selects {
     type Break = ();
 
     fn pre_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
+        hide_using_columns(select);
         let Some((columns, qualifier)) = targets(select) else { return ControlFlow::Continue(()) };
         let mut q = Qualify { columns, qualifier, depth: 0 };
         for item in &mut select.projection {
