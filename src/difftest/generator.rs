@@ -239,6 +239,10 @@ impl Draw {
         if self.chance(0.35) {
             return None;
         }
+        if self.chance(0.12) {
+            self.joined = true;
+            return Some(self.lateral());
+        }
         let kind = self.pick(&["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "CROSS JOIN"]).to_string();
         let relation = self.relation("y");
         self.joined = true;
@@ -252,6 +256,34 @@ impl Draw {
             }),
         };
         Some((kind, relation, on))
+    }
+
+    /// A lateral join `y` over `x`'s rows, correlated on any comparison of the keys:
+    /// the first rows by a total order, an aggregation (one row per `x` row), or a
+    /// projection of `x`'s column. Its columns are the tables' own names.
+    fn lateral(&mut self) -> (String, String, Option<String>) {
+        let table = self.pick(&TABLES);
+        let link = *self.pick(&["=", "<", ">=", "<>"]);
+        let extra = match self.chance(0.5) {
+            true => format!(" AND z.a {} {}", self.comparison(), self.rng.random_range(-1..4)),
+            false => String::new(),
+        };
+        let filter = format!("WHERE z.k {link} x.k{extra}");
+        let body = match self.rng.random_range(0..3) {
+            0 => format!(
+                "SELECT z.k, z.a, z.b, z.d, z.s FROM {table} z {filter} ORDER BY z.a NULLS LAST, z.b NULLS LAST, \
+                 z.s NULLS LAST, z.k NULLS LAST, z.d NULLS LAST LIMIT {}",
+                self.rng.random_range(1..3)
+            ),
+            1 => format!(
+                "SELECT count(*) AS k, sum(z.a) AS a, max(z.b) AS b, sum(z.d) AS d, max(z.s) AS s FROM {table} z {filter}"
+            ),
+            _ => format!("SELECT z.k, z.a + x.a AS a, z.b, z.d, z.s FROM {table} z {filter}"),
+        };
+        match self.chance(0.5) {
+            true => ("CROSS JOIN".into(), format!("LATERAL ({body}) y"), None),
+            false => ("LEFT JOIN".into(), format!("LATERAL ({body}) y"), Some("true".into())),
+        }
     }
 
     fn plain(&mut self) -> Select {

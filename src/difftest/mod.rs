@@ -8,6 +8,8 @@
 //!   computed here from DataFusion's rows of each side;
 //! - for a subquery outside `WHERE` (which DataFusion cannot plan), DataFusion's answer
 //!   to the same question as a join;
+//! - DuckDB (`duckdb`), where a Python with its module is given, for every query whose
+//!   meaning the two engines share, including those DataFusion cannot plan;
 //! - ternary logic partitioning (SQLancer's TLP), which needs no second engine: a
 //!   query with a filter `p` has the rows of the same query filtered by `p`, by
 //!   `NOT p` and by `p IS NULL`, together.
@@ -17,6 +19,7 @@
 //! smallest form of it that still differs. `flotilla difftest` runs it on a local
 //! cluster; the TPC-H integration test runs it on its own in CI.
 
+pub mod duckdb;
 pub mod generator;
 
 use std::collections::BTreeMap;
@@ -85,6 +88,10 @@ pub struct Report {
     pub refused: usize,
     /// Queries the cluster answered and DataFusion refused.
     pub beyond_oracle: usize,
+    /// Queries compared with DuckDB's rows (none without DuckDB).
+    pub duckdb_checks: usize,
+    /// Queries of a shared meaning that DuckDB refused or the cluster did.
+    pub duckdb_refused: usize,
     pub mismatches: Vec<Mismatch>,
 }
 
@@ -211,8 +218,15 @@ fn ternary_parts(s: &Select) -> Option<(String, String)> {
 }
 
 /// Runs `count` queries from `seed` on the cluster `client` talks to (with its session
-/// properties), whose `memory` catalog gets the tester's tables (replaced if there).
-pub async fn run(client: StatementClient, seed: u64, count: usize) -> Result<Report, String> {
+/// properties), whose `memory` catalog gets the tester's tables (replaced if there);
+/// with DuckDB too where `duckdb_python` names a Python that imports it.
+pub async fn run(
+    client: StatementClient,
+    seed: u64,
+    count: usize,
+    duckdb_python: Option<&std::path::Path>,
+) -> Result<Report, String> {
+    let mut duckdb = duckdb_python.map(duckdb::DuckDb::start).transpose()?;
     let base = client.with_catalog("memory").with_schema("default");
     for name in generator::TABLES {
         let _ = base.execute(&format!("DROP TABLE IF EXISTS memory.default.{name}")).await;
@@ -239,6 +253,11 @@ pub async fn run(client: StatementClient, seed: u64, count: usize) -> Result<Rep
         let (session, client) = &clients[i % clients.len()];
         let got = cluster_rows(client, &q.sql()).await;
         report.queries += 1;
+        if let Some(duckdb) = duckdb.as_mut() {
+            if let Some(m) = against_duckdb(duckdb, &q, &got, &mut report) {
+                report.mismatches.push(Mismatch { seed: query_seed, session: session.clone(), ..m });
+            }
+        }
         match (&want, &got) {
             (Err(_), Err(_)) => {
                 report.refused += 1;
@@ -273,6 +292,33 @@ pub async fn run(client: StatementClient, seed: u64, count: usize) -> Result<Rep
         }
     }
     Ok(report)
+}
+
+/// `q`'s rows on the cluster (`got`) against DuckDB's, where both engines mean it
+/// alike and both answer; a mismatch without its seed and session.
+fn against_duckdb(
+    duckdb: &mut duckdb::DuckDb,
+    q: &Query,
+    got: &Result<Rows, String>,
+    report: &mut Report,
+) -> Option<Mismatch> {
+    let sql = q.sql();
+    if !duckdb::same_meaning(&sql) {
+        return None;
+    }
+    let (Ok(got), Ok(want)) = (got, duckdb.rows(&sql)) else {
+        report.duckdb_refused += 1;
+        return None;
+    };
+    report.duckdb_checks += 1;
+    let got: Vec<Vec<Value>> = got.iter().map(|r| serde_json::from_str(r).unwrap_or_default()).collect();
+    let (got, want) = (duckdb::canonical(&got), duckdb::canonical(&want));
+    if got == want {
+        return None;
+    }
+    let why =
+        format!("DuckDB: {} rows, expected {}: {:?} against {:?}", got.len(), want.len(), first(&got), first(&want));
+    Some(Mismatch { seed: 0, session: String::new(), query: sql.clone(), reduced: sql, why })
 }
 
 /// The smallest form of `q` (one part dropped at a time) that still differs.

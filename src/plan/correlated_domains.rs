@@ -208,7 +208,7 @@ fn with_domain(subquery: &Subquery, outer: &LogicalPlan, aliases: &AliasGenerato
 fn pushed_down(subquery: &Subquery, outer: &LogicalPlan, aliases: &AliasGenerator) -> Result<Option<Subquery>> {
     let plan = subquery.subquery.as_ref();
     let Some(refs) = outer_columns(plan) else { return Ok(None) };
-    let Some(domain) = Domain::new(outer, refs, aliases, true)? else { return Ok(None) };
+    let Some(domain) = Domain::new(outer, refs, aliases)? else { return Ok(None) };
     let Some(pushed) = domain.push(plan)? else { return Ok(None) };
     let rewritten = LogicalPlanBuilder::from(under_projections(pushed, domain.correlation())?)
         .project(plan.schema().columns().into_iter().map(Expr::Column))?

@@ -29,7 +29,7 @@ use datafusion::common::{Column, NullEquality, Result, ScalarValue};
 use datafusion::functions::core::expr_fn::coalesce;
 use datafusion::functions_window::expr_fn::row_number;
 use datafusion::logical_expr::expr::{AggregateFunction, ScalarFunction};
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::expr_rewriter::{normalize_col, NamePreserver};
 use datafusion::logical_expr::logical_plan::{FetchType, SkipType};
 use datafusion::optimizer::decorrelate::PullUpCorrelatedExpr;
 
@@ -126,14 +126,15 @@ pub fn outer_columns(plan: &LogicalPlan) -> Option<Vec<(FieldRef, Column)>> {
 
 impl<'a> Domain<'a> {
     /// The domain of the outer columns `refs` over the outer rows `outer`, or None
-    /// where one is not `outer`'s own (a reference to a query further out). With
-    /// `null_keys`, a nullable value also gets the two keys an equality can match a
-    /// NULL by (for a correlation DataFusion pulls up, which only takes `=`).
+    /// where one is not `outer`'s own (a reference to a query further out). A nullable
+    /// value is held as the two keys an equality matches a NULL by, so that no column
+    /// of a domain is NULL and every join on them is a plain equality: DataFusion
+    /// pulls up only `=`, and moves a filter's `a = b` above a join whose keys match
+    /// NULL to NULL into those keys, where NULL then equals NULL.
     pub fn new(
         outer: &LogicalPlan,
         refs: Vec<(FieldRef, Column)>,
         aliases: &'a AliasGenerator,
-        null_keys: bool,
     ) -> Result<Option<Self>> {
         if refs.is_empty() || refs.iter().any(|(_, c)| !outer.schema().has_column(c)) {
             return Ok(None);
@@ -148,7 +149,7 @@ impl<'a> Domain<'a> {
             projected.push(held(Expr::Column(column.clone()), field.data_type()).alias(&name));
             let data_type = held_type(field.data_type());
             let read = Self::column(&name);
-            let value = match null_keys && field.is_nullable() {
+            let value = match field.is_nullable() {
                 false => {
                     keys.push(read);
                     columns.push(name.clone());
@@ -183,15 +184,20 @@ impl<'a> Domain<'a> {
         self.columns.iter().map(|n| Self::column(n))
     }
 
-    /// `e` reading the domain's values where it read the outer columns.
-    fn local(&self, e: Expr) -> Result<Transformed<Expr>> {
-        e.transform(|e| match e {
-            Expr::OuterReferenceColumn(field, c) => match self.values.iter().find(|(_, o, _)| *o == c) {
-                Some((_, _, value)) => Ok(Transformed::yes(unheld(value.local(), field.data_type()))),
-                None => Ok(Transformed::no(Expr::OuterReferenceColumn(field, c))),
-            },
-            other => Ok(Transformed::no(other)),
-        })
+    /// `e` reading the domain's values where it read the outer columns, its columns
+    /// qualified as in `input` (an expression the optimizer later moves into a join's
+    /// key is looked up by the name its qualified columns give it).
+    fn local(&self, e: Expr, input: &LogicalPlan) -> Result<Expr> {
+        let local = e
+            .transform(|e| match e {
+                Expr::OuterReferenceColumn(field, c) => match self.values.iter().find(|(_, o, _)| *o == c) {
+                    Some((_, _, value)) => Ok(Transformed::yes(unheld(value.local(), field.data_type()))),
+                    None => Ok(Transformed::no(Expr::OuterReferenceColumn(field, c))),
+                },
+                other => Ok(Transformed::no(other)),
+            })?
+            .data;
+        normalize_col(local, input)
     }
 
     /// The equalities, outer column to domain value, that correlate the plan this
@@ -211,20 +217,22 @@ impl<'a> Domain<'a> {
         datafusion::logical_expr::utils::conjunction(equalities).expect("a domain has a value")
     }
 
-    /// The outer columns as the domain holds them and, pairwise, the domain's values:
-    /// the keys of a join of the outer rows to a plan this domain (made without NULL
-    /// keys) was pushed into, NULL equal to NULL; None for a domain with NULL keys.
-    pub fn join_keys(&self) -> Option<(Vec<Expr>, Vec<Column>)> {
-        self.values
-            .iter()
-            .map(|(field, outer, value)| match value {
-                Value::Plain(name) => {
-                    Some((held(Expr::Column(outer.clone()), field.data_type()), Column::new_unqualified(name)))
+    /// The outer columns as the domain holds them (a nullable one as its two keys) and,
+    /// pairwise, the domain's columns: the keys of a join of the outer rows to a plan
+    /// this domain was pushed into.
+    pub fn join_keys(&self) -> (Vec<Expr>, Vec<Column>) {
+        let mut keys = Vec::new();
+        for (field, outer, value) in &self.values {
+            let outer = held(Expr::Column(outer.clone()), field.data_type());
+            match value {
+                Value::Plain(name) => keys.push((outer, Column::new_unqualified(name))),
+                Value::Keyed { is_null, value, default, .. } => {
+                    keys.push((outer.clone().is_null(), Column::new_unqualified(is_null)));
+                    keys.push((coalesce(vec![outer, lit(default.clone())]), Column::new_unqualified(value)));
                 }
-                Value::Keyed { .. } => None,
-            })
-            .collect::<Option<Vec<_>>>()
-            .map(|pairs| pairs.into_iter().unzip())
+            }
+        }
+        keys.into_iter().unzip()
     }
 
     /// `plan` computed for every row of the domain: its columns, then the domain's;
@@ -240,7 +248,7 @@ impl<'a> Domain<'a> {
         match plan {
             LogicalPlan::Projection(p) => {
                 let Some(input) = self.push(&p.input)? else { return Ok(None) };
-                let mut exprs = self.local_keeping_names(&p.expr)?;
+                let mut exprs = self.local_keeping_names(&p.expr, &input)?;
                 exprs.extend(self.columns());
                 Ok(Some(LogicalPlan::Projection(Projection::try_new(exprs, Arc::new(input))?)))
             }
@@ -250,7 +258,7 @@ impl<'a> Domain<'a> {
             | LogicalPlan::Distinct(Distinct::All(_))
             | LogicalPlan::Sort(datafusion::logical_expr::Sort { fetch: None, .. }) => {
                 let Some(input) = self.push(plan.inputs()[0])? else { return Ok(None) };
-                let exprs = plan.expressions().into_iter().map(|e| Ok(self.local(e)?.data)).collect::<Result<_>>()?;
+                let exprs = plan.expressions().into_iter().map(|e| self.local(e, &input)).collect::<Result<_>>()?;
                 Ok(Some(plan.with_new_exprs(exprs, vec![input])?))
             }
             // The planner's mark of a relation reading columns before it (an `UNNEST`
@@ -277,13 +285,13 @@ impl<'a> Domain<'a> {
     }
 
     /// `exprs` reading the domain, each keeping the name the nodes above read it by.
-    fn local_keeping_names(&self, exprs: &[Expr]) -> Result<Vec<Expr>> {
+    fn local_keeping_names(&self, exprs: &[Expr], input: &LogicalPlan) -> Result<Vec<Expr>> {
         let names = NamePreserver::new_for_projection();
         exprs
             .iter()
             .map(|e| {
                 let name = names.save(e);
-                Ok(name.restore(self.local(e.clone())?.data))
+                Ok(name.restore(self.local(e.clone(), input)?))
             })
             .collect()
     }
@@ -293,14 +301,20 @@ impl<'a> Domain<'a> {
             return Ok(None);
         }
         let Some(input) = self.push(&a.input)? else { return Ok(None) };
-        let mut group = self.local_keeping_names(&a.group_expr)?;
-        let ungrouped = group.is_empty();
-        group.extend(self.columns());
-        let mut aggregates = self.local_keeping_names(&a.aggr_expr)?;
-        let input = match ungrouped {
-            false => input,
+        let ungrouped = a.group_expr.is_empty();
+        let (input, marker) = match ungrouped {
+            false => (input, None),
             true => {
                 let (input, marker) = self.with_every_domain_row(input)?;
+                (input, Some(marker))
+            }
+        };
+        let mut group = self.local_keeping_names(&a.group_expr, &input)?;
+        group.extend(self.columns());
+        let mut aggregates = self.local_keeping_names(&a.aggr_expr, &input)?;
+        let input = match marker {
+            None => input,
+            Some(marker) => {
                 let names = NamePreserver::new_for_projection();
                 aggregates = aggregates
                     .into_iter()
@@ -342,7 +356,7 @@ impl<'a> Domain<'a> {
         let keys: (Vec<Column>, Vec<Column>) =
             self.columns.iter().map(|n| (Column::new_unqualified(n), Column::new_unqualified(other(n)))).unzip();
         let joined = LogicalPlanBuilder::from(tagged.clone())
-            .join_detailed(every, JoinType::Right, keys, None, NullEquality::NullEqualsNull)?
+            .join_detailed(every, JoinType::Right, keys, None, NullEquality::NullEqualsNothing)?
             .build()?;
         let columns = tagged.schema().columns().into_iter().map(|c| match self.columns.contains(&c.name) {
             true => Self::column(&other(&c.name)).alias(&c.name),
@@ -359,7 +373,7 @@ impl<'a> Domain<'a> {
             .iter()
             .map(|e| {
                 let name = names.save(e);
-                let local = self.local(e.clone())?.data.transform(|e| match e {
+                let local = self.local(e.clone(), &input)?.transform(|e| match e {
                     Expr::WindowFunction(mut f) => {
                         f.params.partition_by.extend(self.columns());
                         Ok(Transformed::yes(Expr::WindowFunction(f)))
@@ -393,7 +407,7 @@ impl<'a> Domain<'a> {
         let Some(pushed) = self.push(input)? else { return Ok(None) };
         let order = order
             .into_iter()
-            .map(|s| Ok(datafusion::logical_expr::SortExpr { expr: self.local(s.expr)?.data, ..s }))
+            .map(|s| Ok(datafusion::logical_expr::SortExpr { expr: self.local(s.expr, &pushed)?, ..s }))
             .collect::<Result<Vec<_>>>()?;
         let number = self.aliases.next("__row_number");
         let numbered = row_number().partition_by(self.columns().collect()).order_by(order).build()?.alias(&number);
@@ -433,7 +447,8 @@ impl<'a> Domain<'a> {
                 None => return Ok(None),
             },
         };
-        let exprs = plan.expressions().into_iter().map(|e| Ok(self.local(e)?.data)).collect::<Result<_>>()?;
+        let both = LogicalPlanBuilder::from(left.clone()).cross_join(right.clone())?.build()?;
+        let exprs = plan.expressions().into_iter().map(|e| self.local(e, &both)).collect::<Result<_>>()?;
         Ok(Some(plan.with_new_exprs(exprs, vec![left, right])?))
     }
 }

@@ -50,6 +50,10 @@ pub struct DifftestArgs {
     pub queries: usize,
     #[arg(long, default_value_t = 2)]
     pub workers: usize,
+    /// A Python that imports `duckdb`: DuckDB checks every query the engines mean
+    /// alike too.
+    #[arg(long)]
+    pub duckdb_python: Option<std::path::PathBuf>,
 }
 
 #[derive(Args)]

@@ -67,18 +67,19 @@ async fn run(cli: Cli) -> Result<(), String> {
 async fn difftest(args: DifftestArgs) -> Result<(), String> {
     let cluster = LocalCluster::start(args.workers.max(1), LocalOptions::default()).await?;
     let client = StatementClient::new(cluster.url()).with_session("single_task_max_rows", "0");
-    let report = flotilla::difftest::run(client, args.seed, args.queries).await;
+    let report = flotilla::difftest::run(client, args.seed, args.queries, args.duckdb_python.as_deref()).await;
     cluster.shutdown().await;
     let report = report?;
     for m in &report.mismatches {
         println!("{m}");
     }
     println!(
-        "{} queries, {} checks, {} refused by both sides, {} beyond DataFusion (TLP only), {} mismatches",
+        "{} queries, {} checks, {} refused by both sides, {} beyond DataFusion (TLP only), {} against DuckDB, {} mismatches",
         report.queries,
         report.checks,
         report.refused,
         report.beyond_oracle,
+        report.duckdb_checks,
         report.mismatches.len()
     );
     match report.mismatches.is_empty() {
