@@ -32,7 +32,7 @@ use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{lit, Expr, LogicalPlan, LogicalPlanBuilder, Subquery};
 use datafusion::optimizer::AnalyzerRule;
 
-use super::dependent_join::{outer_columns, stuck, Domain};
+use super::dependent_join::{has_subquery, outer_columns, stuck, Domain};
 
 /// The analyzer rule; see the module's comment.
 #[derive(Debug, Default)]
@@ -85,7 +85,7 @@ fn rewrite(node: LogicalPlan, aliases: &AliasGenerator) -> Result<Transformed<Lo
     let outer = node.inputs()[0].clone();
     super::rewrite_keeping_names(node, |mut e| {
         let Some(subquery) = subquery_of(&mut e) else { return Ok(Transformed::no(e)) };
-        if !stuck(subquery, false) {
+        if !stuck(subquery) {
             return Ok(Transformed::no(e));
         }
         let new = match with_domain(subquery, &outer, aliases)? {
@@ -100,13 +100,6 @@ fn rewrite(node: LogicalPlan, aliases: &AliasGenerator) -> Result<Transformed<Lo
             None => Ok(Transformed::no(e)),
         }
     })
-}
-
-fn has_subquery(e: &Expr) -> bool {
-    e.exists(|e| {
-        Ok(matches!(e, Expr::ScalarSubquery(_) | Expr::Exists(_) | Expr::InSubquery(_) | Expr::SetComparison(_)))
-    })
-    .unwrap_or(true)
 }
 
 /// The one filter of `plan` that holds outer references, if every outer reference is
@@ -198,7 +191,7 @@ fn with_domain(subquery: &Subquery, outer: &LogicalPlan, aliases: &AliasGenerato
         subquery: Arc::new(rewritten),
         spans: subquery.spans.clone(),
     };
-    Ok((!stuck(&new, false)).then_some(new))
+    Ok((!stuck(&new)).then_some(new))
 }
 
 /// `subquery` computed for its whole domain by `dependent_join` and correlated by its
@@ -218,7 +211,7 @@ fn pushed_down(subquery: &Subquery, outer: &LogicalPlan, aliases: &AliasGenerato
         subquery: Arc::new(rewritten),
         spans: subquery.spans.clone(),
     };
-    Ok((!stuck(&new, false)).then_some(new))
+    Ok((!stuck(&new)).then_some(new))
 }
 
 /// `plan` filtered by `predicate` (which reads only the domain's columns, which every

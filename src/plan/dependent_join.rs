@@ -105,15 +105,12 @@ pub fn outer_columns(plan: &LogicalPlan) -> Option<Vec<(FieldRef, Column)>> {
     let mut nested = false;
     plan.apply(|node| {
         for e in node.expressions() {
+            nested |= has_subquery(&e);
             e.apply(|e| {
-                match e {
-                    Expr::OuterReferenceColumn(field, column) if !refs.iter().any(|(_, c)| c == column) => {
-                        refs.push((field.clone(), column.clone()))
+                if let Expr::OuterReferenceColumn(field, column) = e {
+                    if !refs.iter().any(|(_, c)| c == column) {
+                        refs.push((field.clone(), column.clone()));
                     }
-                    Expr::ScalarSubquery(_) | Expr::Exists(_) | Expr::InSubquery(_) | Expr::SetComparison(_) => {
-                        nested = true
-                    }
-                    _ => {}
                 }
                 Ok(TreeNodeRecursion::Continue)
             })?;
@@ -200,30 +197,12 @@ impl<'a> Domain<'a> {
         normalize_col(local, input)
     }
 
-    /// The equalities, outer column to domain value, that correlate the plan this
-    /// domain was pushed into with the outer rows (NULL matching NULL by its keys).
-    pub fn correlation(&self) -> Expr {
-        let mut equalities = Vec::new();
-        for (field, column, value) in &self.values {
-            let outer = held(Expr::OuterReferenceColumn(field.clone(), column.clone()), field.data_type());
-            match value {
-                Value::Plain(name) => equalities.push(Self::column(name).eq(outer)),
-                Value::Keyed { is_null, value, default, .. } => {
-                    equalities.push(Self::column(is_null).eq(outer.clone().is_null()));
-                    equalities.push(Self::column(value).eq(coalesce(vec![outer, lit(default.clone())])));
-                }
-            }
-        }
-        datafusion::logical_expr::utils::conjunction(equalities).expect("a domain has a value")
-    }
-
-    /// The outer columns as the domain holds them (a nullable one as its two keys) and,
-    /// pairwise, the domain's columns: the keys of a join of the outer rows to a plan
-    /// this domain was pushed into.
-    pub fn join_keys(&self) -> (Vec<Expr>, Vec<Column>) {
+    /// Each outer value as the domain holds it (a nullable one as its two keys), read
+    /// by `outer` from its column, paired with the domain's column of it.
+    fn keys(&self, outer: impl Fn(&FieldRef, &Column) -> Expr) -> Vec<(Expr, Column)> {
         let mut keys = Vec::new();
-        for (field, outer, value) in &self.values {
-            let outer = held(Expr::Column(outer.clone()), field.data_type());
+        for (field, column, value) in &self.values {
+            let outer = held(outer(field, column), field.data_type());
             match value {
                 Value::Plain(name) => keys.push((outer, Column::new_unqualified(name))),
                 Value::Keyed { is_null, value, default, .. } => {
@@ -232,7 +211,21 @@ impl<'a> Domain<'a> {
                 }
             }
         }
-        keys.into_iter().unzip()
+        keys
+    }
+
+    /// The equalities, outer column to domain value, that correlate the plan this
+    /// domain was pushed into with the outer rows (NULL matching NULL by its keys).
+    pub fn correlation(&self) -> Expr {
+        let keys = self.keys(|field, column| Expr::OuterReferenceColumn(field.clone(), column.clone()));
+        let equalities = keys.into_iter().map(|(outer, domain)| Expr::Column(domain).eq(outer));
+        datafusion::logical_expr::utils::conjunction(equalities).expect("a domain has a value")
+    }
+
+    /// The outer columns as the domain holds them and, pairwise, the domain's columns:
+    /// the keys of a join of the outer rows to a plan this domain was pushed into.
+    pub fn join_keys(&self) -> (Vec<Expr>, Vec<Column>) {
+        self.keys(|_, column| Expr::Column(column.clone())).into_iter().unzip()
     }
 
     /// `plan` computed for every row of the domain: its columns, then the domain's;
@@ -301,8 +294,7 @@ impl<'a> Domain<'a> {
             return Ok(None);
         }
         let Some(input) = self.push(&a.input)? else { return Ok(None) };
-        let ungrouped = a.group_expr.is_empty();
-        let (input, marker) = match ungrouped {
+        let (input, marker) = match a.group_expr.is_empty() {
             false => (input, None),
             true => {
                 let (input, marker) = self.with_every_domain_row(input)?;
@@ -312,20 +304,16 @@ impl<'a> Domain<'a> {
         let mut group = self.local_keeping_names(&a.group_expr, &input)?;
         group.extend(self.columns());
         let mut aggregates = self.local_keeping_names(&a.aggr_expr, &input)?;
-        let input = match marker {
-            None => input,
-            Some(marker) => {
-                let names = NamePreserver::new_for_projection();
-                aggregates = aggregates
-                    .into_iter()
-                    .map(|e| {
-                        let name = names.save(&e);
-                        Ok(name.restore(counting_only(e, &marker)?))
-                    })
-                    .collect::<Result<_>>()?;
-                input
-            }
-        };
+        if let Some(marker) = &marker {
+            let names = NamePreserver::new_for_projection();
+            aggregates = aggregates
+                .into_iter()
+                .map(|e| {
+                    let name = names.save(&e);
+                    Ok(name.restore(counting_only(e, marker)?))
+                })
+                .collect::<Result<_>>()?;
+        }
         let aggregate = Aggregate::try_new(Arc::new(input), group, aggregates)?;
         // The domain's columns last, as every pushed node answers them.
         let output = LogicalPlan::Aggregate(aggregate);
@@ -453,9 +441,8 @@ impl<'a> Domain<'a> {
     }
 }
 
-/// Whether DataFusion cannot pull `subquery`'s correlation up into a join (nor, where
-/// `lateral`, a `HAVING` in it: its lateral joins take none).
-pub fn stuck(subquery: &Subquery, lateral: bool) -> bool {
+/// Whether DataFusion cannot pull `subquery`'s correlation up into a join.
+pub fn stuck(subquery: &Subquery) -> bool {
     if subquery.outer_ref_columns.is_empty() {
         return false;
     }
@@ -468,9 +455,17 @@ pub fn stuck(subquery: &Subquery, lateral: bool) -> bool {
     }
     let mut pull_up = PullUpCorrelatedExpr::new().with_need_handle_count_bug(true);
     match subquery.subquery.as_ref().clone().rewrite(&mut pull_up) {
-        Ok(_) => !pull_up.can_pull_up || (lateral && pull_up.pull_up_having_expr.is_some()),
+        Ok(_) => !pull_up.can_pull_up,
         Err(_) => true,
     }
+}
+
+/// Whether `e` holds a subquery expression (of any kind, correlated or not).
+pub fn has_subquery(e: &Expr) -> bool {
+    e.exists(|e| {
+        Ok(matches!(e, Expr::ScalarSubquery(_) | Expr::Exists(_) | Expr::InSubquery(_) | Expr::SetComparison(_)))
+    })
+    .unwrap_or(true)
 }
 
 /// Whether `plan` reads an outer column anywhere.
