@@ -170,6 +170,12 @@ pub fn session_context(
     ctx.add_analyzer_rule(Arc::new(crate::plan::casts::TrinoCasts));
     // `EXCEPT ALL` and `INTERSECT ALL` count copies (`plan::set_operations`).
     ctx.add_analyzer_rule(Arc::new(crate::plan::set_operations::CountedSetOperations));
+    // `FETCH FIRST n ROWS WITH TIES` by rank (`plan::fetch_ties`); before the
+    // subquery rules, which then push it into a correlated subquery as a window.
+    ctx.add_analyzer_rule(Arc::new(crate::plan::fetch_ties::FetchWithTies));
+    // A subquery in an aggregate's argument or `FILTER`, computed under the
+    // aggregation where the rules below take it (`plan::subquery_arguments`).
+    ctx.add_analyzer_rule(Arc::new(crate::plan::subquery_arguments::SubqueryArguments));
     // A scalar subquery of any shape, with Trino's `SUBQUERY_MULTIPLE_ROWS`
     // (`plan::scalar_subqueries`).
     ctx.add_analyzer_rule(Arc::new(crate::plan::scalar_subqueries::ScalarSubqueries));

@@ -198,12 +198,22 @@ impl Draw {
 
     /// `EXISTS`, `IN`, a quantified or a scalar comparison, correlated on `k` (by
     /// equality or an inequality, which DataFusion cannot pull past an aggregation) or
-    /// not.
+    /// not, or only through a subquery inside it.
     fn subquery_predicate(&mut self, depth: u32) -> String {
         let table = *self.pick(&TABLES);
         let correlated = self.chance(0.6);
         let outer = self.alias();
-        let extra = format!("z.{} {} {}", self.pick(&INT_COLUMNS), self.comparison(), self.rng.random_range(-1..4));
+        // Now and then a subquery inside, reading both the subquery's row and the
+        // outer one.
+        let extra = match self.chance(0.15) {
+            true => format!(
+                "EXISTS (SELECT 1 FROM {} w WHERE w.k {} z.k AND w.a {} {outer}.a)",
+                self.pick(&TABLES),
+                self.pick(&["=", "<"]),
+                self.comparison()
+            ),
+            false => format!("z.{} {} {}", self.pick(&INT_COLUMNS), self.comparison(), self.rng.random_range(-1..4)),
+        };
         let link = *self.pick(&["=", "=", "<", ">="]);
         let filter = match correlated {
             true => format!(" WHERE z.k {link} {outer}.k AND {extra}"),

@@ -12,7 +12,12 @@
 //!   meaning the two engines share, including those DataFusion cannot plan;
 //! - ternary logic partitioning (SQLancer's TLP), which needs no second engine: a
 //!   query with a filter `p` has the rows of the same query filtered by `p`, by
-//!   `NOT p` and by `p IS NULL`, together.
+//!   `NOT p` and by `p IS NULL`, together;
+//! - the non-optimizing reference (SQLancer's NoREC), which needs none either: a query
+//!   filtered by `p` has as many rows as `count(CASE WHEN p THEN 1 END)` over its
+//!   unfiltered input counts, and the second form leaves the optimizer no filter to
+//!   push, no subquery in `WHERE` to decorrelate by DataFusion's shapes, and no join
+//!   condition to build from `p`.
 //!
 //! A query that both sides refuse is counted as refused; one refused by one side
 //! only, or answered differently, is a mismatch, printed with its seed and the
@@ -82,7 +87,7 @@ pub fn table_statements(prefix: &str) -> Vec<String> {
 #[derive(Debug, Default)]
 pub struct Report {
     pub queries: usize,
-    /// Checks made: a query under each session, and its TLP parts.
+    /// Checks made: a query under each session, its TLP parts, its NoREC count.
     pub checks: usize,
     /// Queries both sides refused.
     pub refused: usize,
@@ -279,19 +284,66 @@ pub async fn run(
                 why,
             });
         } else if let Some(s) = q.select() {
-            if let Some((whole, parts)) = ternary_parts(s) {
-                report.checks += 1;
-                let (a, b) = (cluster_rows(client, &whole).await, cluster_rows(client, &parts).await);
-                if let Some(why) = differs(&b, &a) {
-                    let why = format!("TLP: the partitions differ from the whole: {why}");
-                    let mismatch =
-                        Mismatch { seed: query_seed, session: session.clone(), query: parts, reduced: whole, why };
-                    report.mismatches.push(mismatch);
-                }
-            }
+            let mismatches = oracle_free(client, s, &got, &mut report).await;
+            report.mismatches.extend(mismatches.into_iter().map(|m| Mismatch {
+                seed: query_seed,
+                session: session.clone(),
+                ..m
+            }));
         }
     }
     Ok(report)
+}
+
+/// The checks of `s` that need no second engine: its TLP partitions against the whole,
+/// and its row count (`got`) against its NoREC count; mismatches without their seed and
+/// session.
+async fn oracle_free(
+    client: &StatementClient,
+    s: &Select,
+    got: &Result<Rows, String>,
+    report: &mut Report,
+) -> Vec<Mismatch> {
+    let mut out = Vec::new();
+    let found =
+        |query: String, reduced: String, why: String| Mismatch { seed: 0, session: String::new(), query, reduced, why };
+    if let Some((whole, parts)) = ternary_parts(s) {
+        report.checks += 1;
+        let (a, b) = (cluster_rows(client, &whole).await, cluster_rows(client, &parts).await);
+        if let Some(why) = differs(&b, &a) {
+            out.push(found(parts, whole, format!("TLP: the partitions differ from the whole: {why}")));
+        }
+    }
+    if let (Some(counting), Ok(rows)) = (unoptimized_count(s), got) {
+        report.checks += 1;
+        let counted = cluster_rows(client, &counting).await;
+        let want = Ok(vec![serde_json::to_string(&[rows.len()]).unwrap_or_default()]);
+        if let Some(why) = differs(&counted, &want) {
+            out.push(found(s.sql(), counting, format!("NoREC: the filtered rows differ from the count: {why}")));
+        }
+    }
+    out
+}
+
+/// NoREC's form of a select with a filter `p` whose rows are not merged (no
+/// `DISTINCT`, no grouping): its input counted by `count(CASE WHEN p THEN 1 END)`.
+/// Only for a `p` with a subquery, where the two forms take the most different paths
+/// (a subquery in a filter against one in an aggregate's argument), which keeps the
+/// run short.
+fn unoptimized_count(s: &Select) -> Option<String> {
+    let p = s.filter.as_ref()?;
+    if s.distinct || s.group_by.is_some() || !p.contains("SELECT") {
+        return None;
+    }
+    let counting = Select {
+        distinct: false,
+        items: vec![format!("count(CASE WHEN {p} THEN 1 END)")],
+        filter: None,
+        group_by: None,
+        having: None,
+        ..s.clone()
+    };
+    Some(counting.sql())
 }
 
 /// `q`'s rows on the cluster (`got`) against DuckDB's, where both engines mean it

@@ -15,6 +15,7 @@ pub mod conditional;
 mod conversion;
 mod datetime;
 pub mod extremes;
+pub mod fetch_ties;
 mod fields;
 mod format;
 mod higher_order;
@@ -75,6 +76,7 @@ fn scalar_functions() -> Vec<ScalarUDF> {
         conditional::scalar_functions(),
         conversion::functions(),
         datetime::functions(),
+        fetch_ties::functions(),
         fields::functions(),
         math::functions(),
         text::functions(),

@@ -15,8 +15,9 @@
 //! default)`, so that a NULL outer value finds its own domain row.
 //!
 //! The rewrite takes subqueries whose outer references all sit in one filter, with no
-//! subquery inside; any other shape DataFusion cannot pull up is left as it was (and
-//! fails as it did). A subquery DataFusion decorrelates already is not touched, so the
+//! subquery inside, and otherwise pushes the domain down the whole subquery
+//! (`dependent_join`), nested subqueries included; a shape neither takes is left as
+//! it was (and fails as it did). A subquery DataFusion decorrelates already is not touched, so the
 //! plans of TPC-H and TPC-DS do not change.
 
 use std::collections::HashMap;
@@ -32,7 +33,7 @@ use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{lit, Expr, LogicalPlan, LogicalPlanBuilder, Subquery};
 use datafusion::optimizer::AnalyzerRule;
 
-use super::dependent_join::{has_subquery, outer_columns, stuck, Domain};
+use super::dependent_join::{has_subquery, outer_columns, reads_outer, stuck, Domain};
 
 /// The analyzer rule; see the module's comment.
 #[derive(Debug, Default)]
@@ -51,9 +52,15 @@ impl AnalyzerRule for CorrelatedDomains {
         // only a filter decorrelates. Written so here, before this rule and
         // `subquery_marks`, each is a subquery like any other.
         let plan = RewriteSetComparison::new().rewrite(plan, &OptimizerContext::new())?.data;
-        let aliases = AliasGenerator::new();
-        plan.transform_up_with_subqueries(|node| rewrite(node, &aliases)).map(|t| t.data)
+        decorrelate(plan, &AliasGenerator::new())
     }
+}
+
+/// `plan` with each correlated subquery in it that DataFusion cannot pull up
+/// decorrelated by its domain where this rule takes its shape; also what
+/// `lateral_joins` leaves inside a lateral join's right side.
+pub fn decorrelate(plan: LogicalPlan, aliases: &AliasGenerator) -> Result<LogicalPlan> {
+    plan.transform_up_with_subqueries(|node| rewrite(node, aliases)).map(|t| t.data)
 }
 
 /// The subquery of `e`, if `e` is a subquery expression with one.
@@ -65,14 +72,15 @@ fn subquery_of(e: &mut Expr) -> Option<&mut Subquery> {
     }
 }
 
-/// Whether `e` holds a correlated subquery (whether DataFusion pulls it up is asked
-/// once, where it is rewritten).
+/// Whether `e` holds a correlated subquery, also one correlated only through a
+/// subquery inside it (whether DataFusion pulls it up is asked once, where it is
+/// rewritten).
 fn correlated_subquery(e: &Expr) -> bool {
     e.exists(|e| {
         Ok(matches!(
             e,
             Expr::ScalarSubquery(s) | Expr::Exists(Exists { subquery: s, .. }) | Expr::InSubquery(InSubquery { subquery: s, .. })
-                if !s.outer_ref_columns.is_empty()
+                if reads_outer(&s.subquery)
         ))
     })
     .unwrap_or(false)
@@ -203,6 +211,9 @@ fn pushed_down(subquery: &Subquery, outer: &LogicalPlan, aliases: &AliasGenerato
     let Some(refs) = outer_columns(plan) else { return Ok(None) };
     let Some(domain) = Domain::new(outer, refs, aliases)? else { return Ok(None) };
     let Some(pushed) = domain.push(plan)? else { return Ok(None) };
+    // A subquery inside that read the outer columns now reads the domain's, one
+    // level of correlation less: decorrelated here, as this rule's pass has gone by.
+    let pushed = decorrelate(pushed, aliases)?;
     let rewritten = LogicalPlanBuilder::from(under_projections(pushed, domain.correlation())?)
         .project(plan.schema().columns().into_iter().map(Expr::Column))?
         .build()?;

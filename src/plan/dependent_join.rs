@@ -16,9 +16,11 @@
 //!
 //! The result has `R`'s columns and `D`'s, the latter by names no query can write
 //! (`__dN_vI`), read unqualified; the caller joins it to the outer rows on them. A
-//! shape this does not take (a subquery inside `R`, a join correlated on both sides or
-//! on its null-supplying side, `GROUPING SETS`, `DISTINCT ON`) answers None, and the
-//! caller leaves the plan as it was.
+//! subquery inside `R` that reads the outer columns too reads `D`'s instead, as outer
+//! references to the node it sits in: one level of correlation less, left to the rules
+//! that decorrelate `R` afterwards. A shape this does not take (a join correlated on
+//! both sides or on its null-supplying side, `GROUPING SETS`, `DISTINCT ON`) answers
+//! None, and the caller leaves the plan as it was.
 
 use std::sync::Arc;
 
@@ -98,27 +100,113 @@ fn unheld(e: Expr, data_type: &DataType) -> Expr {
     }
 }
 
-/// The outer columns `plan` reads, each once, or None where `plan` holds a subquery
-/// (whose outer references this push-down does not follow).
+/// The outer columns `plan` reads, each once: in its own expressions and in those of
+/// the subqueries inside them, where a subquery's reference is not to a column of the
+/// node it sits in (`escaping`).
 pub fn outer_columns(plan: &LogicalPlan) -> Option<Vec<(FieldRef, Column)>> {
+    escaping(plan, true).ok()
+}
+
+/// The outer references of `plan` that leave it: those of its nodes' own expressions
+/// (where `own`), and those of each subquery inside them that are not to a column of
+/// that node's inputs (a subquery reads its own node's columns first, as the planner
+/// resolved them).
+fn escaping(plan: &LogicalPlan, own: bool) -> Result<Vec<(FieldRef, Column)>> {
     let mut refs: Vec<(FieldRef, Column)> = Vec::new();
-    let mut nested = false;
+    let mut add = |field: &FieldRef, column: &Column| {
+        if !refs.iter().any(|(_, c)| c == column) {
+            refs.push((field.clone(), column.clone()));
+        }
+    };
     plan.apply(|node| {
+        let inputs = node.inputs();
         for e in node.expressions() {
-            nested |= has_subquery(&e);
             e.apply(|e| {
-                if let Expr::OuterReferenceColumn(field, column) = e {
-                    if !refs.iter().any(|(_, c)| c == column) {
-                        refs.push((field.clone(), column.clone()));
+                match e {
+                    Expr::OuterReferenceColumn(field, column) if own => add(field, column),
+                    _ => {}
+                }
+                if let Some(subquery) = subquery_in(e) {
+                    for (field, column) in escaping(&subquery.subquery, true)? {
+                        if !inputs.iter().any(|i| i.schema().has_column(&column)) {
+                            add(&field, &column);
+                        }
                     }
                 }
                 Ok(TreeNodeRecursion::Continue)
             })?;
         }
         Ok(TreeNodeRecursion::Continue)
+    })?;
+    Ok(refs)
+}
+
+/// The subquery of a subquery expression.
+fn subquery_in(e: &Expr) -> Option<&Subquery> {
+    match e {
+        Expr::ScalarSubquery(s) => Some(s),
+        Expr::Exists(x) => Some(&x.subquery),
+        Expr::InSubquery(x) => Some(&x.subquery),
+        Expr::SetComparison(x) => Some(&x.subquery),
+        _ => None,
+    }
+}
+
+/// `plan` with each outer reference that leaves it (see `escaping`) replaced by
+/// `replace`'s expression where that answers one, and every subquery's list of its
+/// outer references made anew.
+fn replace_escaping(plan: &LogicalPlan, replace: &dyn Fn(&Column) -> Option<Expr>) -> Result<LogicalPlan> {
+    plan.clone()
+        .transform_up(|node| {
+            let inputs: Vec<LogicalPlan> = node.inputs().into_iter().cloned().collect();
+            let local = |c: &Column| inputs.iter().any(|i| i.schema().has_column(c));
+            let inner = |c: &Column| if local(c) { None } else { replace(c) };
+            let names = NamePreserver::new(&node);
+            node.map_expressions(|e| {
+                let name = names.save(&e);
+                Ok(replace_in_expr(e, replace, &inner)?.update_data(|e| name.restore(e)))
+            })
+        })
+        .map(|t| t.data)
+}
+
+/// `e` with its own outer references replaced by `own`, and those inside its
+/// subqueries by `inner`.
+fn replace_in_expr(
+    e: Expr,
+    own: &dyn Fn(&Column) -> Option<Expr>,
+    inner: &dyn Fn(&Column) -> Option<Expr>,
+) -> Result<Transformed<Expr>> {
+    e.transform(|e| {
+        let renewed = |s: &Subquery| -> Result<Subquery> {
+            let plan = replace_escaping(&s.subquery, inner)?;
+            Ok(Subquery {
+                outer_ref_columns: plan.all_out_ref_exprs(),
+                subquery: Arc::new(plan),
+                spans: s.spans.clone(),
+            })
+        };
+        Ok(match e {
+            Expr::OuterReferenceColumn(field, c) => match own(&c) {
+                Some(local) => Transformed::yes(local),
+                None => Transformed::no(Expr::OuterReferenceColumn(field, c)),
+            },
+            Expr::ScalarSubquery(s) => Transformed::yes(Expr::ScalarSubquery(renewed(&s)?)),
+            Expr::Exists(mut x) => {
+                x.subquery = renewed(&x.subquery)?;
+                Transformed::yes(Expr::Exists(x))
+            }
+            Expr::InSubquery(mut x) => {
+                x.subquery = renewed(&x.subquery)?;
+                Transformed::yes(Expr::InSubquery(x))
+            }
+            Expr::SetComparison(mut x) => {
+                x.subquery = renewed(&x.subquery)?;
+                Transformed::yes(Expr::SetComparison(x))
+            }
+            other => Transformed::no(other),
+        })
     })
-    .ok()?;
-    (!nested).then_some(refs)
 }
 
 impl<'a> Domain<'a> {
@@ -185,15 +273,26 @@ impl<'a> Domain<'a> {
     /// qualified as in `input` (an expression the optimizer later moves into a join's
     /// key is looked up by the name its qualified columns give it).
     fn local(&self, e: Expr, input: &LogicalPlan) -> Result<Expr> {
-        let local = e
-            .transform(|e| match e {
-                Expr::OuterReferenceColumn(field, c) => match self.values.iter().find(|(_, o, _)| *o == c) {
-                    Some((_, _, value)) => Ok(Transformed::yes(unheld(value.local(), field.data_type()))),
-                    None => Ok(Transformed::no(Expr::OuterReferenceColumn(field, c))),
-                },
+        let value = |c: &Column| {
+            let (field, _, value) = self.values.iter().find(|(_, o, _)| o == c)?;
+            Some(unheld(value.local(), field.data_type()))
+        };
+        // Inside a subquery the domain's columns are outer references to `input`'s.
+        let referenced = |c: &Column| {
+            let read = value(c)?;
+            read.transform(|e| match e {
+                Expr::Column(c) => {
+                    let found = input.schema().columns().into_iter().find(|q| q.name == c.name);
+                    let Some(q) = found else { return Ok(Transformed::no(Expr::Column(c))) };
+                    let (_, field) = input.schema().qualified_field_from_column(&q)?;
+                    Ok(Transformed::yes(Expr::OuterReferenceColumn(field.clone(), q)))
+                }
                 other => Ok(Transformed::no(other)),
-            })?
-            .data;
+            })
+            .ok()
+            .map(|t| t.data)
+        };
+        let local = replace_in_expr(e, &value, &referenced)?.data;
         normalize_col(local, input)
     }
 
@@ -242,7 +341,12 @@ impl<'a> Domain<'a> {
             LogicalPlan::Projection(p) => {
                 let Some(input) = self.push(&p.input)? else { return Ok(None) };
                 let mut exprs = self.local_keeping_names(&p.expr, &input)?;
-                exprs.extend(self.columns());
+                // Qualified as the input has them: DataFusion's pull-up looks for the
+                // columns a correlation reads among a projection's by qualified name,
+                // and adds any it misses under the same name.
+                for column in self.columns() {
+                    exprs.push(normalize_col(column, &input)?);
+                }
                 Ok(Some(LogicalPlan::Projection(Projection::try_new(exprs, Arc::new(input))?)))
             }
             LogicalPlan::Filter(_)
@@ -443,8 +547,13 @@ impl<'a> Domain<'a> {
 
 /// Whether DataFusion cannot pull `subquery`'s correlation up into a join.
 pub fn stuck(subquery: &Subquery) -> bool {
-    if subquery.outer_ref_columns.is_empty() {
+    if !reads_outer(&subquery.subquery) {
         return false;
+    }
+    // DataFusion's pull-up takes a subquery's own outer references, not those of a
+    // subquery inside it.
+    if escaping(&subquery.subquery, false).map_or(true, |nested| !nested.is_empty()) {
+        return true;
     }
     // DataFusion's pull-up stops at a relation the planner marked as reading the
     // columns before it (an `UNNEST` of an outer column): it never takes those.
@@ -468,9 +577,9 @@ pub fn has_subquery(e: &Expr) -> bool {
     .unwrap_or(true)
 }
 
-/// Whether `plan` reads an outer column anywhere.
+/// Whether `plan` reads an outer column anywhere, inside its subqueries too.
 pub fn reads_outer(plan: &LogicalPlan) -> bool {
-    plan.exists(|node| Ok(node.expressions().iter().any(Expr::contains_outer))).unwrap_or(true)
+    escaping(plan, true).map_or(true, |refs| !refs.is_empty())
 }
 
 /// The aggregate expression `e` counting only the rows where `marker` is true.
@@ -534,6 +643,18 @@ mod tests {
         let limit = "SELECT x, (SELECT sum(y) FROM (SELECT y FROM (VALUES (1), (2), (3), (4)) u(y) WHERE y > t.x \
                      ORDER BY y LIMIT 2 OFFSET 1)) FROM (VALUES (0), (2)) t(x)";
         assert_eq!(rows(limit).await, ["|0|5|", "|2|4|"]);
+    }
+
+    /// A subquery inside a subquery, reading the outer row: x = 2 alone finds y = 2
+    /// and z = 2; correlated only through the inner one, the same.
+    #[tokio::test]
+    async fn nested_subqueries_read_the_domain() {
+        let both = "SELECT x FROM (VALUES (1), (2)) t(x) WHERE EXISTS (SELECT 1 FROM (VALUES (1), (2)) u(y) \
+                    WHERE y = t.x AND EXISTS (SELECT 1 FROM (VALUES (2)) v(z) WHERE z = t.x))";
+        assert_eq!(rows(both).await, ["|2|"]);
+        let inner_only = "SELECT x FROM (VALUES (1), (2)) t(x) WHERE EXISTS (SELECT 1 FROM (VALUES (1), (2)) u(y) \
+                          WHERE EXISTS (SELECT 1 FROM (VALUES (2)) v(z) WHERE z = t.x AND z = y))";
+        assert_eq!(rows(inner_only).await, ["|2|"]);
     }
 
     /// A lateral join per left row, NULL matching NULL: the NULL row's projection is

@@ -60,12 +60,11 @@ fn decorrelated(join: &Join, aliases: &AliasGenerator) -> Result<Option<LogicalP
         return Ok(None);
     }
     let Some((subquery, alias)) = lateral(join) else { return Ok(None) };
-    if subquery.outer_ref_columns.is_empty() {
-        return Ok(None);
-    }
     let Some(refs) = outer_columns(&subquery.subquery) else { return Ok(None) };
     let Some(domain) = Domain::new(&join.left, refs, aliases)? else { return Ok(None) };
     let Some(right) = domain.push(&subquery.subquery)? else { return Ok(None) };
+    // A subquery inside that read the left columns reads the domain's now.
+    let right = super::correlated_domains::decorrelate(right, aliases)?;
     let right = match alias {
         Some(alias) => LogicalPlan::SubqueryAlias(SubqueryAlias::try_new(Arc::new(right), alias.clone())?),
         None => right,

@@ -18,6 +18,7 @@ pub mod distribute;
 pub mod dynamic_filter;
 pub mod dynamic_filter_exec;
 pub mod explain;
+pub mod fetch_ties;
 pub mod fragmenter;
 pub mod grouping_sets;
 pub mod join_order;
@@ -30,6 +31,7 @@ pub mod scalar_subqueries;
 pub mod semi_join;
 pub mod semi_join_reduction;
 pub mod set_operations;
+pub mod subquery_arguments;
 pub mod subquery_marks;
 pub mod table_writer;
 

@@ -63,7 +63,7 @@ impl AnalyzerRule for SubqueryMarks {
 /// uncorrelated subquery (its null-aware anti join takes one key only, so a
 /// correlated `NOT IN` fails there and is ours).
 fn top_level_predicate(e: &Expr) -> bool {
-    let correlated = |s: &Subquery| !s.outer_ref_columns.is_empty();
+    let correlated = |s: &Subquery| super::dependent_join::reads_outer(&s.subquery);
     match e {
         Expr::Exists(_) => true,
         Expr::InSubquery(InSubquery { subquery, negated, .. }) => !negated || !correlated(subquery),

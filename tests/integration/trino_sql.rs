@@ -365,6 +365,45 @@ const CASES: &[Case] = &[
         "SELECT l.*, r.* FROM (VALUES (1, 2)) l(k, a) LEFT JOIN (VALUES (1, 3)) r(k, b) USING (k)",
         "[[2, 3]]",
     ),
+    // Region 0 holds the first five nations by region: the second row ties with the
+    // other three.
+    (
+        "FETCH FIRST WITH TIES",
+        "SELECT n_regionkey FROM nation ORDER BY n_regionkey FETCH FIRST 2 ROWS WITH TIES",
+        "[[0], [0], [0], [0], [0]]",
+    ),
+    // Past the four first rows, rows 5 and 6: the last of region 0, then region 1's
+    // first, with the four others of region 1 tied to it.
+    (
+        "OFFSET and FETCH WITH TIES",
+        "SELECT n_regionkey FROM nation ORDER BY n_regionkey OFFSET 4 ROWS FETCH NEXT 2 ROWS WITH TIES",
+        "[[0], [1], [1], [1], [1], [1]]",
+    ),
+    // Nations of region 1 (1, 2, 3, 17, 24) have a nation of their region 21 keys
+    // above them only for 1, 2 and 3 (24); no other region's keys are 21 apart.
+    (
+        "a subquery inside a subquery, reading both",
+        "SELECT n.n_name FROM nation n WHERE EXISTS (SELECT 1 FROM region r WHERE r.r_regionkey = n.n_regionkey \
+         AND EXISTS (SELECT 1 FROM nation m WHERE m.n_regionkey = r.r_regionkey AND m.n_nationkey > n.n_nationkey + 20)) \
+         ORDER BY 1",
+        r#"[["ARGENTINA"], ["BRAZIL"], ["CANADA"]]"#,
+    ),
+    // Per x, the y above x whose y + x - 1 is among 2, 3, 4: x = 0 has y = 3 only,
+    // x = 1 has 2 and 3, x = 2 has 3.
+    (
+        "a scalar subquery with an EXISTS reading the outermost row",
+        "SELECT x, (SELECT count(*) FROM (VALUES 1, 2, 3) u(y) WHERE y > t.x AND EXISTS \
+         (SELECT 1 FROM (VALUES 2, 3, 4) v(z) WHERE z = y + t.x - 1)) FROM (VALUES 0, 1, 2) t(x) ORDER BY x",
+        "[[0, 1], [1, 2], [2, 1]]",
+    ),
+    // The outer relation's star inside EXISTS: regions with a nation of key 20 or more
+    // (4 and 2 have 20, 21; 3 has 22, 23; 1 has 24), all but AFRICA.
+    (
+        "EXISTS selecting the outer relation's star",
+        "SELECT r_name FROM region r WHERE EXISTS (SELECT r.* FROM nation WHERE n_regionkey = r.r_regionkey \
+         AND n_nationkey >= 20) ORDER BY 1",
+        r#"[["AMERICA"], ["ASIA"], ["EUROPE"], ["MIDDLE EAST"]]"#,
+    ),
     // A name twice is Trino's (and its columns are both `n_name`, below).
     ("a column twice", "SELECT n_name, n_name FROM nation WHERE n_nationkey = 0", r#"[["ALGERIA", "ALGERIA"]]"#),
 ];

@@ -178,10 +178,16 @@ fn repeated_output_names_are_set_apart() {
 fn fetch_first_is_a_limit_and_an_empty_grouping_set_is_none() {
     assert_eq!(parsed("SELECT a FROM t ORDER BY a FETCH FIRST 2 ROWS ONLY"), "SELECT a FROM t ORDER BY a LIMIT 2");
     assert_eq!(parsed("SELECT a FROM t OFFSET 1 ROW FETCH NEXT ROW ONLY"), "SELECT a FROM t LIMIT 1 OFFSET 1 ROW");
-    assert!(parse("SELECT a FROM t ORDER BY a FETCH FIRST 2 ROWS WITH TIES", 64)
-        .unwrap()
-        .to_string()
-        .contains("WITH TIES"));
+    assert_eq!(
+        parsed("SELECT a FROM t ORDER BY a FETCH FIRST 2 ROWS WITH TIES"),
+        "SELECT a FROM t ORDER BY a, __fetch_with_ties(0, 2)"
+    );
+    assert_eq!(
+        parsed("SELECT a FROM t ORDER BY a DESC OFFSET 3 ROWS FETCH NEXT ROW WITH TIES"),
+        "SELECT a FROM t ORDER BY a DESC, __fetch_with_ties(3, 1)"
+    );
+    let unordered = parse("SELECT a FROM t FETCH FIRST 2 ROWS WITH TIES", 64).unwrap_err().to_string();
+    assert!(unordered.contains("WITH TIES clause requires ORDER BY"), "{unordered}");
     assert_eq!(parsed("SELECT count(*) FROM t GROUP BY ()"), "SELECT count(*) AS _col0 FROM t");
     assert_eq!(parsed("SELECT a, count(*) FROM t GROUP BY (), a"), "SELECT a, count(*) AS _col1 FROM t GROUP BY a");
 }
@@ -214,4 +220,17 @@ fn unnest_with_names_is_a_derived_table_of_unnests() {
     );
     // Without names or ordinals, DataFusion's own UNNEST.
     assert_eq!(parsed("SELECT * FROM UNNEST(ARRAY[1])"), "SELECT * FROM UNNEST(ARRAY[1])");
+}
+
+#[test]
+fn exists_of_stars_selects_one() {
+    assert_eq!(
+        parsed("SELECT k FROM t WHERE EXISTS (SELECT t.* FROM u WHERE u.k = t.k)"),
+        "SELECT k FROM t WHERE EXISTS (SELECT 1 AS _col0 FROM u WHERE u.k = t.k)"
+    );
+    // A grouped select may have no row, or one, whatever its input: left as it is.
+    assert_eq!(
+        parsed("SELECT k FROM t WHERE NOT EXISTS (SELECT * FROM u GROUP BY a HAVING count(*) > 1)"),
+        "SELECT k FROM t WHERE NOT EXISTS (SELECT * FROM u GROUP BY a HAVING count(*) > 1)"
+    );
 }

@@ -170,7 +170,7 @@ pub fn parse_in(sql: &str, recursion_limit: usize, time_zone: &str) -> Result<St
 fn rewrite_select_lists(statement: &mut Statement) -> Result<()> {
     match statement {
         Statement::Statement(s) => {
-            query_clauses::rewrite(s.as_mut());
+            query_clauses::rewrite(s.as_mut())?;
             unnest_relations::rewrite(s.as_mut())?;
             output_names::name(s.as_mut());
             named_windows::resolve(s.as_mut())

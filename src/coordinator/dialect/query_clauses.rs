@@ -1,7 +1,9 @@
 //! Trino's query clauses DataFusion 55 does not parse into a plan, written as the ones
 //! it does, as `dialect::parse_in` hands the statement to DataFusion:
 //! - `FETCH FIRST n ROWS ONLY` (and `FETCH NEXT`, `ROW`) is `LIMIT n`, after any
-//!   `OFFSET`; `WITH TIES` and `PERCENT` stay DataFusion's refusal;
+//!   `OFFSET`; `PERCENT` stays DataFusion's refusal;
+//! - `OFFSET m FETCH FIRST n ROWS WITH TIES` is the `ORDER BY` it needs with the mark
+//!   `__fetch_with_ties(m, n)` at its end, which `plan::fetch_ties` plans;
 //! - `GROUP BY ()`, the empty grouping set, groups by nothing: it is left out of the
 //!   `GROUP BY` list, which without other items is the whole input's one group;
 //! - `GROUP BY DISTINCT` (marked by `tokens`) is the cross product of its elements'
@@ -10,30 +12,42 @@
 
 use std::ops::ControlFlow;
 
-use datafusion::sql::sqlparser::ast::{Expr, GroupByExpr, LimitClause, Query, SetExpr, VisitMut, VisitorMut};
+use datafusion::common::{plan_datafusion_err, DataFusionError, Result};
+use datafusion::sql::sqlparser::ast::{
+    Expr, GroupByExpr, LimitClause, Offset, OrderByExpr, OrderByKind, OrderByOptions, Query, SetExpr, VisitMut,
+    VisitorMut,
+};
+
+use crate::functions::fetch_ties;
 
 /// Rewrites the clauses of every query in `statement`.
-pub fn rewrite<V: VisitMut>(statement: &mut V) {
-    let _ = statement.visit(&mut Clauses);
+pub fn rewrite<V: VisitMut>(statement: &mut V) -> Result<()> {
+    match statement.visit(&mut Clauses) {
+        ControlFlow::Break(e) => Err(e),
+        ControlFlow::Continue(()) => Ok(()),
+    }
 }
 
 struct Clauses;
 
 impl VisitorMut for Clauses {
-    type Break = ();
+    type Break = DataFusionError;
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<Self::Break> {
-        fetch_as_limit(query);
+        if let Err(e) = fetch_as_limit(query) {
+            return ControlFlow::Break(e);
+        }
         empty_groups(query.body.as_mut());
         ControlFlow::Continue(())
     }
 }
 
-fn fetch_as_limit(query: &mut Query) {
-    let Some(fetch) = query.fetch.as_ref() else { return };
-    if fetch.with_ties || fetch.percent {
-        return;
+fn fetch_as_limit(query: &mut Query) -> Result<()> {
+    let Some(fetch) = query.fetch.as_ref() else { return Ok(()) };
+    if fetch.percent {
+        return Ok(());
     }
+    let with_ties = fetch.with_ties;
     let quantity = fetch
         .quantity
         .clone()
@@ -44,11 +58,30 @@ fn fetch_as_limit(query: &mut Query) {
         // A LIMIT and a FETCH both: DataFusion's refusal stays.
         other => {
             query.limit_clause = other;
-            return;
+            return Ok(());
         }
     };
     query.fetch = None;
-    query.limit_clause = Some(LimitClause::LimitOffset { limit: Some(quantity), offset, limit_by: vec![] });
+    match with_ties {
+        true => ties_marked(query, quantity, offset),
+        false => {
+            query.limit_clause = Some(LimitClause::LimitOffset { limit: Some(quantity), offset, limit_by: vec![] });
+            Ok(())
+        }
+    }
+}
+
+/// `query`'s `ORDER BY` with the mark of `OFFSET offset FETCH FIRST quantity ROWS WITH
+/// TIES` at its end.
+fn ties_marked(query: &mut Query, quantity: Expr, offset: Option<Offset>) -> Result<()> {
+    let Some(OrderByKind::Expressions(items)) = query.order_by.as_mut().map(|o| &mut o.kind) else {
+        return Err(plan_datafusion_err!("FETCH FIRST WITH TIES clause requires ORDER BY"));
+    };
+    let offset = offset.map_or_else(|| "0".to_string(), |o| o.value.to_string());
+    let mark = super::rewrite::parse_expr(&format!("{}({offset}, {quantity})", fetch_ties::NAME))?;
+    let options = OrderByOptions { asc: None, nulls_first: None };
+    items.push(OrderByExpr { expr: mark, options, with_fill: None });
+    Ok(())
 }
 
 fn empty_groups(set: &mut SetExpr) {

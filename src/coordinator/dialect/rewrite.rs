@@ -6,8 +6,8 @@
 //! Trino's are), a timestamp literal with a zone becomes that instant in that zone
 //! (DataFusion would drop the zone), one without seconds gets them, and
 //! `DECIMAL '...'` gets the precision and scale of its digits (DataFusion's is
-//! `decimal(38,10)` whatever the literal), `JSON '...'` is the text parsed, and a
-//! cast to `CHAR(n)` pads to its length.
+//! `decimal(38,10)` whatever the literal), `JSON '...'` is the text parsed, a
+//! cast to `CHAR(n)` pads to its length, and `EXISTS (SELECT t.* ...)` selects `1`.
 
 use std::ops::ControlFlow;
 
@@ -17,7 +17,7 @@ use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken;
 use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, CaseWhen, CharacterLength, DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments,
-    TimezoneInfo, Value,
+    GroupByExpr, Query, SelectItem, SetExpr, TimezoneInfo, Value,
 };
 use datafusion::sql::sqlparser::parser::Parser;
 
@@ -56,6 +56,9 @@ fn expression(expr: &mut Expr, time_zone: &str) -> Result<()> {
             _ => None,
         },
         Expr::Interval(i) => year_month_interval(i)?,
+        Expr::Exists { subquery, negated } => {
+            exists_of_rows(subquery).map(|subquery| Expr::Exists { subquery: Box::new(subquery), negated: *negated })
+        }
         // A row's field after an expression or a subscript (`CAST(r AS ROW(x int)).x`,
         // `a.b[1].c`): DataFusion takes only a column path's dots, but reads a field
         // by name in brackets.
@@ -99,6 +102,24 @@ fn expression(expr: &mut Expr, time_zone: &str) -> Result<()> {
         *expr = r;
     }
     Ok(())
+}
+
+/// An `EXISTS` whose subquery selects only stars (`SELECT t.*`, `SELECT *`) as the same
+/// subquery selecting `1`: whether a row exists does not depend on its columns, and a
+/// star naming an outer relation (`EXISTS (SELECT t.* FROM u WHERE u.k = t.k)`), which
+/// Trino takes, DataFusion expands against the subquery's own relations only. Without
+/// `GROUP BY` or `HAVING` the select has as many rows whatever it selects.
+fn exists_of_rows(subquery: &Query) -> Option<Query> {
+    let SetExpr::Select(select) = subquery.body.as_ref() else { return None };
+    let stars = !select.projection.is_empty()
+        && select.projection.iter().all(|i| matches!(i, SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)));
+    let grouped = !matches!(&select.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
+    if !stars || grouped || select.having.is_some() {
+        return None;
+    }
+    let mut select = select.clone();
+    select.projection = vec![SelectItem::UnnamedExpr(Expr::value(Value::Number("1".into(), false)))];
+    Some(Query { body: Box::new(SetExpr::Select(select)), ..subquery.clone() })
 }
 
 fn string_value(v: &Value) -> Option<&str> {

@@ -148,10 +148,17 @@ fn element_values(array: &ArrayRef, field: &Field) -> Result<Vec<Value>> {
             let row = array.as_struct();
             let columns: Vec<Vec<Value>> =
                 row.columns().iter().zip(fields.iter()).map(|(c, f)| element_values(c, f)).collect::<Result<_>>()?;
+            // A row of anonymous fields (`ROW(1, 'a')`, whose fields DataFusion names
+            // `c0`, `c1`, ...) is a JSON array, as Trino casts it; a named one an object.
+            let anonymous = fields.iter().enumerate().all(|(i, f)| *f.name() == format!("c{i}"));
             for i in 0..len {
-                let object: serde_json::Map<String, Value> =
-                    fields.iter().zip(&columns).map(|(f, c)| (f.name().clone(), c[i].clone())).collect();
-                out.push(null_or(i, &|_| Ok(Value::Object(object.clone())))?);
+                let value = match anonymous {
+                    true => Value::Array(columns.iter().map(|c| c[i].clone()).collect()),
+                    false => Value::Object(
+                        fields.iter().zip(&columns).map(|(f, c)| (f.name().clone(), c[i].clone())).collect(),
+                    ),
+                };
+                out.push(null_or(i, &|_| Ok(value.clone()))?);
             }
         }
         DataType::Dictionary(_, value_type) => {
