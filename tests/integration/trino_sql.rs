@@ -404,6 +404,21 @@ const CASES: &[Case] = &[
          AND n_nationkey >= 20) ORDER BY 1",
         r#"[["AMERICA"], ["ASIA"], ["EUROPE"], ["MIDDLE EAST"]]"#,
     ),
+    // Trino casts a row of anonymous fields to a JSON array, a named one to an object.
+    (
+        "a row cast to JSON",
+        "SELECT json_format(CAST(ROW(1, 'a') AS JSON)), \
+         json_format(CAST(CAST(ROW(1, 'a') AS ROW(x integer, y varchar)) AS JSON))",
+        r#"[["[1,\"a\"]", "{\"x\":1,\"y\":\"a\"}"]]"#,
+    ),
+    // A subquery inside count's argument: every region has five nations, so the keys
+    // below their region's count are 0 to 4: five.
+    (
+        "a subquery in an aggregate's argument",
+        "SELECT count(CASE WHEN n_nationkey < (SELECT count(*) FROM nation m WHERE m.n_regionkey = n.n_regionkey) \
+         THEN 1 END) FROM nation n",
+        "[[5]]",
+    ),
     // A name twice is Trino's (and its columns are both `n_name`, below).
     ("a column twice", "SELECT n_name, n_name FROM nation WHERE n_nationkey = 0", r#"[["ALGERIA", "ALGERIA"]]"#),
 ];
