@@ -165,31 +165,31 @@ pub fn session_context(
     let ctx = SessionContext::new_with_state(state);
     // Trino's integer arithmetic: overflow is an error (`plan::checked_arithmetic`).
     crate::plan::checked_arithmetic::register(&ctx);
-    ctx.add_analyzer_rule(Arc::new(crate::plan::checked_arithmetic::CheckedArithmetic));
+    ctx.add_analyzer_rule(Arc::new(Timed(crate::plan::checked_arithmetic::CheckedArithmetic)));
     // Trino's casts to and from JSON and of rows by position (`plan::casts`).
-    ctx.add_analyzer_rule(Arc::new(crate::plan::casts::TrinoCasts));
+    ctx.add_analyzer_rule(Arc::new(Timed(crate::plan::casts::TrinoCasts)));
     // `EXCEPT ALL` and `INTERSECT ALL` count copies (`plan::set_operations`).
-    ctx.add_analyzer_rule(Arc::new(crate::plan::set_operations::CountedSetOperations));
+    ctx.add_analyzer_rule(Arc::new(Timed(crate::plan::set_operations::CountedSetOperations)));
     // `FETCH FIRST n ROWS WITH TIES` by rank (`plan::fetch_ties`); before the
     // subquery rules, which then push it into a correlated subquery as a window.
-    ctx.add_analyzer_rule(Arc::new(crate::plan::fetch_ties::FetchWithTies));
+    ctx.add_analyzer_rule(Arc::new(Timed(crate::plan::fetch_ties::FetchWithTies)));
     // A subquery in an aggregate's argument or `FILTER`, computed under the
     // aggregation where the rules below take it (`plan::subquery_arguments`).
-    ctx.add_analyzer_rule(Arc::new(crate::plan::subquery_arguments::SubqueryArguments));
+    ctx.add_analyzer_rule(Arc::new(Timed(crate::plan::subquery_arguments::SubqueryArguments)));
     // A scalar subquery of any shape, with Trino's `SUBQUERY_MULTIPLE_ROWS`
     // (`plan::scalar_subqueries`).
-    ctx.add_analyzer_rule(Arc::new(crate::plan::scalar_subqueries::ScalarSubqueries));
+    ctx.add_analyzer_rule(Arc::new(Timed(crate::plan::scalar_subqueries::ScalarSubqueries)));
     // Subqueries correlated on any predicate, through their outer values' domain
     // (`plan::correlated_domains`); before the marks, which then take them too.
-    ctx.add_analyzer_rule(Arc::new(crate::plan::correlated_domains::CorrelatedDomains));
+    ctx.add_analyzer_rule(Arc::new(Timed(crate::plan::correlated_domains::CorrelatedDomains)));
     // `LATERAL` and `CROSS JOIN UNNEST` over the left side's columns
     // (`plan::lateral_joins`).
-    ctx.add_analyzer_rule(Arc::new(crate::plan::lateral_joins::LateralJoins));
+    ctx.add_analyzer_rule(Arc::new(Timed(crate::plan::lateral_joins::LateralJoins)));
     // `EXISTS` and `IN (subquery)` outside filters, and `IN` inside a filter's
     // expressions, as mark joins with SQL's NULLs (`plan::subquery_marks`).
-    ctx.add_analyzer_rule(Arc::new(crate::plan::subquery_marks::SubqueryMarks));
+    ctx.add_analyzer_rule(Arc::new(Timed(crate::plan::subquery_marks::SubqueryMarks)));
     // `min` and `max` of floats skip NaN (`plan::nan_extremes`).
-    ctx.add_analyzer_rule(Arc::new(crate::plan::nan_extremes::NanSkippingExtremes));
+    ctx.add_analyzer_rule(Arc::new(Timed(crate::plan::nan_extremes::NanSkippingExtremes)));
     if props.early_filter_rewrites {
         ctx.add_optimizer_rule(Arc::new(JoinFilteredScanEarly));
         ctx.add_optimizer_rule(Arc::new(PushDownSemiJoin));
@@ -297,3 +297,26 @@ mod tests {
 #[cfg(test)]
 #[path = "rewrite_tests.rs"]
 mod rewrite_tests;
+
+/// An analyzer rule of ours, timed: each run is a trace event with the rule's name and
+/// its microseconds, so that what the rules add to a plan's time can be read off a
+/// run (`FLOTILLA_LOG=flotilla::coordinator::planner=trace`; docs/benchmarks.md).
+#[derive(Debug)]
+struct Timed<R>(R);
+
+impl<R: datafusion::optimizer::AnalyzerRule> datafusion::optimizer::AnalyzerRule for Timed<R> {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn analyze(
+        &self,
+        plan: datafusion::logical_expr::LogicalPlan,
+        config: &datafusion::config::ConfigOptions,
+    ) -> datafusion::error::Result<datafusion::logical_expr::LogicalPlan> {
+        let started = std::time::Instant::now();
+        let analyzed = self.0.analyze(plan, config);
+        tracing::trace!(rule = self.0.name(), us = started.elapsed().as_micros() as u64, "analyzer rule");
+        analyzed
+    }
+}

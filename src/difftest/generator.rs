@@ -20,6 +20,8 @@ pub struct Select {
     /// `LEFT JOIN dt1 y ON ...`: the join keyword, the relation, the condition.
     pub join: Option<(String, String, Option<String>)>,
     pub filter: Option<String>,
+    /// Whether the filter holds a subquery.
+    pub filter_subquery: bool,
     pub group_by: Option<String>,
     pub having: Option<String>,
 }
@@ -42,7 +44,8 @@ pub enum Query {
     },
     /// A query DataFusion, the oracle, is known to answer wrongly: an `IN (subquery)`
     /// under `OR` or `NOT`, which its mark join makes true or false, never NULL
-    /// (`plan::subquery_marks`). Checked by its TLP partitions only.
+    /// (`plan::subquery_marks`), or an `EXISTS` of a correlated aggregation without
+    /// grouping. Checked by its TLP partitions and DuckDB only.
     Blind(Box<Query>),
 }
 
@@ -103,8 +106,10 @@ struct Draw {
     rng: StdRng,
     /// Whether `y` is in scope.
     joined: bool,
-    /// Whether an `IN (subquery)` was drawn under `OR` or `NOT` (see `Query::Blind`).
+    /// Whether a form DataFusion answers wrongly was drawn (see `Query::Blind`).
     blind: bool,
+    /// Whether a subquery predicate was drawn since `plain` last reset it.
+    subqueries: bool,
 }
 
 const INT_COLUMNS: [&str; 3] = ["k", "a", "b"];
@@ -200,6 +205,7 @@ impl Draw {
     /// equality or an inequality, which DataFusion cannot pull past an aggregation) or
     /// not, or only through a subquery inside it.
     fn subquery_predicate(&mut self, depth: u32) -> String {
+        self.subqueries = true;
         let table = *self.pick(&TABLES);
         let correlated = self.chance(0.6);
         let outer = self.alias();
@@ -220,9 +226,34 @@ impl Draw {
             false => format!(" WHERE {extra}"),
         };
         let column = self.pick(&INT_COLUMNS);
+        // Now and then the subquery reads a join whose sides are both correlated.
+        let table = match correlated && self.chance(0.15) {
+            true => {
+                let (left, right) = (self.pick(&TABLES), self.pick(&TABLES));
+                let (l, r) = (self.comparison(), self.comparison());
+                let join = self.pick(&["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN"]);
+                format!(
+                    "(SELECT z1.k, z1.a, z2.b FROM (SELECT * FROM {left} WHERE a {l} {outer}.a) z1 {join} \
+                     (SELECT * FROM {right} WHERE b {r} {outer}.b) z2 ON z1.k = z2.k)"
+                )
+            }
+            false => table.to_string(),
+        };
         match self.rng.random_range(0..7) {
-            0 => format!("EXISTS (SELECT 1 FROM {table} z{filter})"),
-            1 => format!("NOT EXISTS (SELECT 1 FROM {table} z{filter})"),
+            0 | 1 => {
+                // Now and then over an aggregation without grouping, which answers a
+                // row for every outer row; DataFusion, correlated, does not
+                // (apache/datafusion#24960).
+                let listed = match self.chance(0.2) {
+                    true => {
+                        self.blind |= correlated;
+                        *self.pick(&["count(*)", "max(z.a)"])
+                    }
+                    false => "1",
+                };
+                let not = if self.chance(0.5) { "NOT " } else { "" };
+                format!("{not}EXISTS (SELECT {listed} FROM {table} z{filter})")
+            }
             2 => {
                 self.blind |= depth > 0;
                 format!("{outer}.{column} IN (SELECT z.{column} FROM {table} z{filter})")
@@ -301,14 +332,31 @@ impl Draw {
         let from = self.relation("x");
         let join = self.join();
         let items = unique((0..self.rng.random_range(1..4)).map(|_| self.value_expr(0)).collect());
+        self.subqueries = false;
         let filter = self.chance(0.7).then(|| self.predicate(0, true));
-        Select { distinct: self.chance(0.15), items, from, join, filter, group_by: None, having: None }
+        let filter_subquery = std::mem::take(&mut self.subqueries);
+        Select { distinct: self.chance(0.15), items, from, join, filter, filter_subquery, group_by: None, having: None }
+    }
+
+    /// A grouping key: a column, now and then a subquery correlated on one (then true).
+    fn group_key(&mut self) -> (String, bool) {
+        let column = self.int_column();
+        match self.chance(0.1) {
+            true => {
+                let (table, op) = (self.pick(&TABLES), self.pick(&["=", "<"]));
+                (format!("(SELECT count(*) FROM {table} z WHERE z.k {op} {column})"), true)
+            }
+            false => (column, false),
+        }
     }
 
     fn aggregate(&mut self) -> Select {
         let mut s = self.plain();
         s.distinct = false;
-        let keys: Vec<String> = (0..self.rng.random_range(1..3)).map(|_| self.int_column()).collect();
+        let drawn: Vec<(String, bool)> = (0..self.rng.random_range(1..3)).map(|_| self.group_key()).collect();
+        // The parser takes no subquery inside `ROLLUP`, `CUBE` or `GROUPING SETS`.
+        let plain = drawn.iter().any(|(_, subquery)| *subquery);
+        let keys: Vec<String> = drawn.into_iter().map(|(k, _)| k).collect();
         let aggregates = [
             "count(*)".to_string(),
             format!("count({})", self.value_expr(1)),
@@ -324,6 +372,7 @@ impl Draw {
             items.push(self.pick(&aggregates).clone());
         }
         let group_by = match self.rng.random_range(0..6) {
+            _ if plain => keys.join(", "),
             0 if keys.len() == 2 => format!("GROUPING SETS (({}), ({}), ())", keys[0], keys[1]),
             1 => format!("ROLLUP ({})", keys.join(", ")),
             2 => format!("CUBE ({})", keys.join(", ")),
@@ -371,6 +420,7 @@ impl Draw {
             from: from.clone(),
             join: None,
             filter: filter.clone(),
+            filter_subquery: false,
             group_by: None,
             having: None,
         };
@@ -381,6 +431,7 @@ impl Draw {
             from,
             join: Some(("LEFT JOIN".into(), counted, Some("m.k = x.k".into()))),
             filter,
+            filter_subquery: false,
             group_by: None,
             having: None,
         };
@@ -415,7 +466,7 @@ fn unique(items: Vec<String>) -> Vec<String> {
 
 /// The query of `seed`.
 pub fn query(seed: u64) -> Query {
-    let mut d = Draw { rng: StdRng::seed_from_u64(seed), joined: false, blind: false };
+    let mut d = Draw { rng: StdRng::seed_from_u64(seed), joined: false, blind: false, subqueries: false };
     let q = match d.rng.random_range(0..10) {
         0..=2 => Query::Select(d.plain()),
         3..=4 => Query::Select(d.aggregate()),
@@ -439,7 +490,10 @@ pub fn smaller(s: &Select) -> Vec<Select> {
             out.push(t);
         }
     };
-    push(&|t| t.filter = None);
+    push(&|t| {
+        t.filter = None;
+        t.filter_subquery = false;
+    });
     push(&|t| t.having = None);
     push(&|t| t.distinct = false);
     if !s.items.iter().any(|i| i.contains("y.")) && !s.filter.as_deref().unwrap_or("").contains("y.") {

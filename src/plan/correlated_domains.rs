@@ -33,7 +33,7 @@ use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{lit, Expr, LogicalPlan, LogicalPlanBuilder, Subquery};
 use datafusion::optimizer::AnalyzerRule;
 
-use super::dependent_join::{has_subquery, outer_columns, reads_outer, stuck, Domain};
+use super::dependent_join::{has_subquery, outer_columns, reads_outer, stuck, subquery_in_mut, Domain};
 
 /// The analyzer rule; see the module's comment.
 #[derive(Debug, Default)]
@@ -63,15 +63,6 @@ pub fn decorrelate(plan: LogicalPlan, aliases: &AliasGenerator) -> Result<Logica
     plan.transform_up_with_subqueries(|node| rewrite(node, aliases)).map(|t| t.data)
 }
 
-/// The subquery of `e`, if `e` is a subquery expression with one.
-fn subquery_of(e: &mut Expr) -> Option<&mut Subquery> {
-    match e {
-        Expr::ScalarSubquery(s) | Expr::Exists(Exists { subquery: s, .. }) => Some(s),
-        Expr::InSubquery(InSubquery { subquery, .. }) => Some(subquery),
-        _ => None,
-    }
-}
-
 /// Whether `e` holds a correlated subquery, also one correlated only through a
 /// subquery inside it (whether DataFusion pulls it up is asked once, where it is
 /// rewritten).
@@ -92,13 +83,18 @@ fn rewrite(node: LogicalPlan, aliases: &AliasGenerator) -> Result<Transformed<Lo
     }
     let outer = node.inputs()[0].clone();
     super::rewrite_keeping_names(node, |mut e| {
-        let Some(subquery) = subquery_of(&mut e) else { return Ok(Transformed::no(e)) };
-        if !stuck(subquery) {
+        // A quantified comparison is left to `subquery_marks`, which takes it whole.
+        if matches!(e, Expr::SetComparison(_)) {
             return Ok(Transformed::no(e));
         }
-        let new = match with_domain(subquery, &outer, aliases)? {
+        let scalar = matches!(e, Expr::ScalarSubquery(_));
+        let Some(subquery) = subquery_in_mut(&mut e) else { return Ok(Transformed::no(e)) };
+        if !stuck(subquery, scalar) {
+            return Ok(Transformed::no(e));
+        }
+        let new = match with_domain(subquery, &outer, aliases, scalar)? {
             Some(new) => Some(new),
-            None => pushed_down(subquery, &outer, aliases)?,
+            None => pushed_down(subquery, &outer, aliases, scalar)?,
         };
         match new {
             Some(new) => {
@@ -132,7 +128,12 @@ fn correlated_filter(plan: &LogicalPlan) -> Option<LogicalPlan> {
 
 /// `subquery` with its domain joined in under its correlated filter, or None where
 /// the shape is not one this rule takes or DataFusion still could not pull it up.
-fn with_domain(subquery: &Subquery, outer: &LogicalPlan, aliases: &AliasGenerator) -> Result<Option<Subquery>> {
+fn with_domain(
+    subquery: &Subquery,
+    outer: &LogicalPlan,
+    aliases: &AliasGenerator,
+    scalar: bool,
+) -> Result<Option<Subquery>> {
     let plan = subquery.subquery.as_ref();
     let Some(LogicalPlan::Filter(filter)) = correlated_filter(plan) else { return Ok(None) };
     // The outer columns read, each once; all must be the outer node's input's own
@@ -199,14 +200,19 @@ fn with_domain(subquery: &Subquery, outer: &LogicalPlan, aliases: &AliasGenerato
         subquery: Arc::new(rewritten),
         spans: subquery.spans.clone(),
     };
-    Ok((!stuck(&new)).then_some(new))
+    Ok((!stuck(&new, scalar)).then_some(new))
 }
 
 /// `subquery` computed for its whole domain by `dependent_join` and correlated by its
 /// domain's values alone, or None where the push-down does not take its shape or
 /// DataFusion still could not pull it up. Any shape of the push-down's, where
 /// `with_domain`'s one filter is not.
-fn pushed_down(subquery: &Subquery, outer: &LogicalPlan, aliases: &AliasGenerator) -> Result<Option<Subquery>> {
+fn pushed_down(
+    subquery: &Subquery,
+    outer: &LogicalPlan,
+    aliases: &AliasGenerator,
+    scalar: bool,
+) -> Result<Option<Subquery>> {
     let plan = subquery.subquery.as_ref();
     let Some(refs) = outer_columns(plan) else { return Ok(None) };
     let Some(domain) = Domain::new(outer, refs, aliases)? else { return Ok(None) };
@@ -222,7 +228,7 @@ fn pushed_down(subquery: &Subquery, outer: &LogicalPlan, aliases: &AliasGenerato
         subquery: Arc::new(rewritten),
         spans: subquery.spans.clone(),
     };
-    Ok((!stuck(&new)).then_some(new))
+    Ok((!stuck(&new, scalar)).then_some(new))
 }
 
 /// `plan` filtered by `predicate` (which reads only the domain's columns, which every
@@ -275,9 +281,7 @@ mod tests {
     }
 
     async fn rows(ctx: &SessionContext, sql: &str) -> Vec<String> {
-        let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
-        let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches).unwrap().to_string();
-        text.lines().skip(3).filter(|l| l.starts_with('|')).map(|l| l.split_whitespace().collect()).collect()
+        crate::plan::rule_tests::table_rows(ctx, sql).await.unwrap()
     }
 
     const T: &str = "(VALUES (1), (2), (NULL), (2)) t(x)";

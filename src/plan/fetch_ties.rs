@@ -87,9 +87,7 @@ mod tests {
             ctx.register_udf(f);
         }
         ctx.add_analyzer_rule(Arc::new(FetchWithTies));
-        let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
-        let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches).unwrap().to_string();
-        text.lines().skip(3).filter(|l| l.starts_with('|')).map(|l| l.split_whitespace().collect()).collect()
+        crate::plan::rule_tests::table_rows(&ctx, sql).await.unwrap()
     }
 
     /// Sorted by x: 1, 2, 2, 2, 3, NULL (NULLs last). The first two rows end on a 2, so

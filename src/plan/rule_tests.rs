@@ -46,3 +46,12 @@ pub(crate) async fn assert_untouched(setup: &[&str], rule: Arc<dyn OptimizerRule
     assert_eq!(after.answer, before.answer, "{sql}");
     before
 }
+
+/// The rows `sql` answers in `ctx`, each as its printed line without spaces
+/// (`|1|a|`), in the order they came; the analyzer rules' tests compare them with rows
+/// worked out by hand.
+pub(crate) async fn table_rows(ctx: &SessionContext, sql: &str) -> datafusion::common::Result<Vec<String>> {
+    let batches = ctx.sql(sql).await?.collect().await?;
+    let text = pretty_format_batches(&batches)?.to_string();
+    Ok(text.lines().skip(3).filter(|l| l.starts_with('|')).map(|l| l.split_whitespace().collect()).collect())
+}

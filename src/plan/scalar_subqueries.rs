@@ -103,9 +103,7 @@ pub(crate) mod tests {
     }
 
     async fn rows(ctx: &SessionContext, sql: &str) -> Result<Vec<String>> {
-        let batches = ctx.sql(sql).await?.collect().await?;
-        let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches)?.to_string();
-        Ok(text.lines().skip(3).filter(|l| l.starts_with('|')).map(|l| l.split_whitespace().collect()).collect())
+        crate::plan::rule_tests::table_rows(ctx, sql).await
     }
 
     const T: &str = "(VALUES (1, 'a'), (2, 'b'), (3, NULL)) t(k, v)";

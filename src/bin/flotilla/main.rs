@@ -73,6 +73,12 @@ async fn difftest(args: DifftestArgs) -> Result<(), String> {
     for m in &report.mismatches {
         println!("{m}");
     }
+    if !report.refusals.is_empty() {
+        println!("refused by both sides (the first {}):", report.refusals.len());
+        for r in &report.refusals {
+            println!("  {r}");
+        }
+    }
     println!(
         "{} queries, {} checks, {} refused by both sides, {} beyond DataFusion (TLP only), {} against DuckDB, {} mismatches",
         report.queries,

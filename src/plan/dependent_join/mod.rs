@@ -8,8 +8,9 @@
 //! tree until what is left below carries no outer reference and becomes a cross join
 //! with `D`. On the way each node carries `D`'s columns up and reads them where it read
 //! the outer ones: a projection passes them on, an aggregation and a window partition
-//! by them, a `LIMIT` becomes a row number within each domain row, a join takes them
-//! from the side that holds them. An aggregation with no `GROUP BY` must answer one row
+//! by them (each grouping set too), a `LIMIT` becomes a row number within each domain
+//! row, a join takes them from the side that holds them, or from both and matches
+//! rows of one domain row only (`join`). An aggregation with no `GROUP BY` must answer one row
 //! for every domain row, even one that found no input: its input is outer-joined to
 //! `D` and each aggregate counts only the rows that came from the input, so that
 //! `count` is 0 and `sum` NULL there, as for an empty input.
@@ -18,27 +19,29 @@
 //! (`__dN_vI`), read unqualified; the caller joins it to the outer rows on them. A
 //! subquery inside `R` that reads the outer columns too reads `D`'s instead, as outer
 //! references to the node it sits in: one level of correlation less, left to the rules
-//! that decorrelate `R` afterwards. A shape this does not take (a join correlated on
-//! both sides or on its null-supplying side, `GROUPING SETS`, `DISTINCT ON`) answers
+//! that decorrelate `R` afterwards. A shape this does not take (`DISTINCT ON`, a
+//! `LIMIT` by an expression, a grouping id widened by the domain's columns) answers
 //! None, and the caller leaves the plan as it was.
+
+mod aggregate;
+mod join;
 
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::alias::AliasGenerator;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::common::{Column, NullEquality, Result, ScalarValue};
+use datafusion::common::{internal_err, Column, Result, ScalarValue};
 use datafusion::functions::core::expr_fn::coalesce;
 use datafusion::functions_window::expr_fn::row_number;
-use datafusion::logical_expr::expr::{AggregateFunction, ScalarFunction};
+use datafusion::logical_expr::expr::{GroupingSet, ScalarFunction};
 use datafusion::logical_expr::expr_rewriter::{normalize_col, NamePreserver};
 use datafusion::logical_expr::logical_plan::{FetchType, SkipType};
 use datafusion::optimizer::decorrelate::PullUpCorrelatedExpr;
 
 use crate::functions::unnest::{entries_map, unnest_list};
 use datafusion::logical_expr::{
-    lit, Aggregate, Distinct, Expr, ExprFunctionExt, JoinType, LogicalPlan, LogicalPlanBuilder, Projection, Subquery,
-    Window,
+    lit, Distinct, Expr, ExprFunctionExt, JoinType, LogicalPlan, LogicalPlanBuilder, Projection, Subquery, Window,
 };
 
 /// The distinct values of the outer columns a correlated plan reads.
@@ -104,32 +107,39 @@ fn unheld(e: Expr, data_type: &DataType) -> Expr {
 /// the subqueries inside them, where a subquery's reference is not to a column of the
 /// node it sits in (`escaping`).
 pub fn outer_columns(plan: &LogicalPlan) -> Option<Vec<(FieldRef, Column)>> {
-    escaping(plan, true).ok()
+    escaping(plan).ok().map(|refs| refs.into_iter().map(|r| (r.field, r.column)).collect())
 }
 
-/// The outer references of `plan` that leave it: those of its nodes' own expressions
-/// (where `own`), and those of each subquery inside them that are not to a column of
+/// An outer reference that leaves a plan.
+struct Escaping {
+    field: FieldRef,
+    column: Column,
+    /// Read (also) by a subquery inside the plan rather than by its own nodes.
+    nested: bool,
+}
+
+/// The outer references of `plan` that leave it, each once: those of its nodes' own
+/// expressions, and those of each subquery inside them that are not to a column of
 /// that node's inputs (a subquery reads its own node's columns first, as the planner
 /// resolved them).
-fn escaping(plan: &LogicalPlan, own: bool) -> Result<Vec<(FieldRef, Column)>> {
-    let mut refs: Vec<(FieldRef, Column)> = Vec::new();
-    let mut add = |field: &FieldRef, column: &Column| {
-        if !refs.iter().any(|(_, c)| c == column) {
-            refs.push((field.clone(), column.clone()));
-        }
+fn escaping(plan: &LogicalPlan) -> Result<Vec<Escaping>> {
+    let mut refs: Vec<Escaping> = Vec::new();
+    let mut add = |field: &FieldRef, column: &Column, nested: bool| match refs.iter_mut().find(|r| r.column == *column)
+    {
+        Some(found) => found.nested |= nested,
+        None => refs.push(Escaping { field: field.clone(), column: column.clone(), nested }),
     };
     plan.apply(|node| {
         let inputs = node.inputs();
         for e in node.expressions() {
             e.apply(|e| {
-                match e {
-                    Expr::OuterReferenceColumn(field, column) if own => add(field, column),
-                    _ => {}
+                if let Expr::OuterReferenceColumn(field, column) = e {
+                    add(field, column, false);
                 }
                 if let Some(subquery) = subquery_in(e) {
-                    for (field, column) in escaping(&subquery.subquery, true)? {
-                        if !inputs.iter().any(|i| i.schema().has_column(&column)) {
-                            add(&field, &column);
+                    for r in escaping(&subquery.subquery)? {
+                        if !inputs.iter().any(|i| i.schema().has_column(&r.column)) {
+                            add(&r.field, &r.column, true);
                         }
                     }
                 }
@@ -152,15 +162,29 @@ fn subquery_in(e: &Expr) -> Option<&Subquery> {
     }
 }
 
+/// The subquery of a subquery expression, to change.
+pub fn subquery_in_mut(e: &mut Expr) -> Option<&mut Subquery> {
+    match e {
+        Expr::ScalarSubquery(s) => Some(s),
+        Expr::Exists(x) => Some(&mut x.subquery),
+        Expr::InSubquery(x) => Some(&mut x.subquery),
+        Expr::SetComparison(x) => Some(&mut x.subquery),
+        _ => None,
+    }
+}
+
+/// What an outer reference to a column becomes: an expression, or None to keep it.
+type Replace<'r> = &'r dyn Fn(&Column) -> Result<Option<Expr>>;
+
 /// `plan` with each outer reference that leaves it (see `escaping`) replaced by
 /// `replace`'s expression where that answers one, and every subquery's list of its
 /// outer references made anew.
-fn replace_escaping(plan: &LogicalPlan, replace: &dyn Fn(&Column) -> Option<Expr>) -> Result<LogicalPlan> {
+fn replace_escaping(plan: &LogicalPlan, replace: Replace) -> Result<LogicalPlan> {
     plan.clone()
         .transform_up(|node| {
             let inputs: Vec<LogicalPlan> = node.inputs().into_iter().cloned().collect();
             let local = |c: &Column| inputs.iter().any(|i| i.schema().has_column(c));
-            let inner = |c: &Column| if local(c) { None } else { replace(c) };
+            let inner = |c: &Column| if local(c) { Ok(None) } else { replace(c) };
             let names = NamePreserver::new(&node);
             node.map_expressions(|e| {
                 let name = names.save(&e);
@@ -172,40 +196,19 @@ fn replace_escaping(plan: &LogicalPlan, replace: &dyn Fn(&Column) -> Option<Expr
 
 /// `e` with its own outer references replaced by `own`, and those inside its
 /// subqueries by `inner`.
-fn replace_in_expr(
-    e: Expr,
-    own: &dyn Fn(&Column) -> Option<Expr>,
-    inner: &dyn Fn(&Column) -> Option<Expr>,
-) -> Result<Transformed<Expr>> {
-    e.transform(|e| {
-        let renewed = |s: &Subquery| -> Result<Subquery> {
-            let plan = replace_escaping(&s.subquery, inner)?;
-            Ok(Subquery {
-                outer_ref_columns: plan.all_out_ref_exprs(),
-                subquery: Arc::new(plan),
-                spans: s.spans.clone(),
-            })
-        };
-        Ok(match e {
-            Expr::OuterReferenceColumn(field, c) => match own(&c) {
+fn replace_in_expr(e: Expr, own: Replace, inner: Replace) -> Result<Transformed<Expr>> {
+    e.transform(|mut e| {
+        if let Expr::OuterReferenceColumn(_, c) = &e {
+            return Ok(match own(c)? {
                 Some(local) => Transformed::yes(local),
-                None => Transformed::no(Expr::OuterReferenceColumn(field, c)),
-            },
-            Expr::ScalarSubquery(s) => Transformed::yes(Expr::ScalarSubquery(renewed(&s)?)),
-            Expr::Exists(mut x) => {
-                x.subquery = renewed(&x.subquery)?;
-                Transformed::yes(Expr::Exists(x))
-            }
-            Expr::InSubquery(mut x) => {
-                x.subquery = renewed(&x.subquery)?;
-                Transformed::yes(Expr::InSubquery(x))
-            }
-            Expr::SetComparison(mut x) => {
-                x.subquery = renewed(&x.subquery)?;
-                Transformed::yes(Expr::SetComparison(x))
-            }
-            other => Transformed::no(other),
-        })
+                None => Transformed::no(e),
+            });
+        }
+        let Some(subquery) = subquery_in_mut(&mut e) else { return Ok(Transformed::no(e)) };
+        let plan = replace_escaping(&subquery.subquery, inner)?;
+        subquery.outer_ref_columns = plan.all_out_ref_exprs();
+        subquery.subquery = Arc::new(plan);
+        Ok(Transformed::yes(e))
     })
 }
 
@@ -274,23 +277,24 @@ impl<'a> Domain<'a> {
     /// key is looked up by the name its qualified columns give it).
     fn local(&self, e: Expr, input: &LogicalPlan) -> Result<Expr> {
         let value = |c: &Column| {
-            let (field, _, value) = self.values.iter().find(|(_, o, _)| o == c)?;
-            Some(unheld(value.local(), field.data_type()))
+            let Some((field, _, value)) = self.values.iter().find(|(_, o, _)| o == c) else { return Ok(None) };
+            Ok(Some(unheld(value.local(), field.data_type())))
         };
         // Inside a subquery the domain's columns are outer references to `input`'s.
         let referenced = |c: &Column| {
-            let read = value(c)?;
-            read.transform(|e| match e {
+            let Some(read) = value(c)? else { return Ok(None) };
+            let referenced = read.transform(|e| match e {
                 Expr::Column(c) => {
                     let found = input.schema().columns().into_iter().find(|q| q.name == c.name);
-                    let Some(q) = found else { return Ok(Transformed::no(Expr::Column(c))) };
+                    let Some(q) = found else {
+                        return internal_err!("the domain's column {} is not in the plan it was pushed into", c.name);
+                    };
                     let (_, field) = input.schema().qualified_field_from_column(&q)?;
                     Ok(Transformed::yes(Expr::OuterReferenceColumn(field.clone(), q)))
                 }
                 other => Ok(Transformed::no(other)),
-            })
-            .ok()
-            .map(|t| t.data)
+            })?;
+            Ok(Some(referenced.data))
         };
         let local = replace_in_expr(e, &value, &referenced)?.data;
         normalize_col(local, input)
@@ -393,70 +397,6 @@ impl<'a> Domain<'a> {
             .collect()
     }
 
-    fn aggregate(&self, a: &Aggregate) -> Result<Option<LogicalPlan>> {
-        if a.group_expr.iter().any(|e| matches!(e, Expr::GroupingSet(_))) {
-            return Ok(None);
-        }
-        let Some(input) = self.push(&a.input)? else { return Ok(None) };
-        let (input, marker) = match a.group_expr.is_empty() {
-            false => (input, None),
-            true => {
-                let (input, marker) = self.with_every_domain_row(input)?;
-                (input, Some(marker))
-            }
-        };
-        let mut group = self.local_keeping_names(&a.group_expr, &input)?;
-        group.extend(self.columns());
-        let mut aggregates = self.local_keeping_names(&a.aggr_expr, &input)?;
-        if let Some(marker) = &marker {
-            let names = NamePreserver::new_for_projection();
-            aggregates = aggregates
-                .into_iter()
-                .map(|e| {
-                    let name = names.save(&e);
-                    Ok(name.restore(counting_only(e, marker)?))
-                })
-                .collect::<Result<_>>()?;
-        }
-        let aggregate = Aggregate::try_new(Arc::new(input), group, aggregates)?;
-        // The domain's columns last, as every pushed node answers them.
-        let output = LogicalPlan::Aggregate(aggregate);
-        let groups = a.group_expr.len();
-        let schema = output.schema().clone();
-        let columns: Vec<Expr> = (0..groups)
-            .chain(groups + self.columns.len()..schema.fields().len())
-            .chain(groups..groups + self.columns.len())
-            .map(|i| Expr::Column(Column::from(schema.qualified_field(i))))
-            .collect();
-        Ok(Some(LogicalPlanBuilder::from(output).project(columns)?.build()?))
-    }
-
-    /// `input` (pushed) outer-joined to the domain, so that every domain row has at
-    /// least one row, and the name of a marker that is true on the rows from `input`.
-    fn with_every_domain_row(&self, input: LogicalPlan) -> Result<(LogicalPlan, String)> {
-        let marker = self.aliases.next("__from_input");
-        let tagged = {
-            let mut columns: Vec<Expr> = input.schema().columns().into_iter().map(Expr::Column).collect();
-            columns.push(lit(true).alias(&marker));
-            LogicalPlanBuilder::from(input).project(columns)?.build()?
-        };
-        // The domain again, its columns renamed so that both sides can be told apart.
-        let other = |name: &String| format!("{name}_all");
-        let every = LogicalPlanBuilder::from(self.plan.clone())
-            .project(self.columns.iter().map(|n| Self::column(n).alias(other(n))))?
-            .build()?;
-        let keys: (Vec<Column>, Vec<Column>) =
-            self.columns.iter().map(|n| (Column::new_unqualified(n), Column::new_unqualified(other(n)))).unzip();
-        let joined = LogicalPlanBuilder::from(tagged.clone())
-            .join_detailed(every, JoinType::Right, keys, None, NullEquality::NullEqualsNothing)?
-            .build()?;
-        let columns = tagged.schema().columns().into_iter().map(|c| match self.columns.contains(&c.name) {
-            true => Self::column(&other(&c.name)).alias(&c.name),
-            false => Expr::Column(c),
-        });
-        Ok((LogicalPlanBuilder::from(joined).project(columns)?.build()?, marker))
-    }
-
     fn window(&self, w: &Window) -> Result<Option<LogicalPlan>> {
         let Some(input) = self.push(&w.input)? else { return Ok(None) };
         let names = NamePreserver::new_for_projection();
@@ -511,48 +451,21 @@ impl<'a> Domain<'a> {
         }
         Ok(Some(LogicalPlanBuilder::from(pushed).window(vec![numbered])?.filter(kept)?.project(columns)?.build()?))
     }
-
-    fn join(&self, plan: &LogicalPlan, j: &datafusion::logical_expr::Join) -> Result<Option<LogicalPlan>> {
-        use JoinType::*;
-        let (left, right) = (reads_outer(&j.left), reads_outer(&j.right));
-        // The domain enters on a side whose every row the join keeps or filters, never
-        // on a side whose rows it may fill with NULLs for want of a match.
-        let into_left = match (left, right) {
-            (true, true) => return Ok(None),
-            (false, true) => false,
-            _ => true,
-        };
-        let takes = match into_left {
-            true => matches!(j.join_type, Inner | Left | LeftSemi | LeftAnti | LeftMark),
-            false => matches!(j.join_type, Inner | Right | RightSemi | RightAnti | RightMark),
-        };
-        if !takes {
-            return Ok(None);
-        }
-        let (left, right) = match into_left {
-            true => match self.push(&j.left)? {
-                Some(l) => (l, j.right.as_ref().clone()),
-                None => return Ok(None),
-            },
-            false => match self.push(&j.right)? {
-                Some(r) => (j.left.as_ref().clone(), r),
-                None => return Ok(None),
-            },
-        };
-        let both = LogicalPlanBuilder::from(left.clone()).cross_join(right.clone())?.build()?;
-        let exprs = plan.expressions().into_iter().map(|e| self.local(e, &both)).collect::<Result<_>>()?;
-        Ok(Some(plan.with_new_exprs(exprs, vec![left, right])?))
-    }
 }
 
-/// Whether DataFusion cannot pull `subquery`'s correlation up into a join.
-pub fn stuck(subquery: &Subquery) -> bool {
-    if !reads_outer(&subquery.subquery) {
+/// Whether DataFusion cannot pull `subquery`'s correlation up into a join, or would
+/// answer it wrongly; `scalar` where it is a scalar subquery.
+pub fn stuck(subquery: &Subquery, scalar: bool) -> bool {
+    let Ok(refs) = escaping(&subquery.subquery) else { return true };
+    if refs.is_empty() {
         return false;
+    }
+    if empty_grouping_over_correlation(&subquery.subquery, scalar) || correlated_under_padding(&subquery.subquery) {
+        return true;
     }
     // DataFusion's pull-up takes a subquery's own outer references, not those of a
     // subquery inside it.
-    if escaping(&subquery.subquery, false).map_or(true, |nested| !nested.is_empty()) {
+    if refs.iter().any(|r| r.nested) {
         return true;
     }
     // DataFusion's pull-up stops at a relation the planner marked as reading the
@@ -569,6 +482,52 @@ pub fn stuck(subquery: &Subquery) -> bool {
     }
 }
 
+/// Whether `plan` has an aggregation that answers a row even for an empty input (no
+/// grouping, or a grouping set without columns) over rows that read outer columns.
+/// DataFusion pulls a correlation up through an aggregation by grouping it by the
+/// correlated columns, which loses that row for an outer value no input row matches:
+/// `EXISTS (SELECT count(*) FROM u WHERE u.k = t.k)` is false where it is always true
+/// (apache/datafusion#24960). Only a scalar subquery's topmost aggregation without
+/// grouping is mended by DataFusion (its count-bug handling); any other is the
+/// push-down's, whose aggregation answers every domain row.
+fn empty_grouping_over_correlation(plan: &LogicalPlan, scalar: bool) -> bool {
+    fn walk(plan: &LogicalPlan, mended: bool) -> bool {
+        let LogicalPlan::Aggregate(a) = plan else {
+            let joins = matches!(plan, LogicalPlan::Join(_));
+            return plan.inputs().into_iter().any(|i| walk(i, mended && !joins));
+        };
+        let empty = match a.group_expr.as_slice() {
+            [] => true,
+            [Expr::GroupingSet(GroupingSet::GroupingSets(sets))] => sets.iter().any(|s| s.is_empty()),
+            [Expr::GroupingSet(_)] => true,
+            _ => false,
+        };
+        let mended_here = mended && a.group_expr.is_empty();
+        (empty && !mended_here && reads_outer(&a.input)) || walk(&a.input, false)
+    }
+    walk(plan, scalar)
+}
+
+/// Whether `plan` has a join whose side it may pad with NULLs reads outer columns (the
+/// right of a `LEFT JOIN`, both of a `FULL JOIN`), or whose sides both do: DataFusion's
+/// pull-up would move a side's correlated filter above the join, which for a padded
+/// side does not mean the same, and from under an alias fails to find the columns it
+/// read ("No field named"). The push-down takes such a join into both sides.
+fn correlated_under_padding(plan: &LogicalPlan) -> bool {
+    plan.exists(|p| {
+        let LogicalPlan::Join(j) = p else { return Ok(false) };
+        let (left, right) = match j.join_type {
+            JoinType::Left | JoinType::LeftMark => (false, true),
+            JoinType::Right | JoinType::RightMark => (true, false),
+            JoinType::Full => (true, true),
+            _ => (false, false),
+        };
+        let (l, r) = (reads_outer(&j.left), reads_outer(&j.right));
+        Ok((l && r) || (left && l) || (right && r))
+    })
+    .unwrap_or(true)
+}
+
 /// Whether `e` holds a subquery expression (of any kind, correlated or not).
 pub fn has_subquery(e: &Expr) -> bool {
     e.exists(|e| {
@@ -579,95 +538,8 @@ pub fn has_subquery(e: &Expr) -> bool {
 
 /// Whether `plan` reads an outer column anywhere, inside its subqueries too.
 pub fn reads_outer(plan: &LogicalPlan) -> bool {
-    escaping(plan, true).map_or(true, |refs| !refs.is_empty())
-}
-
-/// The aggregate expression `e` counting only the rows where `marker` is true.
-fn counting_only(e: Expr, marker: &str) -> Result<Expr> {
-    let marked = Expr::Column(Column::new_unqualified(marker));
-    Ok(e.transform(|e| match e {
-        Expr::AggregateFunction(AggregateFunction { func, mut params }) => {
-            params.filter = Some(Box::new(match params.filter.take() {
-                Some(filter) => filter.and(marked.clone()),
-                None => marked.clone(),
-            }));
-            Ok(Transformed::yes(Expr::AggregateFunction(AggregateFunction { func, params })))
-        }
-        other => Ok(Transformed::no(other)),
-    })?
-    .data)
+    escaping(plan).map_or(true, |refs| !refs.is_empty())
 }
 
 #[cfg(test)]
-mod tests {
-    use crate::plan::correlated_domains::CorrelatedDomains;
-    use crate::plan::lateral_joins::LateralJoins;
-    use datafusion::prelude::SessionContext;
-    use std::sync::Arc;
-
-    /// The scalar subquery rule's session with both rules that push domains down.
-    fn session() -> SessionContext {
-        let ctx = crate::plan::scalar_subqueries::tests::session();
-        ctx.add_analyzer_rule(Arc::new(CorrelatedDomains));
-        ctx.add_analyzer_rule(Arc::new(LateralJoins));
-        ctx
-    }
-
-    async fn rows(sql: &str) -> Vec<String> {
-        let batches = session().sql(sql).await.unwrap().collect().await.unwrap();
-        let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches).unwrap().to_string();
-        let mut rows: Vec<String> =
-            text.lines().skip(3).filter(|l| l.starts_with('|')).map(|l| l.split_whitespace().collect()).collect();
-        rows.sort();
-        rows
-    }
-
-    /// Each node the push-down passes, with the expected rows worked out per outer x.
-    #[tokio::test]
-    async fn every_shape_is_computed_per_outer_row() {
-        // A window partitioned per x: row numbers 1 and 2, plus x, at most 2 + x.
-        let window = "SELECT x, (SELECT max(r) FROM (SELECT row_number() OVER (ORDER BY y) + t.x AS r \
-                      FROM (VALUES (5), (6)) u(y))) FROM (VALUES (1), (2)) t(x)";
-        assert_eq!(rows(window).await, ["|1|3|", "|2|4|"]);
-        // A union of a correlated filter and the outer value alone: x = 0 sees 1, 2
-        // and itself; x = 1 sees 2 and itself; x = 5 itself only.
-        let union = "SELECT x, (SELECT count(*) FROM (SELECT y FROM (VALUES (1), (2)) u(y) WHERE y > t.x \
-                     UNION ALL SELECT t.x)) FROM (VALUES (0), (1), (5)) t(x)";
-        assert_eq!(rows(union).await, ["|0|3|", "|1|2|", "|5|1|"]);
-        // A join correlated in its condition: of the matches 2 and 3, those above x.
-        let join = "SELECT x, (SELECT count(*) FROM (VALUES (1), (2), (3)) u(y) JOIN (VALUES (2), (3), (4)) v(z) \
-                    ON y = z AND z > t.x) FROM (VALUES (1), (2)) t(x)";
-        assert_eq!(rows(join).await, ["|1|2|", "|2|1|"]);
-        // LIMIT 2 OFFSET 1 per x: above 0, the second and third of 1..4 (2 + 3); above
-        // 2, the second of 3, 4 (4).
-        let limit = "SELECT x, (SELECT sum(y) FROM (SELECT y FROM (VALUES (1), (2), (3), (4)) u(y) WHERE y > t.x \
-                     ORDER BY y LIMIT 2 OFFSET 1)) FROM (VALUES (0), (2)) t(x)";
-        assert_eq!(rows(limit).await, ["|0|5|", "|2|4|"]);
-    }
-
-    /// A subquery inside a subquery, reading the outer row: x = 2 alone finds y = 2
-    /// and z = 2; correlated only through the inner one, the same.
-    #[tokio::test]
-    async fn nested_subqueries_read_the_domain() {
-        let both = "SELECT x FROM (VALUES (1), (2)) t(x) WHERE EXISTS (SELECT 1 FROM (VALUES (1), (2)) u(y) \
-                    WHERE y = t.x AND EXISTS (SELECT 1 FROM (VALUES (2)) v(z) WHERE z = t.x))";
-        assert_eq!(rows(both).await, ["|2|"]);
-        let inner_only = "SELECT x FROM (VALUES (1), (2)) t(x) WHERE EXISTS (SELECT 1 FROM (VALUES (1), (2)) u(y) \
-                          WHERE EXISTS (SELECT 1 FROM (VALUES (2)) v(z) WHERE z = t.x AND z = y))";
-        assert_eq!(rows(inner_only).await, ["|2|"]);
-    }
-
-    /// A lateral join per left row, NULL matching NULL: the NULL row's projection is
-    /// NULL + 1, and the left join keeps the row whose lateral side is empty.
-    #[tokio::test]
-    async fn lateral_joins_per_left_row() {
-        let projection = "SELECT x, y FROM (VALUES (1), (NULL)) t(x), LATERAL (SELECT x + 1 AS y)";
-        assert_eq!(rows(projection).await, ["|1|2|", "|||"]);
-        let filtered = "SELECT x, y FROM (VALUES (1), (3)) t(x) LEFT JOIN LATERAL \
-                        (SELECT y FROM (VALUES (2), (4)) u(y) WHERE y > t.x ORDER BY y LIMIT 1) ON true";
-        assert_eq!(rows(filtered).await, ["|1|2|", "|3|4|"]);
-        let empty = "SELECT x, y FROM (VALUES (1), (5)) t(x) LEFT JOIN LATERAL \
-                     (SELECT y FROM (VALUES (2), (4)) u(y) WHERE y > t.x ORDER BY y LIMIT 1) ON true";
-        assert_eq!(rows(empty).await, ["|1|2|", "|5||"]);
-    }
-}
+mod tests;
