@@ -179,12 +179,13 @@ pub fn session_context(
     // A scalar subquery of any shape, with Trino's `SUBQUERY_MULTIPLE_ROWS`
     // (`plan::scalar_subqueries`).
     ctx.add_analyzer_rule(Arc::new(Timed(crate::plan::scalar_subqueries::ScalarSubqueries)));
+    // `LATERAL` and `CROSS JOIN UNNEST` over the left side's columns
+    // (`plan::lateral_joins`); first, so that a subquery over a lateral join's rows
+    // finds a plain join, whose rows its domain is made of.
+    ctx.add_analyzer_rule(Arc::new(Timed(crate::plan::lateral_joins::LateralJoins)));
     // Subqueries correlated on any predicate, through their outer values' domain
     // (`plan::correlated_domains`); before the marks, which then take them too.
     ctx.add_analyzer_rule(Arc::new(Timed(crate::plan::correlated_domains::CorrelatedDomains)));
-    // `LATERAL` and `CROSS JOIN UNNEST` over the left side's columns
-    // (`plan::lateral_joins`).
-    ctx.add_analyzer_rule(Arc::new(Timed(crate::plan::lateral_joins::LateralJoins)));
     // `EXISTS` and `IN (subquery)` outside filters, and `IN` inside a filter's
     // expressions, as mark joins with SQL's NULLs (`plan::subquery_marks`).
     ctx.add_analyzer_rule(Arc::new(Timed(crate::plan::subquery_marks::SubqueryMarks)));

@@ -419,6 +419,39 @@ const CASES: &[Case] = &[
          THEN 1 END) FROM nation n",
         "[[5]]",
     ),
+    // An aggregation without grouping answers a row even where no nation matches (no
+    // region key is 10 or more): EXISTS is true for all five regions.
+    (
+        "EXISTS of a correlated aggregation without grouping",
+        "SELECT count(*) FROM region r \
+         WHERE EXISTS (SELECT count(*) FROM nation n WHERE n.n_regionkey = r.r_regionkey + 10)",
+        "[[5]]",
+    ),
+    // Region k has k regions below it, and five nations: five nations per count 0..4.
+    (
+        "a subquery in GROUP BY",
+        "SELECT (SELECT count(*) FROM region r WHERE r.r_regionkey < n.n_regionkey) c, count(*) FROM nation n \
+         GROUP BY (SELECT count(*) FROM region r WHERE r.r_regionkey < n.n_regionkey) ORDER BY c",
+        "[[0, 5], [1, 5], [2, 5], [3, 5], [4, 5]]",
+    ),
+    // Both sides correlated: region r's five nations against region r + 1's, no key
+    // shared, ten rows; region 4 has no next region, five.
+    (
+        "a full join correlated on both sides",
+        "SELECT r_regionkey, (SELECT count(*) FROM \
+         (SELECT n_nationkey FROM nation WHERE n_regionkey = r.r_regionkey) a FULL JOIN \
+         (SELECT n_nationkey FROM nation WHERE n_regionkey = r.r_regionkey + 1) b ON a.n_nationkey = b.n_nationkey) \
+         FROM region r ORDER BY 1",
+        "[[0, 10], [1, 10], [2, 10], [3, 10], [4, 5]]",
+    ),
+    // ROLLUP per region: the five names of region r + 2 and the grand total; regions 3
+    // and 4 have no region r + 2, and the grand total alone answers.
+    (
+        "a correlated ROLLUP",
+        "SELECT r_regionkey, (SELECT count(*) FROM (SELECT n_name FROM nation n \
+         WHERE n.n_regionkey = r.r_regionkey + 2 GROUP BY ROLLUP (n_name))) FROM region r ORDER BY 1",
+        "[[0, 6], [1, 6], [2, 6], [3, 1], [4, 1]]",
+    ),
     // A name twice is Trino's (and its columns are both `n_name`, below).
     ("a column twice", "SELECT n_name, n_name FROM nation WHERE n_nationkey = 0", r#"[["ALGERIA", "ALGERIA"]]"#),
 ];

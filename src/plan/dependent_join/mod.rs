@@ -516,14 +516,18 @@ fn empty_grouping_over_correlation(plan: &LogicalPlan, scalar: bool) -> bool {
 fn correlated_under_padding(plan: &LogicalPlan) -> bool {
     plan.exists(|p| {
         let LogicalPlan::Join(j) = p else { return Ok(false) };
-        let (left, right) = match j.join_type {
+        let (pads_left, pads_right) = match j.join_type {
             JoinType::Left | JoinType::LeftMark => (false, true),
             JoinType::Right | JoinType::RightMark => (true, false),
             JoinType::Full => (true, true),
             _ => (false, false),
         };
-        let (l, r) = (reads_outer(&j.left), reads_outer(&j.right));
-        Ok((l && r) || (left && l) || (right && r))
+        Ok(match (reads_outer(&j.left), reads_outer(&j.right)) {
+            (true, true) => true,
+            (true, false) => pads_left,
+            (false, true) => pads_right,
+            (false, false) => false,
+        })
     })
     .unwrap_or(true)
 }

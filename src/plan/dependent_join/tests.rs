@@ -9,8 +9,8 @@ use std::sync::Arc;
 /// the marks.
 fn session() -> SessionContext {
     let ctx = crate::plan::scalar_subqueries::tests::session();
-    ctx.add_analyzer_rule(Arc::new(CorrelatedDomains));
     ctx.add_analyzer_rule(Arc::new(LateralJoins));
+    ctx.add_analyzer_rule(Arc::new(CorrelatedDomains));
     ctx.add_analyzer_rule(Arc::new(crate::plan::subquery_marks::SubqueryMarks));
     ctx
 }
@@ -149,4 +149,18 @@ async fn padded_sides_under_aliases() {
                FULL JOIN (SELECT * FROM (VALUES (2), (5)) b(b) WHERE b < t.x + 2) z2 ON z1.a = z2.b) \
                FROM (VALUES (1), (2)) t(x)";
     assert_eq!(rows(sql).await, ["|1|2|", "|2|1|"]);
+}
+
+/// A subquery correlated on an inequality over a lateral join's rows: row k = 4 (r = 1)
+/// has four regions at or above its own, and matches, beside the four other regions;
+/// the others count 5, 4 and 1 against their k of 0, 2 and 3.
+#[tokio::test]
+async fn subqueries_over_lateral_joins() {
+    let n = "(VALUES (0, 0), (4, 1), (2, 1), (3, 4)) n(k, r)";
+    let regions = "(VALUES (0), (1), (2), (3), (4)) g(r)";
+    let sql = format!(
+        "SELECT n.k, y.o FROM {n} CROSS JOIN LATERAL (SELECT g.r o FROM {regions} WHERE g.r <> n.r) y \
+         WHERE n.k = (SELECT count(*) FROM {regions} WHERE g.r >= n.r) ORDER BY 1, 2"
+    );
+    assert_eq!(rows(&sql).await, ["|4|0|", "|4|2|", "|4|3|", "|4|4|"]);
 }
