@@ -21,7 +21,7 @@ use super::Domain;
 impl Domain<'_> {
     pub(super) fn aggregate(&self, a: &Aggregate) -> Result<Option<LogicalPlan>> {
         let Some(input) = self.push(&a.input)? else { return Ok(None) };
-        let (input, marker) = match a.group_expr.is_empty() || has_empty_set(&a.group_expr) {
+        let (input, marker) = match answers_empty_input(&a.group_expr) {
             false => (input, None),
             true => {
                 let (input, marker) = self.with_every_domain_row(input)?;
@@ -123,10 +123,12 @@ fn is_grouping_set(a: &Aggregate) -> bool {
     matches!(a.group_expr.as_slice(), [Expr::GroupingSet(_)])
 }
 
-/// Whether the grouping `group` has a set without columns (`ROLLUP` and `CUBE`
-/// always do).
-fn has_empty_set(group: &[Expr]) -> bool {
+/// Whether an aggregation grouped by `group` answers a row even for an empty input:
+/// no grouping, or a grouping set without columns (`ROLLUP` and `CUBE` always have
+/// one).
+pub(super) fn answers_empty_input(group: &[Expr]) -> bool {
     match group {
+        [] => true,
         [Expr::GroupingSet(GroupingSet::GroupingSets(sets))] => sets.iter().any(|s| s.is_empty()),
         [Expr::GroupingSet(_)] => true,
         _ => false,

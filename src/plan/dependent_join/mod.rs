@@ -34,7 +34,7 @@ use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{internal_err, Column, Result, ScalarValue};
 use datafusion::functions::core::expr_fn::coalesce;
 use datafusion::functions_window::expr_fn::row_number;
-use datafusion::logical_expr::expr::{GroupingSet, ScalarFunction};
+use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::expr_rewriter::{normalize_col, NamePreserver};
 use datafusion::logical_expr::logical_plan::{FetchType, SkipType};
 use datafusion::optimizer::decorrelate::PullUpCorrelatedExpr;
@@ -496,14 +496,9 @@ fn empty_grouping_over_correlation(plan: &LogicalPlan, scalar: bool) -> bool {
             let joins = matches!(plan, LogicalPlan::Join(_));
             return plan.inputs().into_iter().any(|i| walk(i, mended && !joins));
         };
-        let empty = match a.group_expr.as_slice() {
-            [] => true,
-            [Expr::GroupingSet(GroupingSet::GroupingSets(sets))] => sets.iter().any(|s| s.is_empty()),
-            [Expr::GroupingSet(_)] => true,
-            _ => false,
-        };
         let mended_here = mended && a.group_expr.is_empty();
-        (empty && !mended_here && reads_outer(&a.input)) || walk(&a.input, false)
+        (aggregate::answers_empty_input(&a.group_expr) && !mended_here && reads_outer(&a.input))
+            || walk(&a.input, false)
     }
     walk(plan, scalar)
 }
