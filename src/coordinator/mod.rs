@@ -368,17 +368,20 @@ impl CoordinatorState {
                     dropped |= paging.page.take().is_some();
                 }
             }
-            // An ended query's unread rows go too once its client is as late as that.
-            if q.state().is_final() && q.client_idle() > timeout {
-                dropped |= q.drop_unread_results();
+            if q.client_idle() <= timeout {
+                continue;
             }
-            if !q.state().is_final() && q.client_idle() > timeout {
+            if !q.state().is_final() && !q.is_stopping() {
                 tracing::warn!(query = %q.id, "the client has not asked for results for {timeout:?}; abandoning the query");
                 q.stop_with(planner::QueryError::new(
                     ErrorCode::AbandonedQuery,
                     format!("Query {} was abandoned: its client has not asked for results for {timeout:?}", q.id),
                 ));
             }
+            // The unread rows of a query whose client is that late go at once, not when
+            // the query has ended: removing its tasks from busy workers can take seconds,
+            // and many abandoned together would hold their rows all that while.
+            dropped |= q.drop_unread_results();
         }
         dropped
     }

@@ -300,6 +300,11 @@ impl QueryExecution {
         reason.unwrap_or_else(|| QueryError::new(ErrorCode::UserCanceled, "Query was canceled"))
     }
 
+    /// Whether the query was told to stop (`stop_with`), ended or not.
+    pub fn is_stopping(&self) -> bool {
+        *self.cancel.borrow()
+    }
+
     /// Records that the client asked for results.
     pub fn touch_client(&self) {
         self.progress().last_client_contact = Instant::now();
@@ -449,7 +454,8 @@ impl QueryExecution {
             return true;
         }
         let tx = self.progress().results_tx.clone();
-        let Some(tx) = tx else { return false };
+        // A stopped query's rows are never served: its outcome is the failure.
+        let Some(tx) = tx.filter(|_| !self.is_stopping()) else { return false };
         let Some(share) = self.results_budget.reserve(&batch).await else { return false };
         self.output_rows.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
         tx.send((batch, share)).await.is_ok()
