@@ -96,6 +96,8 @@ error_codes! {
     AbandonedQuery = ("ABANDONED_QUERY", 2, UserError, Never),
     UserCanceled = ("USER_CANCELED", 3, UserError, Never),
     PermissionDenied = ("PERMISSION_DENIED", 4, UserError, Never),
+    /// A named thing the statement refers to is not there (a prepared statement).
+    NotFound = ("NOT_FOUND", 5, UserError, Never),
     /// A function given an argument outside its domain (`bit_count(300, 8)`).
     InvalidFunctionArgument = ("INVALID_FUNCTION_ARGUMENT", 7, UserError, Never),
     DivisionByZero = ("DIVISION_BY_ZERO", 8, UserError, Never),
@@ -127,6 +129,8 @@ error_codes! {
     ColumnNotFound = ("COLUMN_NOT_FOUND", 47, UserError, Never),
     /// A table or view of the name exists already (`CREATE`, `ALTER ... RENAME TO`).
     TableAlreadyExists = ("TABLE_ALREADY_EXISTS", 50, UserError, Never),
+    /// `EXECUTE` with more or fewer values than the statement has parameters.
+    InvalidParameterUsage = ("INVALID_PARAMETER_USAGE", 80, UserError, Never),
     /// A view that reads itself, directly or through other views.
     ViewIsRecursive = ("VIEW_IS_RECURSIVE", 82, UserError, Never),
     /// A bug or an unexpected state: running the same thing again would hit it again.

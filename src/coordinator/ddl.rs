@@ -249,7 +249,8 @@ async fn make_view(connectors: &Connectors, catalog: &str, v: &ViewEntry) -> Res
     let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
     let sql =
         format!("CREATE OR REPLACE VIEW {}.{}.{} AS {}", quote(catalog), quote(&v.schema), quote(&v.name), v.query);
-    let statement = super::dialect::parse_in(&sql, 1000, "UTC").map_err(|e| e.to_string())?;
+    let statement =
+        super::dialect::parse_in(&sql, 1000, &super::dialect::SessionValues::utc()).map_err(|e| e.to_string())?;
     let plan = ctx.state().statement_to_plan(statement).await.map_err(|e| e.to_string())?;
     ctx.execute_logical_plan(plan).await.map_err(|e| e.to_string())?;
     keep_whole(&ctx, catalog, &v.schema, &v.name).await.map_err(|e| e.to_string())

@@ -73,7 +73,7 @@ pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
     let mut made_tables = false;
     for w in writes {
         w.finish().await;
-        made_tables |= w.rows_written().is_some() && w.creates_table();
+        made_tables |= w.update_count().is_some() && w.creates_table();
     }
     // A view over a table of that name, stale until now, reads the new one.
     if made_tables {
@@ -170,47 +170,18 @@ struct Run {
     inject_panic: bool,
 }
 
-/// What a statement is, for how it runs: Trino's `DataDefinitionExecution` for
-/// statements answered here, its `SqlQueryExecution` for queries planned and run.
-enum StatementKind {
-    /// `PREPARE` and `DEALLOCATE PREPARE`: the client keeps prepared statements, and
-    /// the answer is in the response headers.
-    ClientSide,
-    /// `SET SESSION`, `RESET SESSION`, `USE`: answered with headers that change the
-    /// client's session.
-    Session(super::session_statement::SessionStatement),
-    /// `SHOW ...`, `DESCRIBE` and the other statements answered from metadata.
-    Metadata(super::metadata::MetadataStatement),
-    /// Anything DataFusion plans: queries, `EXPLAIN`, DDL and writes.
-    Planned(String),
-}
-
-fn statement_kind(sql: &str) -> Result<StatementKind, QueryError> {
-    use super::execute_immediate::{parse_prepared, rewrite, PreparedStatement};
-    let sql = match rewrite(sql) {
-        Some(Ok(sql)) => sql,
-        Some(Err(m)) => return Err(QueryError::new(ErrorCode::SyntaxError, m)),
-        None => sql.to_string(),
-    };
-    if matches!(parse_prepared(&sql), Some(PreparedStatement::Prepare { .. } | PreparedStatement::Deallocate { .. })) {
-        return Ok(StatementKind::ClientSide);
-    }
-    if let Some(stmt) = super::session_statement::SessionStatement::parse(&sql) {
-        return stmt.map(StatementKind::Session);
-    }
-    Ok(match super::metadata::parse(&sql) {
-        Some(stmt) => StatementKind::Metadata(stmt),
-        None => StatementKind::Planned(sql),
-    })
-}
-
-/// One attempt at the query: dispatched by statement kind.
+/// One attempt at the query: the statement is parsed once (`sql_parser`) and
+/// dispatched on its kind, as Trino maps a statement's class to its task
+/// (`DataDefinitionExecution` for those answered here, `SqlQueryExecution` for
+/// those planned and run).
 async fn execute(
     coord: &Arc<CoordinatorState>,
     q: &Arc<QueryExecution>,
     run: &Run,
     attempt: usize,
 ) -> Result<(), QueryError> {
+    use super::planning::Purpose;
+    use super::sql_parser::Statement;
     q.transition(QueryState::Planning);
     let props = &run.props;
     let workers = coord.nodes.live_workers();
@@ -218,54 +189,74 @@ async fn execute(
     let partitions = props.hash_partition_count.unwrap_or(workers.len().max(1) * coord.config.partitions_per_worker);
     let ctx = query_context(coord, &q.session, props, partitions);
     let access = access_check(coord, &q.session.user);
-    let kind = statement_kind(&q.sql)?;
+    let statement = super::sql_parser::parse(&q.sql, &q.session.prepared)?;
     // A statement in a transaction names one that is open (ending one checks itself).
-    let ends_or_starts = matches!(&kind, StatementKind::Session(s) if s.is_transaction_control());
+    let ends_or_starts = matches!(&statement, Statement::Session(s) if s.is_transaction_control());
     if let (Some(id), false) = (&q.session.transaction, ends_or_starts) {
         coord.transactions.touch(id, std::time::Instant::now())?;
     }
-    match kind {
-        StatementKind::ClientSide => {
-            q.transition(QueryState::Starting);
-            q.transition(QueryState::Running);
-            Ok(())
+    let plan = |sql: String, purpose: Purpose| {
+        let request = super::planning::PlanRequest {
+            ctx: ctx.clone(),
+            connectors: coord.connectors.clone(),
+            access: access.clone(),
+            query_id: q.id.to_string(),
+            workers: workers.len(),
+            single_task_max_rows: usize::try_from(props.single_task_max_rows).unwrap_or(usize::MAX),
+            dynamic_filtering: props.runs_dynamic_filters(),
+            in_transaction: q.session.transaction.is_some(),
+            user: q.session.user.clone(),
+            purpose,
+        };
+        super::planning::plan(request, sql, props.query_max_planning_time)
+    };
+    match statement {
+        Statement::Prepare { name, statement } => {
+            let header = format!("{name}={}", super::session_statement::form_encode(&statement));
+            answer_with_headers(q, vec![("x-trino-added-prepare", header)], "PREPARE")
         }
-        StatementKind::Session(stmt) => {
+        Statement::Deallocate { name } => {
+            answer_with_headers(q, vec![("x-trino-deallocated-prepare", name)], "DEALLOCATE")
+        }
+        Statement::Session(stmt) => {
             let changes = stmt.changes(&ctx, &q.session, &coord.transactions)?;
-            {
-                let mut p = q.progress();
-                p.session_changes = changes;
-                p.update_type = Some(stmt.update_type());
-            }
-            q.transition(QueryState::Starting);
-            q.transition(QueryState::Running);
-            Ok(())
+            answer_with_headers(q, changes, stmt.update_type())
         }
-        StatementKind::Metadata(stmt) => {
+        Statement::Metadata(stmt) => {
             let batch = super::metadata::run(&ctx, &coord.connectors, &q.session, &stmt, access.as_ref()).await?;
-            q.progress().schema = Some(batch.schema());
-            q.transition(QueryState::Starting);
-            q.transition(QueryState::Running);
-            q.mark_output_complete();
-            q.emit(batch).await;
-            Ok(())
+            emit_answer(q, batch).await
         }
-        StatementKind::Planned(sql) => {
-            let request = super::planning::PlanRequest {
-                ctx: ctx.clone(),
-                connectors: coord.connectors.clone(),
-                access,
-                query_id: q.id.to_string(),
-                workers: workers.len(),
-                single_task_max_rows: usize::try_from(props.single_task_max_rows).unwrap_or(usize::MAX),
-                dynamic_filtering: props.runs_dynamic_filters(),
-                in_transaction: q.session.transaction.is_some(),
-                user: q.session.user.clone(),
-            };
-            let planned = super::planning::plan(request, sql, props.query_max_planning_time).await?;
-            execute_planned(coord, q, run, attempt, ctx, workers, planned).await
+        Statement::Explain(e) => {
+            let planned = plan(e.statement, Purpose::Explain(e.kind, e.format)).await?;
+            execute_planned(coord, q, run, attempt, ctx.clone(), workers.clone(), planned).await
+        }
+        Statement::DescribePrepared { output, statement } => {
+            let numbered = super::sql_parser::numbered_parameters(&statement)?;
+            let purpose = if output { Purpose::DescribeOutput } else { Purpose::DescribeInput };
+            let planned = plan(numbered, purpose).await?;
+            execute_planned(coord, q, run, attempt, ctx.clone(), workers.clone(), planned).await
+        }
+        Statement::Planned(sql) => {
+            let planned = plan(sql, Purpose::Run).await?;
+            execute_planned(coord, q, run, attempt, ctx.clone(), workers.clone(), planned).await
         }
     }
+}
+
+/// A statement answered by the headers that change the client's session.
+fn answer_with_headers(
+    q: &QueryExecution,
+    changes: Vec<super::session_statement::SessionChange>,
+    update_type: &'static str,
+) -> Result<(), QueryError> {
+    {
+        let mut p = q.progress();
+        p.session_changes = changes;
+        p.update_type = Some(update_type);
+    }
+    q.transition(QueryState::Starting);
+    q.transition(QueryState::Running);
+    Ok(())
 }
 
 /// The planning context of a query of `session`: the coordinator's catalogs and
@@ -304,7 +295,7 @@ async fn execute_planned(
     planned: Planned,
 ) -> Result<(), QueryError> {
     let (physical, fragments, analyze) = match planned {
-        Planned::Explain(text) => return emit_text(q, "Query Plan", text).await,
+        Planned::Answer(batch) => return emit_answer(q, batch).await,
         Planned::Done(update_type) => {
             q.progress().update_type = Some(update_type);
             q.transition(QueryState::Starting);
@@ -560,16 +551,22 @@ fn explain_analyze(plan: &FragmentedPlan, stages: &[Arc<StageExecution>], elapse
     out
 }
 
-async fn emit_text(q: &QueryExecution, column: &str, text: String) -> Result<(), QueryError> {
-    use datafusion::arrow::array::StringArray;
-    use datafusion::arrow::datatypes::{DataType, Field, Schema};
-    let schema = Arc::new(Schema::new(vec![Field::new(column, DataType::Utf8, false)]));
-    q.progress().schema = Some(schema.clone());
-    let batch = RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec![text]))])
-        .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
+/// Rows answered without running a plan: one batch, then the end.
+async fn emit_answer(q: &QueryExecution, batch: RecordBatch) -> Result<(), QueryError> {
+    q.progress().schema = Some(batch.schema());
     q.transition(QueryState::Starting);
     q.transition(QueryState::Running);
     q.mark_output_complete();
     q.emit(batch).await;
     Ok(())
+}
+
+/// One row of text in one column (`EXPLAIN ANALYZE`'s report).
+async fn emit_text(q: &QueryExecution, column: &str, text: String) -> Result<(), QueryError> {
+    use datafusion::arrow::array::StringArray;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    let schema = Arc::new(Schema::new(vec![Field::new(column, DataType::Utf8, false)]));
+    let batch = RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec![text]))])
+        .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
+    emit_answer(q, batch).await
 }

@@ -6,17 +6,21 @@
 
 use std::time::Duration;
 
-use super::{plan, PlanRequest, Planned};
+use super::{plan, PlanRequest, Planned, Purpose};
 use crate::config::SessionProperties;
 use crate::connector::Connectors;
 use crate::coordinator::planner::{session_context, SessionSpec};
+use crate::coordinator::sql_parser::{ExplainFormat, ExplainType};
 
 async fn explain(sql: &str) -> String {
     let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 4, &Connectors::builtin());
-    let request = PlanRequest::for_tests(ctx, 2);
-    let sql = format!("EXPLAIN {}", sql.trim().trim_end_matches(';'));
-    match plan(request, sql, Duration::from_secs(60)).await {
-        Ok(Planned::Explain(text)) => text,
+    let purpose = Purpose::Explain(ExplainType::Distributed, ExplainFormat::Text);
+    let request = PlanRequest { purpose, ..PlanRequest::for_tests(ctx, 2) };
+    match plan(request, sql.trim().trim_end_matches(';').to_string(), Duration::from_secs(60)).await {
+        Ok(Planned::Answer(batch)) => {
+            let text = batch.column(0).as_any().downcast_ref::<datafusion::arrow::array::StringArray>();
+            text.expect("EXPLAIN answers a text").value(0).to_string()
+        }
         Ok(_) => panic!("EXPLAIN answers a text"),
         Err(e) => panic!("{e:?}"),
     }

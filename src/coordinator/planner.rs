@@ -88,6 +88,8 @@ pub struct SessionSpec {
     pub transaction: Option<String>,
     /// The session's time zone (`X-Trino-Time-Zone`): where a time without a zone is.
     pub time_zone: Option<String>,
+    /// The client's prepared statements by name (`X-Trino-Prepared-Statement`).
+    pub prepared: BTreeMap<String, String>,
 }
 
 impl Default for SessionSpec {
@@ -99,6 +101,7 @@ impl Default for SessionSpec {
             properties: BTreeMap::new(),
             transaction: None,
             time_zone: None,
+            prepared: BTreeMap::new(),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Trino's session statements: `SET SESSION name = value`, `RESET SESSION name`,
 //! `USE [catalog.]schema`, `SET TIME ZONE zone | LOCAL` (Trino's `time_zone_id`
 //! property), and `START TRANSACTION`, `COMMIT`, `ROLLBACK` (whose
-//! semantics are in `transaction`). As in Trino the client keeps the session and sends it with
+//! semantics are in `transaction`); `sql_parser` reads them. As in Trino the client keeps the session and sends it with
 //! every statement (`X-Trino-Session`, `-Catalog`, `-Schema`); such a statement is
 //! checked here and answered with the headers that change the client's session
 //! (`X-Trino-Set-Session`, `-Clear-Session`, `-Set-Catalog`, `-Set-Schema`), sent on
@@ -40,59 +40,6 @@ pub enum SessionStatement {
 pub type SessionChange = (&'static str, String);
 
 impl SessionStatement {
-    /// Recognizes a session statement; `Err` for one that starts like it but is
-    /// malformed (a syntax error), `None` for any other statement.
-    pub fn parse(sql: &str) -> Option<Result<SessionStatement, QueryError>> {
-        let syntax = |m: String| QueryError::new(ErrorCode::SyntaxError, m);
-        let sql = sql.trim().trim_end_matches(';').trim();
-        let words: Vec<&str> = sql.split_whitespace().collect();
-        let kw = |i: usize, w: &str| words.get(i).is_some_and(|x| x.eq_ignore_ascii_case(w));
-        if kw(0, "start") && kw(1, "transaction") {
-            return Some(parse_start_transaction(&words[2..]));
-        }
-        if (kw(0, "commit") || kw(0, "rollback")) && (words.len() == 1 || (words.len() == 2 && kw(1, "work"))) {
-            return Some(Ok(if kw(0, "commit") { SessionStatement::Commit } else { SessionStatement::Rollback }));
-        }
-        Self::parse_session(sql).map(|r| r.map_err(syntax))
-    }
-
-    /// `SET SESSION`, `RESET SESSION` and `USE`; a malformed one's message.
-    fn parse_session(sql: &str) -> Option<Result<SessionStatement, String>> {
-        let sql = sql.trim().trim_end_matches(';').trim();
-        let words: Vec<&str> = sql.split_whitespace().collect();
-        let kw = |i: usize, w: &str| words.get(i).is_some_and(|x| x.eq_ignore_ascii_case(w));
-        if kw(0, "set") && kw(1, "session") {
-            return Some(parse_set(sql));
-        }
-        if kw(0, "set") && kw(1, "time") && kw(2, "zone") {
-            return Some(parse_time_zone(&words[3..].join(" ")));
-        }
-        if kw(0, "reset") && kw(1, "session") {
-            return Some(match words.as_slice() {
-                [_, _, name] => Ok(SessionStatement::ResetSession { name: unquote_identifier(name) }),
-                _ => Err("expected RESET SESSION name".into()),
-            });
-        }
-        if kw(0, "use") {
-            return Some(match words.as_slice() {
-                [_, target] => {
-                    let parts: Vec<String> = target.split('.').map(unquote_identifier).collect();
-                    match parts.as_slice() {
-                        [schema] if !schema.is_empty() => {
-                            Ok(SessionStatement::Use { catalog: None, schema: schema.clone() })
-                        }
-                        [catalog, schema] if !catalog.is_empty() && !schema.is_empty() => {
-                            Ok(SessionStatement::Use { catalog: Some(catalog.clone()), schema: schema.clone() })
-                        }
-                        _ => Err(format!("expected USE [catalog.]schema, got USE {target}")),
-                    }
-                }
-                _ => Err("expected USE [catalog.]schema".into()),
-            });
-        }
-        None
-    }
-
     /// `START TRANSACTION`, `COMMIT` or `ROLLBACK`.
     pub fn is_transaction_control(&self) -> bool {
         matches!(self, SessionStatement::StartTransaction | SessionStatement::Commit | SessionStatement::Rollback)
@@ -166,99 +113,8 @@ impl SessionStatement {
     }
 }
 
-/// `START TRANSACTION [mode, ...]`: an access mode (`READ ONLY`, `READ WRITE`) or an
-/// isolation level. Each statement commits on its own here, so the levels a
-/// transaction of several statements would have to keep are refused.
-fn parse_start_transaction(modes: &[&str]) -> Result<SessionStatement, QueryError> {
-    let text = modes.join(" ").to_uppercase();
-    for mode in text.split(',').map(str::trim).filter(|m| !m.is_empty()) {
-        match mode {
-            "READ ONLY" | "READ WRITE" | "ISOLATION LEVEL READ UNCOMMITTED" | "ISOLATION LEVEL READ COMMITTED" => {}
-            "ISOLATION LEVEL REPEATABLE READ" | "ISOLATION LEVEL SERIALIZABLE" => {
-                let m = format!("{} is not supported: each statement of a transaction commits on its own", &mode[16..]);
-                return Err(QueryError::new(ErrorCode::UnsupportedIsolationLevel, m));
-            }
-            other => return Err(QueryError::new(ErrorCode::SyntaxError, format!("unknown transaction mode: {other}"))),
-        }
-    }
-    Ok(SessionStatement::StartTransaction)
-}
-
 /// The session property `SET TIME ZONE` sets (Trino's name).
 const TIME_ZONE_ID: &str = "time_zone_id";
-
-/// What follows `SET TIME ZONE`: `LOCAL`, a string (a zone name or an offset), or
-/// an interval of hours (and minutes), which is an offset (`INTERVAL '-08:00' HOUR TO
-/// MINUTE`, `INTERVAL '5' HOUR`). Read by the SQL parser, not by splitting.
-fn parse_time_zone(text: &str) -> Result<SessionStatement, String> {
-    use datafusion::sql::sqlparser::ast::{DateTimeField, Expr, Value};
-    let expected = || format!("expected SET TIME ZONE LOCAL, a string or an INTERVAL, got SET TIME ZONE {text}");
-    if text.eq_ignore_ascii_case("local") {
-        return Ok(SessionStatement::SetTimeZone { zone: None });
-    }
-    let dialect = super::dialect::TrinoDialect;
-    let mut parser =
-        datafusion::sql::sqlparser::parser::Parser::new(&dialect).try_with_sql(text).map_err(|e| e.to_string())?;
-    let expr = parser.parse_expr().map_err(|e| e.to_string())?;
-    if parser.peek_token().token != datafusion::sql::sqlparser::tokenizer::Token::EOF {
-        return Err(expected());
-    }
-    let string = |e: &Expr| match e {
-        Expr::Value(v) => match &v.value {
-            Value::SingleQuotedString(s) => Some(s.clone()),
-            _ => None,
-        },
-        _ => None,
-    };
-    let zone = match &expr {
-        Expr::Interval(i) => {
-            let value = string(i.value.as_ref()).ok_or_else(expected)?;
-            let (sign, digits) = match value.trim().strip_prefix('-') {
-                Some(rest) => ('-', rest.to_string()),
-                None => ('+', value.trim().trim_start_matches('+').to_string()),
-            };
-            let (hours, minutes) = match (&i.leading_field, &i.last_field) {
-                (Some(DateTimeField::Hour), None) => (digits, "0".to_string()),
-                (Some(DateTimeField::Hour), Some(DateTimeField::Minute)) => {
-                    let (h, m) = digits.split_once(':').ok_or_else(expected)?;
-                    (h.to_string(), m.to_string())
-                }
-                _ => return Err(expected()),
-            };
-            let (h, m): (u32, u32) = (hours.parse().map_err(|_| expected())?, minutes.parse().map_err(|_| expected())?);
-            format!("{sign}{h:02}:{m:02}")
-        }
-        other => string(other).ok_or_else(expected)?,
-    };
-    Ok(SessionStatement::SetTimeZone { zone: Some(zone) })
-}
-
-/// `SET SESSION name = value`, the value a literal: a quoted string, a number, or a
-/// word (`true`).
-fn parse_set(sql: &str) -> Result<SessionStatement, String> {
-    let rest = sql.split_whitespace().skip(2).collect::<Vec<_>>().join(" ");
-    let (name, value) = rest.split_once('=').ok_or("expected SET SESSION name = value")?;
-    let name = unquote_identifier(name.trim());
-    let value = value.trim();
-    if name.is_empty() || value.is_empty() {
-        return Err("expected SET SESSION name = value".into());
-    }
-    let value = match value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')) {
-        Some(quoted) => quoted.replace("''", "'"),
-        None if value.contains(char::is_whitespace) || value.contains('\'') => {
-            return Err(format!("the value of SET SESSION must be a literal, got {value}"));
-        }
-        None => value.to_string(),
-    };
-    Ok(SessionStatement::SetSession { name, value })
-}
-
-fn unquote_identifier(s: &str) -> String {
-    match s.strip_prefix('"').and_then(|v| v.strip_suffix('"')) {
-        Some(quoted) => quoted.replace("\"\"", "\""),
-        None => s.to_lowercase(),
-    }
-}
 
 /// A header value as Trino's clients decode it (form encoding).
 pub(super) fn form_encode(s: &str) -> String {
@@ -278,53 +134,10 @@ mod tests {
     use super::*;
 
     fn parsed(sql: &str) -> SessionStatement {
-        SessionStatement::parse(sql).expect("a session statement").expect("well formed")
-    }
-
-    #[test]
-    fn statements_parse_as_trino_users_write_them() {
-        assert_eq!(
-            parsed("SET SESSION execution_policy = 'all-at-once'"),
-            SessionStatement::SetSession { name: "execution_policy".into(), value: "all-at-once".into() }
-        );
-        assert_eq!(
-            parsed("set session hash_partition_count=8;"),
-            SessionStatement::SetSession { name: "hash_partition_count".into(), value: "8".into() }
-        );
-        assert_eq!(
-            parsed("SET SESSION x = 'it''s'"),
-            SessionStatement::SetSession { name: "x".into(), value: "it's".into() }
-        );
-        assert_eq!(
-            parsed("RESET SESSION Execution_Policy"),
-            SessionStatement::ResetSession { name: "execution_policy".into() }
-        );
-        assert_eq!(parsed("USE sf1"), SessionStatement::Use { catalog: None, schema: "sf1".into() });
-        assert_eq!(
-            parsed("use TPCH.\"sf1\""),
-            SessionStatement::Use { catalog: Some("tpch".into()), schema: "sf1".into() }
-        );
-        let zone = |z: &str| SessionStatement::SetTimeZone { zone: Some(z.into()) };
-        assert_eq!(parsed("SET TIME ZONE 'America/Los_Angeles'"), zone("America/Los_Angeles"));
-        assert_eq!(parsed("set time zone interval '-08:00' hour to minute;"), zone("-08:00"));
-        assert_eq!(parsed("SET TIME ZONE INTERVAL '5' HOUR"), zone("+05:00"));
-        assert_eq!(parsed("SET TIME ZONE LOCAL"), SessionStatement::SetTimeZone { zone: None });
-        assert!(SessionStatement::parse("SET TIME ZONE 'UTC' 'x'").unwrap().is_err());
-        assert!(SessionStatement::parse("SET TIME ZONE INTERVAL '1' DAY").unwrap().is_err());
-        assert_eq!(parsed("START TRANSACTION"), SessionStatement::StartTransaction);
-        assert_eq!(
-            parsed("start transaction read only, isolation level read committed"),
-            SessionStatement::StartTransaction
-        );
-        assert_eq!(parsed("COMMIT WORK;"), SessionStatement::Commit);
-        assert_eq!(parsed("rollback"), SessionStatement::Rollback);
-        let serializable = SessionStatement::parse("START TRANSACTION ISOLATION LEVEL SERIALIZABLE").unwrap();
-        assert_eq!(serializable.unwrap_err().error_name, "UNSUPPORTED_ISOLATION_LEVEL");
-        assert!(SessionStatement::parse("SELECT 1").is_none());
-        assert!(SessionStatement::parse("COMMIT PLEASE").is_none());
-        assert!(SessionStatement::parse("SET SESSION x").unwrap().is_err());
-        assert!(SessionStatement::parse("USE a.b.c").unwrap().is_err());
-        assert!(SessionStatement::parse("SET SESSION x = a b").unwrap().is_err());
+        match crate::coordinator::sql_parser::parse(sql, &Default::default()) {
+            Ok(crate::coordinator::sql_parser::Statement::Session(s)) => s,
+            other => panic!("{sql}: not a session statement: {other:?}"),
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use datafusion::common::TableReference;
 use datafusion::logical_expr::TableType;
 use datafusion::prelude::SessionContext;
 
-use super::planner::{QueryError, SessionSpec};
+use super::planner::QueryError;
 use crate::connector::Connectors;
 use crate::error_code::ErrorCode;
 use crate::format::field_type;
@@ -22,14 +22,11 @@ fn literal(s: &str) -> String {
 pub async fn show_create(
     ctx: &SessionContext,
     connectors: &Connectors,
-    spec: &SessionSpec,
-    name: &str,
+    full: &TableReference,
     view: bool,
 ) -> Result<String, QueryError> {
-    let r = TableReference::from(name);
     let (catalog, schema, table) =
-        (r.catalog().unwrap_or(&spec.catalog), r.schema().unwrap_or(&spec.schema), r.table());
-    let full = TableReference::full(catalog, schema, table);
+        (full.catalog().unwrap_or_default(), full.schema().unwrap_or_default(), full.table());
     let kind = if view { "View" } else { "Table" };
     let provider = match ctx.table_provider(full.clone()).await {
         Ok(p) => p,
@@ -63,7 +60,7 @@ pub async fn show_create(
         .map(|f| {
             let comment = comments.get(f.name()).map(|c| format!(" COMMENT {}", literal(c))).unwrap_or_default();
             let not_null = if f.is_nullable() { "" } else { " NOT NULL" };
-            format!("   {} {}{not_null}{comment}", quote(f.name()), field_type(f))
+            format!("   {} {}{not_null}{comment}", super::metadata::quoted(f.name()), field_type(f))
         })
         .collect();
     let mut text = format!("CREATE TABLE {full} (\n{}\n)", columns.join(",\n"));
@@ -83,14 +80,4 @@ pub async fn show_create(
         text.push_str(&format!("\nWITH (\n{}\n)", props.join(",\n")));
     }
     Ok(text)
-}
-
-/// A column name as Trino prints it: quoted only when it must be.
-fn quote(name: &str) -> String {
-    let plain = name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    match plain {
-        true => name.to_string(),
-        false => format!("\"{}\"", name.replace('"', "\"\"")),
-    }
 }

@@ -15,12 +15,7 @@ use super::planner::QueryError;
 use crate::error_code::ErrorCode;
 use crate::format::trino_type;
 
-/// `LIKE 'pattern' [ESCAPE 'c']` of the statement.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Like {
-    pub pattern: String,
-    pub escape: Option<char>,
-}
+use super::sql_parser::Like;
 
 /// One row of the answer.
 struct Row {
@@ -124,35 +119,10 @@ fn rows(ctx: &SessionContext) -> Vec<Row> {
     out
 }
 
-/// Whether `name` matches the SQL `LIKE` pattern.
-fn like(name: &str, like: &Like) -> Result<bool, QueryError> {
-    let mut re = String::from("^");
-    let mut chars = like.pattern.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            c if Some(c) == like.escape => match chars.next() {
-                Some(e) => re.push_str(&regex::escape(&e.to_string())),
-                None => {
-                    return Err(QueryError::new(
-                        ErrorCode::InvalidFunctionArgument,
-                        "Escape character must be followed by '%', '_' or the escape character itself",
-                    ))
-                }
-            },
-            '%' => re.push_str(".*"),
-            '_' => re.push('.'),
-            c => re.push_str(&regex::escape(&c.to_string())),
-        }
-    }
-    re.push('$');
-    let re = regex::Regex::new(&re).map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))?;
-    Ok(re.is_match(name))
-}
-
 pub fn show_functions(ctx: &SessionContext, pattern: Option<&Like>) -> Result<RecordBatch, QueryError> {
     let mut kept = Vec::new();
     for row in rows(ctx) {
-        if pattern.map_or(Ok(true), |p| like(&row.name, p))? {
+        if pattern.map_or(Ok(true), |p| p.matches(&row.name))? {
             kept.push(row);
         }
     }
@@ -177,41 +147,9 @@ pub fn show_functions(ctx: &SessionContext, pattern: Option<&Like>) -> Result<Re
         .map_err(|e| QueryError::new(ErrorCode::GenericInternalError, e.to_string()))
 }
 
-/// `LIKE 'p' [ESCAPE 'c']` after `SHOW FUNCTIONS`; `None` for other text.
-pub fn parse_like(rest: &str) -> Option<Like> {
-    use datafusion::sql::sqlparser::keywords::Keyword;
-    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
-    let tokens = Tokenizer::new(&super::dialect::TrinoDialect, rest).tokenize().ok()?;
-    let tokens: Vec<Token> = tokens.into_iter().filter(|t| !matches!(t, Token::Whitespace(_))).collect();
-    let keyword = |t: &Token, k: Keyword| matches!(t, Token::Word(w) if w.keyword == k && w.quote_style.is_none());
-    match tokens.as_slice() {
-        [like, Token::SingleQuotedString(pattern)] if keyword(like, Keyword::LIKE) => {
-            Some(Like { pattern: pattern.clone(), escape: None })
-        }
-        [like, Token::SingleQuotedString(pattern), escape, Token::SingleQuotedString(c)]
-            if keyword(like, Keyword::LIKE) && keyword(escape, Keyword::ESCAPE) =>
-        {
-            let mut chars = c.chars();
-            match (chars.next(), chars.next()) {
-                (Some(c), None) => Some(Like { pattern: pattern.clone(), escape: Some(c) }),
-                _ => None,
-            }
-        }
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn like_clauses_parse() {
-        assert_eq!(parse_like("LIKE 'regexp%'"), Some(Like { pattern: "regexp%".into(), escape: None }));
-        assert_eq!(parse_like("like 'a$_b' ESCAPE '$'"), Some(Like { pattern: "a$_b".into(), escape: Some('$') }));
-        assert_eq!(parse_like("LIKE 'it''s'"), Some(Like { pattern: "it's".into(), escape: None }));
-        assert_eq!(parse_like("LIKE x"), None);
-    }
 
     #[test]
     fn the_registry_answers_with_trinos_columns() {

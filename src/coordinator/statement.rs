@@ -15,7 +15,6 @@ use axum::response::{IntoResponse, Response};
 use datafusion::arrow::record_batch::RecordBatch;
 use serde_json::{json, Value};
 
-use super::execute_immediate::{bind, parse_prepared, PreparedStatement};
 use super::planner::{QueryError, SessionSpec};
 use super::query::{PageState, QueryExecution};
 use super::spooling::{encode_segment, Encoding, SegmentRows};
@@ -54,6 +53,7 @@ pub fn session_from_headers(headers: &HeaderMap) -> Result<SessionSpec, Coordina
     }
     spec.time_zone = header(headers, "x-trino-time-zone")?.filter(|z| !z.is_empty());
     spec.transaction = super::transaction::named(header(headers, "x-trino-transaction-id")?.as_deref());
+    spec.prepared = prepared_statements(headers);
     for value in headers.get_all("x-trino-session") {
         let text =
             value.to_str().map_err(|_| CoordinatorError::BadRequest("X-Trino-Session is not valid text".into()))?;
@@ -141,33 +141,8 @@ pub async fn post_statement(
     if sql.is_empty() {
         return Err(CoordinatorError::BadRequest("empty statement".into()));
     }
-    let mut response_headers = Vec::new();
-    let mut sql = sql.to_string();
-    match parse_prepared(&sql) {
-        Some(PreparedStatement::Prepare { name, statement }) => {
-            response_headers.push((
-                "x-trino-added-prepare",
-                format!("{name}={}", super::session_statement::form_encode(&statement)),
-            ));
-        }
-        Some(PreparedStatement::Deallocate { name }) => response_headers.push(("x-trino-deallocated-prepare", name)),
-        Some(PreparedStatement::Execute { name, using }) => {
-            let prepared = prepared_statements(&headers);
-            // An unknown name is left for the planner, whose error names it.
-            if let Some(statement) = prepared.get(&name) {
-                sql = bind(statement, &using).map_err(CoordinatorError::BadRequest)?;
-            }
-        }
-        None => {}
-    }
-    let q = coord.submit(sql, session);
-    let mut resp = first_page(&coord, &q, &headers).await?;
-    for (name, value) in response_headers {
-        if let Ok(v) = axum::http::HeaderValue::from_str(&value) {
-            resp.headers_mut().insert(name, v);
-        }
-    }
-    Ok(resp)
+    let q = coord.submit(sql.to_string(), session);
+    first_page(&coord, &q, &headers).await
 }
 
 /// The answer to `POST /v1/statement`, page 0 of the query. For a client that asks
@@ -557,7 +532,7 @@ fn results_document(q: &Arc<QueryExecution>, base: &str, token: u64, exhausted: 
     }
     if let Some(write) = update {
         doc["updateType"] = json!(write.update_type());
-        if let Some(rows) = write.rows_written() {
+        if let Some(rows) = write.update_count() {
             doc["updateCount"] = json!(rows);
         }
     }

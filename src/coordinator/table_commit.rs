@@ -227,8 +227,9 @@ impl TableCommit {
             || self.creates_iceberg_table()
     }
 
-    /// The rows the write added, once it is committed.
-    pub fn rows_written(&self) -> Option<u64> {
+    /// Trino's update count, once the write is committed: the rows it added, or for a
+    /// `DELETE` the rows it took away.
+    pub fn update_count(&self) -> Option<u64> {
         self.rows.get().copied()
     }
 
@@ -571,7 +572,9 @@ impl ExecutionPlan for TableCommitExec {
             }
             let rows: u64 = fragments.iter().map(|(_, rows)| rows).sum();
             commit.publish(fragments).await.map_err(|e| DataFusionError::External(Box::new(CommitError(e))))?;
-            Ok(RecordBatch::try_new(rows_schema(), vec![Arc::new(Int64Array::from(vec![rows as i64]))])?)
+            // Trino's `rows`: those written, or for a `DELETE` those it took away.
+            let answered = commit.update_count().unwrap_or(rows);
+            Ok(RecordBatch::try_new(rows_schema(), vec![Arc::new(Int64Array::from(vec![answered as i64]))])?)
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(rows_schema(), stream)))
     }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs tests/python/test_trino_client.py (Trino's Python client and its SQLAlchemy
-# dialect) and tests/python/test_trino_docs.py (Trino's documented function examples)
+# dialect), tests/python/test_statement_forms.py (every statement form) and
+# tests/python/test_trino_docs.py (Trino's documented function examples)
 # against a real cluster: a coordinator and 2 workers of the given binary;
 # then tests/python/test_trino_https.py against a second cluster serving HTTPS with a
 # CA made here by openssl and a password file (PBKDF2 entry).
@@ -75,7 +76,8 @@ coordinator_url() {
     done
 }
 
-"$BIN" coordinator --bind 127.0.0.1:0 >"$TMP/coordinator.out" 2>"$TMP/coordinator.err" &
+# A data directory, so the files catalog keeps tables (test_statement_forms writes one).
+"$BIN" coordinator --bind 127.0.0.1:0 --data-dir "$TMP/data" >"$TMP/coordinator.out" 2>"$TMP/coordinator.err" &
 PIDS+=($!)
 URL=$(coordinator_url "$TMP/coordinator.out" "${PIDS[0]}")
 if [ -z "$URL" ]; then
@@ -86,7 +88,8 @@ fi
 echo "coordinator at $URL"
 
 for i in $(seq 1 "$WORKERS"); do
-    "$BIN" worker --coordinator "$URL" --bind 127.0.0.1:0 >"$TMP/worker$i.out" 2>"$TMP/worker$i.err" &
+    "$BIN" worker --coordinator "$URL" --bind 127.0.0.1:0 --files-allowed-locations "$TMP/data/warehouse" \
+        >"$TMP/worker$i.out" 2>"$TMP/worker$i.err" &
     PIDS+=($!)
 done
 
@@ -114,6 +117,11 @@ echo "$alive workers alive"
 
 FLOTILLA_URL=$URL "$PY" "$HERE/test_trino_client.py"
 status=$?
+# Every statement form Trino documents, through the same client.
+if [ "$status" -eq 0 ]; then
+    FLOTILLA_URL=$URL "$PY" "$HERE/test_statement_forms.py"
+    status=$?
+fi
 # Trino's documented function examples, with a pass count per document.
 if [ "$status" -eq 0 ]; then
     FLOTILLA_URL=$URL "$PY" "$HERE/test_trino_docs.py"

@@ -30,6 +30,7 @@ use std::ops::ControlFlow;
 use datafusion::sql::sqlparser::ast::visit_expressions_mut;
 
 use super::rewrite::parse_expr;
+use super::SessionValues;
 
 fn arguments(f: &Function) -> Vec<&Expr> {
     let FunctionArguments::List(list) = &f.args else { return vec![] };
@@ -46,7 +47,8 @@ fn renamed(f: &Function, name: &str) -> Expr {
 }
 
 /// The replacement of the call `f`, if Trino's meaning needs one.
-pub fn call(f: &Function, time_zone: &str) -> Result<Option<Expr>> {
+pub fn call(f: &Function, session: &SessionValues) -> Result<Option<Expr>> {
+    let time_zone = session.time_zone.as_str();
     if f.name.0.len() != 1 {
         return Ok(None);
     }
@@ -62,11 +64,23 @@ pub fn call(f: &Function, time_zone: &str) -> Result<Option<Expr>> {
             Some(with_zone(f, time_zone))
         }
         "at_timezone" if arguments(f).len() == 2 => Some(with_zone(f, time_zone)),
-        "current_timezone" if arguments(f).is_empty() => {
-            Some(parse_expr(&format!("'{}'", time_zone.replace('\'', "''")))?)
-        }
+        "current_timezone" if arguments(f).is_empty() => Some(text(time_zone)),
+        // The session's values, which Trino's grammar reads without parentheses.
+        "current_user" if arguments(f).is_empty() => session.user.as_deref().map(text),
+        "current_catalog" if arguments(f).is_empty() => session.catalog.as_deref().map(text),
+        "current_schema" if arguments(f).is_empty() => session.schema.as_deref().map(text),
+        "current_groups" if arguments(f).is_empty() => session.groups.as_ref().map(|groups| {
+            let elem = groups.iter().map(|g| text(g)).collect();
+            Expr::Array(datafusion::sql::sqlparser::ast::Array { elem, named: true })
+        }),
         _ => reshaped(f, &name, &arguments(f))?,
     })
+}
+
+/// A string literal.
+fn text(s: &str) -> Expr {
+    use datafusion::sql::sqlparser::ast::Value;
+    Expr::Value(Value::SingleQuotedString(s.to_string()).with_empty_span())
 }
 
 /// `f` with the session's time zone as a last argument.

@@ -25,8 +25,11 @@ mod using_joins;
 
 use datafusion::common::Result;
 use datafusion::sql::parser::{DFParserBuilder, Statement};
+use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, Function, FunctionArguments, Ident, ObjectName};
 use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect};
-use datafusion::sql::sqlparser::tokenizer::Tokenizer;
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 
 /// sqlparser's generic dialect with Trino's lambdas and digit separators.
 #[derive(Debug, Default, Clone, Copy)]
@@ -57,6 +60,29 @@ impl Dialect for TrinoDialect {
     }
     fn supports_numeric_literal_underscores(&self) -> bool {
         true
+    }
+    /// `current_schema` without parentheses is a call, as `current_user` and
+    /// `current_catalog` already are for the parser (their values are written in by
+    /// `calls`).
+    fn parse_prefix(&self, parser: &mut Parser) -> Option<Result<SqlExpr, ParserError>> {
+        match parser.peek_tokens::<2>() {
+            [Token::Word(w), next]
+                if w.quote_style.is_none() && w.keyword == Keyword::CURRENT_SCHEMA && next != Token::LParen =>
+            {
+                parser.next_token();
+                Some(Ok(SqlExpr::Function(Function {
+                    name: ObjectName::from(vec![Ident::new("current_schema")]),
+                    uses_odbc_syntax: false,
+                    parameters: FunctionArguments::None,
+                    args: FunctionArguments::None,
+                    filter: None,
+                    null_treatment: None,
+                    over: None,
+                    within_group: Vec::new(),
+                })))
+            }
+            _ => None,
+        }
     }
     as_generic!(
         supports_unicode_string_literal,
@@ -130,16 +156,42 @@ impl Dialect for TrinoDialect {
     );
 }
 
+/// What a statement reads of its session: the terms that name it (`current_user`,
+/// `current_timezone()`, ...) are its values, written into the statement. A value
+/// not given (`None`) leaves its term a call the planner does not know, an error:
+/// a view's definition, planned once for every user, has none.
+#[derive(Debug, Clone, Default)]
+pub struct SessionValues {
+    pub time_zone: String,
+    pub user: Option<String>,
+    pub catalog: Option<String>,
+    pub schema: Option<String>,
+    /// The user's groups (`current_groups()`), from the access rules' group file.
+    pub groups: Option<Vec<String>>,
+}
+
+impl SessionValues {
+    /// A session in UTC of no one in particular (view definitions, tests).
+    pub fn utc() -> Self {
+        SessionValues { time_zone: "UTC".into(), ..Default::default() }
+    }
+
+    /// The values a view's definition may read: its time zone only.
+    fn for_view(&self) -> Self {
+        SessionValues { time_zone: self.time_zone.clone(), ..Default::default() }
+    }
+}
+
 /// One statement of Trino's SQL, parsed and rewritten for DataFusion's planner, in a
 /// session whose time zone is UTC.
 #[cfg(test)]
 pub fn parse(sql: &str, recursion_limit: usize) -> Result<Statement> {
-    parse_in(sql, recursion_limit, "UTC")
+    parse_in(sql, recursion_limit, &SessionValues::utc())
 }
 
-/// One statement of Trino's SQL, parsed and rewritten for DataFusion's planner, in a
-/// session whose time zone is `time_zone`.
-pub fn parse_in(sql: &str, recursion_limit: usize, time_zone: &str) -> Result<Statement> {
+/// One statement of Trino's SQL, parsed and rewritten for DataFusion's planner, in
+/// `session`.
+pub fn parse_in(sql: &str, recursion_limit: usize, session: &SessionValues) -> Result<Statement> {
     let dialect = TrinoDialect;
     let tokens = Tokenizer::new(&dialect, sql)
         .tokenize_with_location()
@@ -159,7 +211,7 @@ pub fn parse_in(sql: &str, recursion_limit: usize, time_zone: &str) -> Result<St
     let mut statement = statements.pop_front().ok_or_else(|| {
         datafusion::common::plan_datafusion_err!("No SQL statements were provided in the query string")
     })?;
-    rewrite::statement(&mut statement, time_zone)?;
+    rewrite::statement(&mut statement, session)?;
     qualify_using_columns(&mut statement);
     rewrite_select_lists(&mut statement)?;
     Ok(statement)

@@ -21,13 +21,19 @@ use datafusion::sql::sqlparser::ast::{
 };
 use datafusion::sql::sqlparser::parser::Parser;
 
-/// Applies every rewrite to `statement` in place, in a session of `time_zone`.
-pub fn statement(statement: &mut Statement, time_zone: &str) -> Result<()> {
+use super::SessionValues;
+
+/// Applies every rewrite to `statement` in place, in `session`.
+pub fn statement(statement: &mut Statement, session: &SessionValues) -> Result<()> {
     let flow = match statement {
-        Statement::Statement(s) => visit_expressions_mut(s.as_mut(), |e| {
-            expression(e, time_zone).map_or_else(ControlFlow::Break, ControlFlow::Continue)
-        }),
-        Statement::Explain(explain) => return self::statement(explain.statement.as_mut(), time_zone),
+        Statement::Statement(s) => {
+            let view = matches!(s.as_ref(), datafusion::sql::sqlparser::ast::Statement::CreateView(_));
+            let session = if view { &session.for_view() } else { session };
+            visit_expressions_mut(s.as_mut(), |e| {
+                expression(e, session).map_or_else(ControlFlow::Break, ControlFlow::Continue)
+            })
+        }
+        Statement::Explain(explain) => return self::statement(explain.statement.as_mut(), session),
         _ => ControlFlow::Continue(()),
     };
     match flow {
@@ -36,11 +42,11 @@ pub fn statement(statement: &mut Statement, time_zone: &str) -> Result<()> {
     }
 }
 
-fn expression(expr: &mut Expr, time_zone: &str) -> Result<()> {
+fn expression(expr: &mut Expr, session: &SessionValues) -> Result<()> {
     let replacement = match &*expr {
         Expr::Function(f) if f.name.0.len() == 1 && f.name.to_string().eq_ignore_ascii_case("if") => if_to_case(f)?,
         Expr::Function(f) if f.name.0.len() == 1 && f.name.to_string().eq_ignore_ascii_case("date_add") => date_add(f)?,
-        Expr::Function(f) => super::calls::call(f, time_zone)?,
+        Expr::Function(f) => super::calls::call(f, session)?,
         Expr::Lambda(l) => {
             let mut l = l.clone();
             super::calls::lambda_fields(&mut l)?;

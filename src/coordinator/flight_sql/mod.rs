@@ -158,7 +158,8 @@ impl FlightSqlServer {
 
     /// A statement that changes the session needs one to change: the token's.
     fn check_session_statement(&self, caller: &Caller, sql: &str) -> Result<(), Status> {
-        let changes_session = crate::coordinator::session_statement::SessionStatement::parse(sql).is_some();
+        let parsed = crate::coordinator::sql_parser::parse(sql, &caller.session.prepared);
+        let changes_session = parsed.is_ok_and(|s| s.changes_session());
         if changes_session && caller.token.is_none() {
             let e = crate::error_code::QueryError::new(
                 crate::error_code::ErrorCode::NotSupported,

@@ -146,7 +146,7 @@ fn values_of(
 
 /// The statement with one row's parameters in place of its `?`s (none: as written).
 pub fn bind_row(sql: &str, row: Option<&ParameterRow>) -> Result<String, Status> {
-    crate::coordinator::execute_immediate::substitute(sql, row.map_or(&[][..], |r| r.as_slice())).map_err(invalid)
+    crate::coordinator::sql_parser::bind(sql, row.map_or(&[][..], |r| r.as_slice())).map_err(|e| invalid(e.message))
 }
 
 /// A batch of parameter values as rows of SQL literals.

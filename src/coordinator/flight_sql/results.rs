@@ -139,7 +139,7 @@ pub async fn run_to_end(
         return Err(failure(&q));
     }
     let update = q.progress().update.clone();
-    let count = update.and_then(|w| w.rows_written()).map_or(0, |n| n as i64);
+    let count = update.and_then(|w| w.update_count()).map_or(0, |n| n as i64);
     Ok((q, count))
 }
 

@@ -1,0 +1,215 @@
+//! A statement's text to the statement DataFusion plans: Trino's clauses the parser
+//! does not read are taken out first (`FOR VERSION AS OF`, `ALTER VIEW ... RENAME`,
+//! `CREATE VIEW`'s and `CREATE TABLE`'s comments and security), the text is parsed
+//! in Trino's dialect with the session's values, its depth is bounded, and a `CREATE
+//! TABLE`'s `WITH (...)` properties for a catalog of files or Iceberg are taken out
+//! of the statement. Called by `planning::plan_here`.
+
+use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, Visit, Visitor};
+
+use super::{PlanRequest, MAX_EXPRESSION_DEPTH};
+use crate::connector::Connectors;
+use crate::coordinator::planner::{planning_error, QueryError};
+use crate::coordinator::relations::ViewClauses;
+use crate::coordinator::write;
+use crate::error_code::ErrorCode;
+
+/// The statement to plan, and what was taken out of it for flotilla to do.
+pub(super) struct ParsedStatement {
+    pub statement: DFStatement,
+    /// `CREATE VIEW`'s `COMMENT` and `SECURITY`, kept for the view's metastore entry.
+    pub view_clauses: Option<ViewClauses>,
+    /// `CREATE TABLE`'s properties, for a table of files or of Iceberg.
+    pub create: CreateProperties,
+}
+
+/// The `WITH (...)` properties (and comment) of a `CREATE TABLE` whose table flotilla
+/// writes itself.
+#[derive(Default)]
+pub(super) struct CreateProperties {
+    pub files: Option<write::TableProperties>,
+    #[cfg(feature = "iceberg")]
+    pub iceberg: Option<crate::coordinator::iceberg_write::IcebergProperties>,
+}
+
+impl CreateProperties {
+    pub fn any(&self) -> bool {
+        #[cfg(feature = "iceberg")]
+        if self.iceberg.is_some() {
+            return true;
+        }
+        self.files.is_some()
+    }
+}
+
+pub(super) fn parse(request: &PlanRequest, sql: &str) -> Result<ParsedStatement, QueryError> {
+    let state = request.ctx.state();
+    let options = state.config().options();
+    let normalize = options.sql_parser.enable_ident_normalization;
+    let versioned = versioned_tables(sql, normalize, &request.connectors, &state)?;
+    let sql = versioned.as_deref().unwrap_or(sql);
+    // Trino's spellings the parser does not read: `ALTER VIEW ... RENAME TO`, and the
+    // clauses of `CREATE VIEW`, kept for the view's metastore entry.
+    let renamed_view = crate::coordinator::relations::alter_view_as_table(sql);
+    let sql = renamed_view.as_deref().unwrap_or(sql);
+    let (sql, view_clauses) = match crate::coordinator::relations::take_view_clauses(sql) {
+        Some(taken) => {
+            let (text, clauses) = taken?;
+            (std::borrow::Cow::Owned(text), Some(clauses))
+        }
+        None => (std::borrow::Cow::Borrowed(sql), None),
+    };
+    let (sql, table_comment) = match crate::coordinator::relations::take_table_comment(&sql) {
+        Some((text, comment)) => (std::borrow::Cow::Owned(text), Some(comment)),
+        None => (sql, None),
+    };
+    let (catalog, schema) = request.defaults();
+    let session = session_values(&state, &request.user, request.access.as_ref());
+    let limit = options.sql_parser.recursion_limit.get();
+    let mut statement = crate::coordinator::dialect::parse_in(&sql, limit, &session).map_err(|e| planning_error(&e))?;
+    check_depth(&statement)?;
+    let create =
+        take_create_properties(&mut statement, &request.connectors, (&catalog, &schema), normalize, table_comment)?;
+    Ok(ParsedStatement { statement, view_clauses, create })
+}
+
+/// What the statement's session terms (`current_user`, ...) read: the planning
+/// state's zone, catalog and schema, the user and their groups.
+pub(crate) fn session_values(
+    state: &datafusion::execution::SessionState,
+    user: &str,
+    access: Option<&super::AccessCheck>,
+) -> crate::coordinator::dialect::SessionValues {
+    let options = state.config().options();
+    crate::coordinator::dialect::SessionValues {
+        time_zone: options.execution.time_zone.clone().unwrap_or_else(|| "UTC".into()),
+        user: Some(user.to_string()),
+        catalog: Some(options.catalog.default_catalog.clone()),
+        schema: Some(options.catalog.default_schema.clone()),
+        groups: Some(access.map(|a| a.who.groups.iter().cloned().collect()).unwrap_or_default()),
+    }
+}
+
+/// A table made from a query in a catalog of files (or Iceberg): its `WITH (...)`
+/// properties (Trino's) are ours to read, DataFusion plans the rest.
+fn take_create_properties(
+    statement: &mut DFStatement,
+    connectors: &Connectors,
+    (catalog, schema): (&str, &str),
+    normalize: bool,
+    table_comment: Option<String>,
+) -> Result<CreateProperties, QueryError> {
+    use datafusion::sql::sqlparser::ast::Statement;
+    let mut create = CreateProperties::default();
+    if let DFStatement::Statement(s) = statement {
+        #[cfg(feature = "iceberg")]
+        if crate::coordinator::iceberg_write::is_create_in_iceberg(s, connectors, catalog, schema, normalize) {
+            if let Statement::CreateTable(ct) = s.as_mut() {
+                create.iceberg = Some(crate::coordinator::iceberg_write::take_properties(ct)?);
+            }
+        }
+        if write::is_ctas_into_files(s, connectors, catalog, schema, normalize) {
+            if let Statement::CreateTable(ct) = s.as_mut() {
+                let mut props = write::take_table_properties(ct)?;
+                props.comment = table_comment.clone();
+                create.files = Some(props);
+            }
+        }
+    }
+    if table_comment.is_some() && create.files.is_none() {
+        let m = "CREATE TABLE ... COMMENT: tables take comments only in catalogs of files";
+        return Err(QueryError::new(ErrorCode::NotSupported, m));
+    }
+    Ok(create)
+}
+
+/// The statement with Trino's `FOR VERSION AS OF n` taken out (see
+/// `connector::time_travel`), when it has one; only Delta and Iceberg tables have
+/// versions, and only Iceberg's are read by time.
+fn versioned_tables(
+    sql: &str,
+    normalize: bool,
+    connectors: &Connectors,
+    state: &datafusion::execution::SessionState,
+) -> Result<Option<String>, QueryError> {
+    use crate::connector::time_travel;
+    // Tokenized as the statement itself is parsed next (`dialect::parse`).
+    let zone = state.config().options().execution.time_zone.clone().unwrap_or_else(|| "UTC".into());
+    let rewritten = time_travel::rewrite(sql, &crate::coordinator::dialect::TrinoDialect, normalize, &zone)
+        .map_err(|e| QueryError::new(ErrorCode::SyntaxError, e))?;
+    let Some(rewritten) = rewritten else { return Ok(None) };
+    let default_catalog = state.config().options().catalog.default_catalog.clone();
+    for t in &rewritten.tables {
+        let catalog = if t.parts.len() == 3 { t.parts[0].as_str() } else { default_catalog.as_str() };
+        let connector = connectors.get(catalog);
+        if !connector.is_some_and(|c| c.has_versions()) {
+            return Err(QueryError::new(
+                ErrorCode::NotSupported,
+                format!(
+                    "{}: '{}' is not a table of a delta_lake or iceberg catalog",
+                    t.point.clause(),
+                    t.parts.join(".")
+                ),
+            ));
+        }
+        let delta = connector.and_then(|c| c.files()).is_some_and(|f| f.is_delta_lake());
+        if delta && matches!(t.point, time_travel::TravelPoint::Timestamp(_)) {
+            return Err(QueryError::new(
+                ErrorCode::NotSupported,
+                format!("FOR TIMESTAMP AS OF: Delta table '{}' is read by version only", t.parts.join(".")),
+            ));
+        }
+    }
+    Ok(Some(rewritten.sql))
+}
+
+/// Refuses statements whose expressions nest deeper than `MAX_EXPRESSION_DEPTH`.
+fn check_depth(statement: &DFStatement) -> Result<(), QueryError> {
+    let depth = statement_depth(statement);
+    if depth > MAX_EXPRESSION_DEPTH {
+        return Err(QueryError::new(
+            ErrorCode::SyntaxError,
+            format!("expressions nest {depth} levels deep, more than the limit of {MAX_EXPRESSION_DEPTH}; long chains of AND/OR/+ can often be written as IN lists or sums over a table"),
+        ));
+    }
+    Ok(())
+}
+
+fn statement_depth(statement: &DFStatement) -> usize {
+    let mut v = DepthVisitor::default();
+    match statement {
+        DFStatement::Statement(s) => {
+            let _ = s.visit(&mut v);
+        }
+        DFStatement::Explain(e) => return statement_depth(&e.statement),
+        DFStatement::CopyTo(c) => {
+            if let datafusion::sql::parser::CopyToSource::Query(q) = &c.source {
+                let _ = q.visit(&mut v);
+            }
+        }
+        _ => {}
+    }
+    v.max
+}
+
+#[derive(Default)]
+struct DepthVisitor {
+    depth: usize,
+    max: usize,
+}
+
+impl Visitor for DepthVisitor {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, _: &SqlExpr) -> std::ops::ControlFlow<()> {
+        self.depth += 1;
+        self.max = self.max.max(self.depth);
+        std::ops::ControlFlow::Continue(())
+    }
+
+    fn post_visit_expr(&mut self, _: &SqlExpr) -> std::ops::ControlFlow<()> {
+        self.depth -= 1;
+        std::ops::ControlFlow::Continue(())
+    }
+}
