@@ -397,6 +397,11 @@ pub struct AnnouncementAnswer {
     /// that hears a new one drops what queries of the one before left.
     #[serde(default)]
     pub coordinator_incarnation: Option<String>,
+    /// The local directories of the coordinator's `files` catalog (its `--data-dir`
+    /// warehouse, its allowed locations): a worker of the built-in catalogs opens
+    /// files there too, so a cluster writes without the flag repeated per worker.
+    #[serde(default)]
+    pub files_directories: Vec<String>,
 }
 
 /// A worker's heartbeat to the coordinator.

@@ -28,19 +28,33 @@ use object_store::{
 
 use super::files::resolve;
 
-/// The directories local files may be read and written under, resolved.
+/// The directories local files may be read and written under, resolved. Clones share
+/// the list: a worker of the built-in catalogs adds its coordinator's (`adopt`).
 #[derive(Debug, Clone, Default)]
-pub struct AllowedDirectories(Vec<PathBuf>);
+pub struct AllowedDirectories(Arc<parking_lot::RwLock<Vec<PathBuf>>>);
 
 impl AllowedDirectories {
     pub fn new(dirs: impl IntoIterator<Item = PathBuf>) -> Self {
-        AllowedDirectories(dirs.into_iter().map(|d| resolve(&d)).collect())
+        AllowedDirectories(Arc::new(parking_lot::RwLock::new(dirs.into_iter().map(|d| resolve(&d)).collect())))
     }
 
     /// Whether the real place `path` names lies under one of the directories.
     pub fn allows(&self, path: &std::path::Path) -> bool {
         let real = resolve(path);
-        self.0.iter().any(|root| real.starts_with(root))
+        self.0.read().iter().any(|root| real.starts_with(root))
+    }
+
+    /// Adds the directories not yet allowed; returns those added.
+    pub fn adopt(&self, dirs: &[PathBuf]) -> Vec<PathBuf> {
+        let mut list = self.0.write();
+        let mut added = Vec::new();
+        for d in dirs.iter().map(|d| resolve(d)) {
+            if !list.contains(&d) {
+                list.push(d.clone());
+                added.push(d);
+            }
+        }
+        added
     }
 }
 

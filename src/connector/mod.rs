@@ -130,6 +130,8 @@ pub struct Connectors {
     /// DataFusion's functions, rules and planners over `runtime`, registered once (see
     /// `session_template`).
     template: Arc<std::sync::OnceLock<datafusion::execution::SessionState>>,
+    /// The local directories the object stores open files under.
+    local: local_files::AllowedDirectories,
 }
 
 impl Connectors {
@@ -149,10 +151,22 @@ impl Connectors {
             datafusion::execution::cache::cache_manager::CacheManagerConfig::default().with_list_files_cache_limit(0);
         let runtime = RuntimeEnvBuilder::new()
             .with_cache_manager(caches)
-            .with_object_store_registry(Arc::new(object_storage::ObjectStores::new(scopes, local)))
+            .with_object_store_registry(Arc::new(object_storage::ObjectStores::new(scopes, local.clone())))
             .build_arc()
             .expect("a runtime environment without limits builds");
-        Connectors { list, runtime, template: Default::default() }
+        Connectors { list, runtime, template: Default::default(), local }
+    }
+
+    /// The local directories of this process's `files` catalog (its warehouse and
+    /// allowed locations), which a worker of the built-in catalogs takes as its own.
+    pub fn files_directories(&self) -> Vec<std::path::PathBuf> {
+        let files = self.get(files::FILES_CATALOG).and_then(|c| c.files());
+        files.map(|f| f.allowed_directories().to_vec()).unwrap_or_default()
+    }
+
+    /// Lets the object stores open files under `dirs` too; returns those added.
+    pub fn adopt_directories(&self, dirs: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
+        self.local.adopt(dirs)
     }
 
     /// Each catalog's `warm_up`.

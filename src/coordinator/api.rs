@@ -167,8 +167,10 @@ async fn announce(State(s): St, body: Bytes) -> Result<Response, CoordinatorErro
         return Err(CoordinatorError::DuplicateNodeId(why));
     }
     s.cluster_memory.report(&a.node_id, a.query_memory, a.query_memory_capacity);
-    Ok(Json(crate::protocol::AnnouncementAnswer { coordinator_incarnation: Some(s.incarnation.clone()) })
-        .into_response())
+    let files_directories = s.connectors.files_directories().iter().map(|d| d.display().to_string()).collect();
+    let answer =
+        crate::protocol::AnnouncementAnswer { coordinator_incarnation: Some(s.incarnation.clone()), files_directories };
+    Ok(Json(answer).into_response())
 }
 
 async fn list_nodes(State(s): St) -> Response {

@@ -121,6 +121,10 @@ pub struct WorkerConfig {
     pub advertise: Option<String>,
     /// The catalogs, to decode their scans.
     pub connectors: Connectors,
+    /// The catalogs are the built-in ones and no flag says where the `files`
+    /// catalog's tables are: open files where the coordinator's are
+    /// (`AnnouncementAnswer::files_directories`).
+    pub adopt_coordinator_files: bool,
     /// Serve without a shared secret on a non-loopback address (explicitly insecure).
     pub insecure_internal: bool,
     /// How long a graceful shutdown waits for the worker's tasks before it aborts
@@ -150,6 +154,7 @@ impl WorkerConfig {
             environment: crate::etc::DEFAULT_ENVIRONMENT.to_string(),
             advertise: None,
             connectors: Connectors::builtin(),
+            adopt_coordinator_files: false,
             insecure_internal: false,
             shutdown_grace_period: Duration::from_secs(120),
             tls: None,
@@ -307,6 +312,7 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
         query_memory_capacity: config.memory.query_max_per_node.min(config.memory.pool_bytes) as u64,
     };
     let target = format!("{}/v1/announcement", config.coordinator);
+    let (adopt_files, connectors) = (config.adopt_coordinator_files, config.connectors.clone());
     let period = config.heartbeat;
     let draining = manager.clone();
     tokio::spawn(async move {
@@ -320,6 +326,12 @@ pub async fn start_worker(config: WorkerConfig) -> std::io::Result<WorkerHandle>
                     let answer = r.json::<crate::protocol::AnnouncementAnswer>().await.unwrap_or_default();
                     if let Some(incarnation) = answer.coordinator_incarnation {
                         draining.coordinator_is(&incarnation);
+                    }
+                    if adopt_files {
+                        let dirs: Vec<std::path::PathBuf> = answer.files_directories.iter().map(Into::into).collect();
+                        for d in connectors.adopt_directories(&dirs) {
+                            tracing::info!("files under {} are opened here too: the coordinator's files catalog keeps tables there", d.display());
+                        }
                     }
                     log.succeeded()
                 }

@@ -217,3 +217,32 @@ async fn a_cluster_from_configuration_directories_keeps_identities_and_environme
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["error"]["code"], "DUPLICATE_NODE_ID", "{body}");
 }
+
+/// The deployment page's cluster by hand, typed as written (ports left to the system,
+/// a throwaway data directory): a coordinator with `--data-dir` and workers started
+/// with nothing but their coordinator write and read tables of the `files` catalog.
+/// The workers take the coordinator's warehouse from its answer to their
+/// announcements; before, every worker needed `--files-allowed-locations` repeated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_write_where_the_coordinators_data_directory_keeps_tables() {
+    let dir = tempfile::Builder::new().prefix("flotilla-by-hand-").tempdir().unwrap();
+    let data_dir = dir.path().display().to_string();
+    let cluster = Cluster::start_with(&["--data-dir", &data_dir], 2, &[]).await;
+    let client = cluster.client("tiny");
+    client.execute("CREATE SCHEMA files.s").await.expect("create schema");
+    let made = client.execute("CREATE TABLE files.s.orders AS SELECT * FROM tpch.tiny.orders").await;
+    assert_eq!(made.expect("create table as, written by the workers").update_count, Some(15_000));
+    let added =
+        client.execute("INSERT INTO files.s.orders SELECT * FROM tpch.tiny.orders WHERE o_orderkey < 100").await;
+    let want_added = oracle("tiny", "SELECT count(*) FROM orders WHERE o_orderkey < 100").await;
+    assert_eq!(added.expect("insert").update_count, want_added[0][0].as_i64());
+    let q = "SELECT o_orderstatus, count(*), sum(o_totalprice) FROM files.s.orders GROUP BY 1";
+    let want = oracle(
+        "tiny",
+        "SELECT o_orderstatus, count(*), sum(o_totalprice) FROM \
+         (SELECT * FROM orders UNION ALL SELECT * FROM orders WHERE o_orderkey < 100) GROUP BY 1",
+    )
+    .await;
+    assert_same_rows("files table", q, &client.execute(q).await.expect("read back").rows, &want);
+    assert!(dir.path().join("warehouse").join("s").join("orders").is_dir(), "the table is in the warehouse");
+}

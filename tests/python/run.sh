@@ -88,8 +88,8 @@ fi
 echo "coordinator at $URL"
 
 for i in $(seq 1 "$WORKERS"); do
-    "$BIN" worker --coordinator "$URL" --bind 127.0.0.1:0 --files-allowed-locations "$TMP/data/warehouse" \
-        >"$TMP/worker$i.out" 2>"$TMP/worker$i.err" &
+    # No --files-allowed-locations: a worker takes its coordinator's data directory.
+    "$BIN" worker --coordinator "$URL" --bind 127.0.0.1:0 >"$TMP/worker$i.out" 2>"$TMP/worker$i.err" &
     PIDS+=($!)
 done
 

@@ -219,8 +219,9 @@ pub struct WorkerArgs {
     #[arg(long)]
     pub max_spill_per_node: Option<String>,
     /// Directories (and s3:// prefixes) the built-in `files` catalog's tables may
-    /// live under, as on the coordinator: the worker opens no file elsewhere,
-    /// whatever a plan names (with catalog files, files.allowed-locations).
+    /// live under: the worker opens no file elsewhere, whatever a plan names (with
+    /// catalog files, files.allowed-locations). Default: the coordinator's
+    /// directories (its --data-dir warehouse and allowed locations).
     #[arg(long)]
     pub files_allowed_locations: Option<String>,
 }

@@ -267,6 +267,10 @@ fn worker_config(args: WorkerArgs) -> Result<flotilla::worker::WorkerConfig, Str
         Some(etc) => WorkerConfig::from_etc(etc)?,
         None => WorkerConfig::new("127.0.0.1:0", ""),
     };
+    // Without catalog files or the flag, the worker opens files where its
+    // coordinator's `files` catalog keeps them (its `--data-dir` warehouse).
+    config.adopt_coordinator_files =
+        files_allowed_locations.is_none() && etc.as_ref().is_none_or(|e| e.catalogs.is_empty());
     if let Some(dirs) = files_allowed_locations {
         if etc.as_ref().is_some_and(|e| !e.catalogs.is_empty()) {
             return Err("--files-allowed-locations is for the built-in catalogs; with catalog files, set \

@@ -84,6 +84,8 @@ fn parse_nested(sql: &str, prepared: &BTreeMap<String, String>, depth: usize) ->
         show::describe(&mut r, prepared)?
     } else if r.parser.parse_keyword(Keyword::EXPLAIN) {
         explain::explain(&mut r)?
+    } else if r.parser.parse_keyword(Keyword::ANALYZE) {
+        return Err(analyze(&mut r));
     } else if r.parser.parse_keyword(Keyword::PREPARE) {
         prepared::prepare(&mut r)?
     } else if r.parser.parse_keyword(Keyword::DEALLOCATE) {
@@ -97,6 +99,21 @@ fn parse_nested(sql: &str, prepared: &BTreeMap<String, String>, depth: usize) ->
         Statement::Planned(sql.trim().trim_end_matches(';').trim_end().to_string())
     };
     Ok(statement)
+}
+
+/// `ANALYZE table [WITH (...)]`: no catalog here keeps statistics of its own. The
+/// planner reads them where they are, in the files' footers, each time; `SHOW STATS`
+/// shows them.
+fn analyze(r: &mut Reader) -> QueryError {
+    let name = match r.name() {
+        Ok(parts) => parts.join("."),
+        Err(e) => return e,
+    };
+    let m = format!(
+        "ANALYZE {name}: no catalog here keeps statistics to collect; the planner reads them from the files \
+         themselves when it plans (SHOW STATS FOR {name} shows them)"
+    );
+    QueryError::new(ErrorCode::NotSupported, m)
 }
 
 /// The statement's tokens and a parser over them; spans map back to the text.

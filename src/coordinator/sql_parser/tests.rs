@@ -82,6 +82,8 @@ fn show_statements_read_every_form_trino_documents() {
     assert_eq!(error("SHOW TABLES LIKE 'x' ESCAPE 'ab'"), "INVALID_FUNCTION_ARGUMENT");
     assert_eq!(error("SHOW NOTHING"), "SYNTAX_ERROR");
     assert_eq!(error("SHOW CATALOGS extra"), "SYNTAX_ERROR");
+    // No catalog keeps statistics to collect: said, not pretended.
+    assert_eq!(error("ANALYZE tpch.tiny.nation"), "NOT_SUPPORTED");
 }
 
 #[test]
