@@ -116,9 +116,12 @@ async fn run_attempts(coord: &Arc<CoordinatorState>, q: &Arc<QueryExecution>, ru
     };
     let mut attempt = 0;
     loop {
+        // A stop wins over an attempt that ends in the same poll: an abandoned or
+        // cancelled query ends with its reason, never as FINISHED.
         let outcome = tokio::select! {
-            r = execute(coord, q, run, attempt) => r,
+            biased;
             _ = q.cancelled() => Err(q.stop_reason()),
+            r = execute(coord, q, run, attempt) => r,
         };
         // Tasks are deleted inside `execute` on every path it finishes; a cancel that
         // dropped it mid-way leaves the stages' tasks, which are removed here.

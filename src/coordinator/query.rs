@@ -454,8 +454,7 @@ impl QueryExecution {
             return true;
         }
         let tx = self.progress().results_tx.clone();
-        // A stopped query's rows are never served: its outcome is the failure.
-        let Some(tx) = tx.filter(|_| !self.is_stopping()) else { return false };
+        let Some(tx) = tx else { return false };
         let Some(share) = self.results_budget.reserve(&batch).await else { return false };
         self.output_rows.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
         tx.send((batch, share)).await.is_ok()
