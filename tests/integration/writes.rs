@@ -365,9 +365,13 @@ async fn writes_racing_a_drop_or_rename_fail_and_leave_nothing(c: &EtcCluster, w
     ];
     for (table, statement) in races {
         client.execute(&format!("CREATE TABLE {table} (k bigint)")).await.unwrap();
-        // Scanning sf1's lineitem takes seconds; the write keeps a handful of rows.
-        let slow =
-            format!("INSERT INTO {table} SELECT l_orderkey FROM tpch.sf1.lineitem WHERE l_orderkey % 1000000 = 7");
+        // Scanning sf1's lineitem twice takes seconds; the write keeps a handful of
+        // rows. (Once took 1.5 s on a loaded CI machine: the write had already met the
+        // drop at its commit when the test looked, so the race was not run.)
+        let slow = format!(
+            "INSERT INTO {table} SELECT l_orderkey FROM tpch.sf1.lineitem WHERE l_orderkey % 1000000 = 7 \
+             UNION ALL SELECT l_orderkey FROM tpch.sf1.lineitem WHERE l_orderkey % 1000000 = 8"
+        );
         let id = c.cluster.start_statement("tiny", &slow).await;
         c.cluster.wait_for_tasks(1).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
