@@ -198,52 +198,43 @@ async fn execute(
     if let (Some(id), false) = (&q.session.transaction, ends_or_starts) {
         coord.transactions.touch(id, std::time::Instant::now())?;
     }
-    let plan = |sql: String, purpose: Purpose| {
-        let request = super::planning::PlanRequest {
-            ctx: ctx.clone(),
-            connectors: coord.connectors.clone(),
-            access: access.clone(),
-            query_id: q.id.to_string(),
-            workers: workers.len(),
-            single_task_max_rows: usize::try_from(props.single_task_max_rows).unwrap_or(usize::MAX),
-            dynamic_filtering: props.runs_dynamic_filters(),
-            in_transaction: q.session.transaction.is_some(),
-            user: q.session.user.clone(),
-            purpose,
-        };
-        super::planning::plan(request, sql, props.query_max_planning_time)
-    };
-    match statement {
+    let (sql, purpose) = match statement {
         Statement::Prepare { name, statement } => {
             let header = format!("{name}={}", super::session_statement::form_encode(&statement));
-            answer_with_headers(q, vec![("x-trino-added-prepare", header)], "PREPARE")
+            return answer_with_headers(q, vec![("x-trino-added-prepare", header)], "PREPARE");
         }
         Statement::Deallocate { name } => {
-            answer_with_headers(q, vec![("x-trino-deallocated-prepare", name)], "DEALLOCATE")
+            return answer_with_headers(q, vec![("x-trino-deallocated-prepare", name)], "DEALLOCATE");
         }
         Statement::Session(stmt) => {
             let changes = stmt.changes(&ctx, &q.session, &coord.transactions)?;
-            answer_with_headers(q, changes, stmt.update_type())
+            return answer_with_headers(q, changes, stmt.update_type());
         }
         Statement::Metadata(stmt) => {
             let batch = super::metadata::run(&ctx, &coord.connectors, &q.session, &stmt, access.as_ref()).await?;
-            emit_answer(q, batch).await
+            return emit_answer(q, batch).await;
         }
-        Statement::Explain(e) => {
-            let planned = plan(e.statement, Purpose::Explain(e.kind, e.format)).await?;
-            execute_planned(coord, q, run, attempt, ctx.clone(), workers.clone(), planned).await
-        }
+        Statement::Explain(e) => (e.statement, Purpose::Explain(e.kind, e.format)),
         Statement::DescribePrepared { output, statement } => {
-            let numbered = super::sql_parser::numbered_parameters(&statement)?;
             let purpose = if output { Purpose::DescribeOutput } else { Purpose::DescribeInput };
-            let planned = plan(numbered, purpose).await?;
-            execute_planned(coord, q, run, attempt, ctx.clone(), workers.clone(), planned).await
+            (super::sql_parser::numbered_parameters(&statement)?, purpose)
         }
-        Statement::Planned(sql) => {
-            let planned = plan(sql, Purpose::Run).await?;
-            execute_planned(coord, q, run, attempt, ctx.clone(), workers.clone(), planned).await
-        }
-    }
+        Statement::Planned(sql) => (sql, Purpose::Run),
+    };
+    let request = super::planning::PlanRequest {
+        ctx: ctx.clone(),
+        connectors: coord.connectors.clone(),
+        access,
+        query_id: q.id.to_string(),
+        workers: workers.len(),
+        single_task_max_rows: usize::try_from(props.single_task_max_rows).unwrap_or(usize::MAX),
+        dynamic_filtering: props.runs_dynamic_filters(),
+        in_transaction: q.session.transaction.is_some(),
+        user: q.session.user.clone(),
+        purpose,
+    };
+    let planned = super::planning::plan(request, sql, props.query_max_planning_time).await?;
+    execute_planned(coord, q, run, attempt, ctx, workers, planned).await
 }
 
 /// A statement answered by the headers that change the client's session.

@@ -120,8 +120,10 @@ pub enum Purpose {
 impl PlanRequest {
     /// The session's catalog and schema: where unqualified names are.
     pub fn defaults(&self) -> (String, String) {
-        let options = self.ctx.copied_config();
-        let c = &options.options().catalog;
+        // Read in place: a copy of the configuration would clone all of it.
+        let state = self.ctx.state_ref();
+        let state = state.read();
+        let c = &state.config().options().catalog;
         (c.default_catalog.clone(), c.default_schema.clone())
     }
 }
@@ -201,16 +203,18 @@ pub async fn plan(request: PlanRequest, sql: String, max_time: Duration) -> Resu
 /// Plans the statement for its purpose: parse, check, then the plan of its kind.
 async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> bool) -> Result<Planned, QueryError> {
     let started = std::time::Instant::now();
-    let parsed = parse::parse(request, sql)?;
+    // One state for the whole planning: a clone copies the function registry too.
+    let state = request.ctx.state();
+    let parsed = parse::parse(request, &state, sql)?;
     if let Some(relation) = super::relations::parse(&parsed.statement) {
         return plan_relation(request, relation?, abandoned).await;
     }
-    let logical = request.ctx.state().statement_to_plan(parsed.statement).await.map_err(|e| planning_error(&e))?;
+    let logical = state.statement_to_plan(parsed.statement).await.map_err(|e| planning_error(&e))?;
     checks::check(request, &logical, parsed.create.any())?;
     match request.purpose {
         Purpose::Run => {}
         Purpose::Explain(kind, format) => {
-            return physical::explain(request, &logical, kind, format).await.map(Planned::Answer)
+            return physical::explain(request, &state, &logical, kind, format).await.map(Planned::Answer)
         }
         Purpose::DescribeInput => return super::describe::input(&logical).map(Planned::Answer),
         Purpose::DescribeOutput => {
@@ -231,7 +235,7 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
         return Ok(planned);
     }
     let definition = physical::run_definition(request, &logical, parsed.view_clauses).await?;
-    physical::plan_query(request, &logical, definition, analyze, started).await
+    physical::plan_query(request, &state, &logical, definition, analyze, started).await
 }
 
 /// `ALTER ... RENAME` and `COMMENT ON`, done while planned (`relations`).

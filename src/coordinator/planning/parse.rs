@@ -43,11 +43,14 @@ impl CreateProperties {
     }
 }
 
-pub(super) fn parse(request: &PlanRequest, sql: &str) -> Result<ParsedStatement, QueryError> {
-    let state = request.ctx.state();
+pub(super) fn parse(
+    request: &PlanRequest,
+    state: &datafusion::execution::SessionState,
+    sql: &str,
+) -> Result<ParsedStatement, QueryError> {
     let options = state.config().options();
     let normalize = options.sql_parser.enable_ident_normalization;
-    let versioned = versioned_tables(sql, normalize, &request.connectors, &state)?;
+    let versioned = versioned_tables(sql, normalize, &request.connectors, state)?;
     let sql = versioned.as_deref().unwrap_or(sql);
     // Trino's spellings the parser does not read: `ALTER VIEW ... RENAME TO`, and the
     // clauses of `CREATE VIEW`, kept for the view's metastore entry.
@@ -65,7 +68,7 @@ pub(super) fn parse(request: &PlanRequest, sql: &str) -> Result<ParsedStatement,
         None => (sql, None),
     };
     let (catalog, schema) = request.defaults();
-    let session = session_values(&state, &request.user, request.access.as_ref());
+    let session = session_values(state, &request.user, request.access.as_ref());
     let limit = options.sql_parser.recursion_limit.get();
     let mut statement = crate::coordinator::dialect::parse_in(&sql, limit, &session).map_err(|e| planning_error(&e))?;
     check_depth(&statement)?;

@@ -51,6 +51,7 @@ pub(super) async fn run_definition(
 /// stages when it reads tables. `started`: when planning began, for the log.
 pub(super) async fn plan_query(
     request: &PlanRequest,
+    state: &datafusion::execution::SessionState,
     logical: &LogicalPlan,
     definition: Option<datafusion::dataframe::DataFrame>,
     analyze: bool,
@@ -62,7 +63,7 @@ pub(super) async fn plan_query(
     // row, checked (`plan::scalar_subqueries`).
     let planned = match definition {
         Some(df) => df.create_physical_plan().await,
-        None => ctx.state().create_physical_plan(logical).await,
+        None => state.create_physical_plan(logical).await,
     };
     let (physical, in_one_task) = match planned {
         Ok(physical) => (physical, false),
@@ -90,12 +91,13 @@ pub(super) async fn plan_query(
 /// `EXPLAIN`'s answer for the statement planned as `logical`.
 pub(super) async fn explain(
     request: &PlanRequest,
+    state: &datafusion::execution::SessionState,
     logical: &LogicalPlan,
     kind: ExplainType,
     format: ExplainFormat,
 ) -> Result<datafusion::arrow::array::RecordBatch, QueryError> {
     let (ctx, connectors) = (&request.ctx, &request.connectors);
-    let physical = ctx.state().create_physical_plan(logical).await.map_err(|e| planning_error(&e))?;
+    let physical = state.create_physical_plan(logical).await.map_err(|e| planning_error(&e))?;
     let fragments = match reads_tables(&physical, connectors) && kind != ExplainType::Validate {
         true => Some(cut(physical.clone(), ctx, connectors, request.single_task_max_rows)?),
         false => None,

@@ -77,29 +77,23 @@ pub(super) fn explain(r: &mut Reader) -> Result<Statement, QueryError> {
 }
 
 fn explain_type(r: &mut Reader) -> Result<ExplainType, QueryError> {
-    Ok(if r.word("logical") {
-        ExplainType::Logical
-    } else if r.word("distributed") {
-        ExplainType::Distributed
-    } else if r.word("validate") {
-        ExplainType::Validate
-    } else if r.word("io") {
-        ExplainType::Io
-    } else {
+    use ExplainType::*;
+    let types = [("logical", Logical), ("distributed", Distributed), ("validate", Validate), ("io", Io)];
+    one_of(r, &types).ok_or_else(|| {
         let next = r.parser.peek_token().token;
-        return Err(syntax(format!("EXPLAIN: unknown TYPE {next}; expected LOGICAL, DISTRIBUTED, VALIDATE or IO")));
+        syntax(format!("EXPLAIN: unknown TYPE {next}; expected LOGICAL, DISTRIBUTED, VALIDATE or IO"))
     })
 }
 
 fn explain_format(r: &mut Reader) -> Result<ExplainFormat, QueryError> {
-    Ok(if r.word("text") {
-        ExplainFormat::Text
-    } else if r.word("graphviz") {
-        ExplainFormat::Graphviz
-    } else if r.word("json") {
-        ExplainFormat::Json
-    } else {
+    use ExplainFormat::*;
+    one_of(r, &[("text", Text), ("graphviz", Graphviz), ("json", Json)]).ok_or_else(|| {
         let next = r.parser.peek_token().token;
-        return Err(syntax(format!("EXPLAIN: unknown FORMAT {next}; expected TEXT, GRAPHVIZ or JSON")));
+        syntax(format!("EXPLAIN: unknown FORMAT {next}; expected TEXT, GRAPHVIZ or JSON"))
     })
+}
+
+/// The value of the next word, when it is one of `words`.
+fn one_of<T: Copy>(r: &mut Reader, words: &[(&str, T)]) -> Option<T> {
+    words.iter().find(|(w, _)| r.word(w)).map(|(_, v)| *v)
 }

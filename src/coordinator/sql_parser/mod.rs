@@ -116,20 +116,17 @@ fn analyze(r: &mut Reader) -> QueryError {
     QueryError::new(ErrorCode::NotSupported, m)
 }
 
-/// The statement's tokens and a parser over them; spans map back to the text.
-pub(super) struct Reader<'a> {
+/// A statement's text, where tokens' spans (lines and columns) map to byte offsets.
+pub(super) struct Text<'a> {
     sql: &'a str,
-    parser: Parser<'static>,
     /// Byte offset of the start of each line of `sql`.
     lines: Vec<usize>,
 }
 
-impl<'a> Reader<'a> {
-    fn new(sql: &'a str) -> Result<Self, QueryError> {
-        let tokens = tokenize(sql)?;
-        let parser = Parser::new(&TrinoDialect).with_tokens_with_locations(tokens);
+impl<'a> Text<'a> {
+    fn new(sql: &'a str) -> Self {
         let lines = std::iter::once(0).chain(sql.match_indices('\n').map(|(i, _)| i + 1)).collect();
-        Ok(Reader { sql, parser, lines })
+        Text { sql, lines }
     }
 
     /// Byte offset of `at` (1-based line and column in characters) in the text.
@@ -140,6 +137,26 @@ impl<'a> Reader<'a> {
         let start = self.lines.get(at.line as usize - 1).copied().unwrap_or(self.sql.len());
         let line = &self.sql[start..];
         start + line.char_indices().nth(at.column as usize - 1).map_or(line.len(), |(i, _)| i)
+    }
+}
+
+/// The statement's tokens and a parser over them; spans map back to the text.
+pub(super) struct Reader<'a> {
+    sql: &'a str,
+    parser: Parser<'static>,
+    text: Text<'a>,
+}
+
+impl<'a> Reader<'a> {
+    fn new(sql: &'a str) -> Result<Self, QueryError> {
+        let tokens = tokenize(sql)?;
+        let parser = Parser::new(&TrinoDialect).with_tokens_with_locations(tokens);
+        Ok(Reader { sql, parser, text: Text::new(sql) })
+    }
+
+    /// Byte offset of `at` in the text.
+    fn offset(&self, at: Location) -> usize {
+        self.text.offset(at)
     }
 
     /// The text from the next token to the end, without a final `;`.

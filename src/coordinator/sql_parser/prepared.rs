@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 
 use datafusion::sql::sqlparser::ast::{Expr, UnaryOperator};
 use datafusion::sql::sqlparser::keywords::Keyword;
-use datafusion::sql::sqlparser::tokenizer::Token;
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
-use super::{parser_error, syntax, tokenize, Reader, Statement};
+use super::{parser_error, syntax, tokenize, Reader, Statement, Text};
 use crate::coordinator::planner::QueryError;
 use crate::error_code::ErrorCode;
 
@@ -101,34 +101,39 @@ fn value(r: &mut Reader) -> Result<String, QueryError> {
 
 /// `statement` with its `?` parameters replaced by `values`, in order.
 pub fn bind(statement: &str, values: &[String]) -> Result<String, QueryError> {
-    let tokens = tokenize(statement)?;
-    let r = Reader::new(statement)?;
-    let mut out = String::with_capacity(statement.len());
-    let (mut copied, mut next) = (0, 0);
-    for t in tokens.iter().filter(|t| matches!(&t.token, Token::Placeholder(p) if p == "?")) {
-        let (from, to) = (r.offset(t.span.start), r.offset(t.span.end));
-        let value = values.get(next).ok_or_else(|| parameter_count(values.len(), count_placeholders(&tokens)))?;
-        out.push_str(&statement[copied..from]);
-        out.push_str(value);
-        (copied, next) = (to, next + 1);
-    }
-    if next != values.len() {
-        return Err(parameter_count(values.len(), next));
-    }
-    out.push_str(&statement[copied..]);
-    Ok(out)
+    substitute(statement, |i, count| values.get(i).cloned().ok_or_else(|| parameter_count(values.len(), count)))
+        .and_then(|(text, count)| match count == values.len() {
+            true => Ok(text),
+            false => Err(parameter_count(values.len(), count)),
+        })
 }
 
 /// `statement` with its `?` parameters numbered `$1`, `$2`, ... (so the planner
 /// tells them apart, as `DESCRIBE INPUT` needs).
 pub fn numbered_parameters(statement: &str) -> Result<String, QueryError> {
-    let count = count_placeholders(&tokenize(statement)?);
-    let names: Vec<String> = (1..=count).map(|i| format!("${i}")).collect();
-    bind(statement, &names)
+    substitute(statement, |i, _| Ok(format!("${}", i + 1))).map(|(text, _)| text)
 }
 
-fn count_placeholders(tokens: &[datafusion::sql::sqlparser::tokenizer::TokenWithSpan]) -> usize {
-    tokens.iter().filter(|t| matches!(&t.token, Token::Placeholder(p) if p == "?")).count()
+/// `statement` with its `i`th `?` token (of `count`) replaced by `value(i, count)`;
+/// and `count`.
+fn substitute(
+    statement: &str,
+    mut value: impl FnMut(usize, usize) -> Result<String, QueryError>,
+) -> Result<(String, usize), QueryError> {
+    let tokens = tokenize(statement)?;
+    let text = Text::new(statement);
+    let is_parameter = |t: &&TokenWithSpan| matches!(&t.token, Token::Placeholder(p) if p == "?");
+    let count = tokens.iter().filter(is_parameter).count();
+    let mut out = String::with_capacity(statement.len());
+    let mut copied = 0;
+    for (i, t) in tokens.iter().filter(is_parameter).enumerate() {
+        let (from, to) = (text.offset(t.span.start), text.offset(t.span.end));
+        out.push_str(&statement[copied..from]);
+        out.push_str(&value(i, count)?);
+        copied = to;
+    }
+    out.push_str(&statement[copied..]);
+    Ok((out, count))
 }
 
 fn parameter_count(given: usize, expected: usize) -> QueryError {
