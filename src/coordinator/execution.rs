@@ -214,6 +214,7 @@ async fn execute(
             let batch = super::metadata::run(&ctx, &coord.connectors, &q.session, &stmt, access.as_ref()).await?;
             return emit_answer(q, batch).await;
         }
+        Statement::ShowStats(target) => (target.query(), Purpose::ShowStats),
         Statement::Explain(e) => (e.statement, Purpose::Explain(e.kind, e.format)),
         Statement::DescribePrepared { output, statement } => {
             let purpose = if output { Purpose::DescribeOutput } else { Purpose::DescribeInput };

@@ -1,7 +1,7 @@
 //! Trino's metadata statements, answered by the coordinator the way Trino answers
 //! them: `SHOW CATALOGS | SCHEMAS | TABLES | COLUMNS | SESSION` with their `LIKE`
-//! filters, `DESCRIBE t`, `SHOW FUNCTIONS` (`show_functions`), `SHOW CREATE`
-//! (`show_create`) and `SHOW STATS` (`show_stats`). DataFusion either lacks them or
+//! filters, `DESCRIBE t`, `SHOW FUNCTIONS` (`show_functions`) and `SHOW CREATE`
+//! (`show_create`). DataFusion either lacks them or
 //! answers in its own shape (Arrow type names, extra columns), which Trino's clients
 //! and BI tools do not expect. Parsed by `sql_parser`; run by the query execution.
 
@@ -52,10 +52,6 @@ pub enum MetadataStatement {
         kind: CreateKind,
         name: Vec<String>,
     },
-    /// `SHOW STATS FOR ...` (`show_stats`).
-    ShowStats {
-        target: StatsTarget,
-    },
 }
 
 /// What `SHOW CREATE` shows.
@@ -70,8 +66,18 @@ pub enum CreateKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StatsTarget {
     Table(TableReference),
-    /// A query's text, planned here.
+    /// A query's text.
     Query(String),
+}
+
+impl StatsTarget {
+    /// The query whose plan's statistics answer.
+    pub fn query(self) -> String {
+        match self {
+            StatsTarget::Table(t) => format!("SELECT * FROM {}", t.to_quoted_string()),
+            StatsTarget::Query(q) => q,
+        }
+    }
 }
 
 pub(super) fn text_batch(columns: &[&str], rows: Vec<Vec<String>>) -> Result<RecordBatch, QueryError> {
@@ -145,7 +151,6 @@ pub async fn run(
             let text = super::show_create::show_create(ctx, connectors, &table, view).await?;
             text_batch(&[if view { "Create View" } else { "Create Table" }], vec![vec![text]])
         }
-        MetadataStatement::ShowStats { target } => super::show_stats::show_stats(&scope, target).await,
     }
 }
 

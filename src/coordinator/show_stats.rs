@@ -3,7 +3,8 @@
 //! `low_value`, `high_value`) and a last row, without a column name, with the row
 //! count. The figures are the statistics the planner has: for files, their footers'
 //! (row counts, null counts, minimum and maximum); a figure not known is NULL, as in
-//! Trino. Called by `metadata::run`.
+//! Trino. Called by `planning::plan_here` with the plan of `SELECT * FROM t` or of
+//! the query, planned as any query is: checked, bounded, on a planning thread.
 
 use std::sync::Arc;
 
@@ -13,20 +14,12 @@ use datafusion::common::stats::Precision;
 use datafusion::common::ScalarValue;
 use datafusion::physical_plan::ExecutionPlan;
 
-use super::metadata::{Scope, StatsTarget};
 use super::planner::{planning_error, QueryError};
 use crate::error_code::ErrorCode;
 
-pub async fn show_stats(scope: &Scope<'_>, target: &StatsTarget) -> Result<RecordBatch, QueryError> {
-    let plan = match target {
-        StatsTarget::Table(table) => {
-            let table = scope.qualified(table);
-            scope.check_read(&table)?;
-            let provider = scope.ctx.table_provider(table).await.map_err(|e| planning_error(&e))?;
-            provider.scan(&scope.ctx.state(), None, &[], None).await.map_err(|e| planning_error(&e))?
-        }
-        StatsTarget::Query(sql) => query_plan(scope, sql).await?,
-    };
+/// The answer from `plan`'s statistics (the plan of the table's `SELECT *`, or of
+/// the query).
+pub fn answer(plan: &Arc<dyn ExecutionPlan>) -> Result<RecordBatch, QueryError> {
     use datafusion::physical_plan::{StatisticsArgs, StatisticsContext};
     let stats =
         StatisticsContext::new().compute(plan.as_ref(), &StatisticsArgs::new()).map_err(|e| planning_error(&e))?;
@@ -87,22 +80,4 @@ pub async fn show_stats(scope: &Scope<'_>, target: &StatsTarget) -> Result<Recor
 
 fn value(p: &Precision<usize>) -> Option<f64> {
     p.get_value().map(|v| *v as f64)
-}
-
-/// The physical plan of `sql`, a query, with its tables checked against the rules.
-async fn query_plan(scope: &Scope<'_>, sql: &str) -> Result<Arc<dyn ExecutionPlan>, QueryError> {
-    let state = scope.ctx.state();
-    let options = state.config().options();
-    let session = super::planning::session_values(&state, &scope.spec.user, scope.access);
-    let statement = super::dialect::parse_in(sql, options.sql_parser.recursion_limit.get(), &session)
-        .map_err(|e| planning_error(&e))?;
-    let logical = state.statement_to_plan(statement).await.map_err(|e| planning_error(&e))?;
-    // `sql_parser` read it as a query: it writes nothing.
-    if let Some(access) = scope.access {
-        let defaults = &options.catalog;
-        let accesses =
-            super::planning::accesses(&logical, scope.connectors, &defaults.default_catalog, &defaults.default_schema);
-        access.check(&accesses)?;
-    }
-    state.create_physical_plan(&logical).await.map_err(|e| planning_error(&e))
 }

@@ -31,7 +31,6 @@ mod physical;
 mod writes;
 
 pub use checks::accesses;
-pub(crate) use parse::session_values;
 
 /// Deepest expression nesting accepted (`a + b + ...` counts one level per operator).
 /// DataFusion's optimizer is superlinear in depth: about 1,000 terms over a column
@@ -115,6 +114,8 @@ pub enum Purpose {
     DescribeInput,
     /// `DESCRIBE OUTPUT` of a prepared statement: its columns.
     DescribeOutput,
+    /// `SHOW STATS FOR`: the statistics of the query's plan.
+    ShowStats,
 }
 
 impl PlanRequest {
@@ -217,6 +218,10 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
             return physical::explain(request, &state, &logical, kind, format).await.map(Planned::Answer)
         }
         Purpose::DescribeInput => return super::describe::input(&logical).map(Planned::Answer),
+        Purpose::ShowStats => {
+            let physical = state.create_physical_plan(&logical).await.map_err(|e| planning_error(&e))?;
+            return super::show_stats::answer(&physical).map(Planned::Answer);
+        }
         Purpose::DescribeOutput => {
             let (catalog, schema) = request.defaults();
             return super::describe::output(&logical, (&catalog, &schema)).map(Planned::Answer);

@@ -79,7 +79,7 @@ pub(super) fn parse(
 
 /// What the statement's session terms (`current_user`, ...) read: the planning
 /// state's zone, catalog and schema, the user and their groups.
-pub(crate) fn session_values(
+fn session_values(
     state: &datafusion::execution::SessionState,
     user: &str,
     access: Option<&super::AccessCheck>,

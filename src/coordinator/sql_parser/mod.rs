@@ -31,7 +31,7 @@ pub use prepared::{bind, numbered_parameters};
 pub use show::Like;
 
 use super::dialect::TrinoDialect;
-use super::metadata::MetadataStatement;
+use super::metadata::{MetadataStatement, StatsTarget};
 use super::planner::QueryError;
 use super::session_statement::SessionStatement;
 use crate::error_code::ErrorCode;
@@ -46,6 +46,9 @@ pub enum Statement {
     Explain(Explain),
     /// `SHOW ...` and `DESCRIBE table`, answered from the catalogs.
     Metadata(MetadataStatement),
+    /// `SHOW STATS FOR t | (query)`: planned (as `SELECT * FROM t` or the query),
+    /// under planning's limits, and answered from the plan's statistics.
+    ShowStats(StatsTarget),
     /// `SET SESSION`, `USE`, transactions...: answered with headers.
     Session(SessionStatement),
     /// `PREPARE name FROM statement`: the client keeps it (`X-Trino-Added-Prepare`).

@@ -88,7 +88,9 @@ pub(super) fn show(r: &mut Reader) -> Result<Statement, QueryError> {
     } else if r.parser.parse_keyword(Keyword::CREATE) {
         show_create(r)?
     } else if r.word("stats") {
-        show_stats(r)?
+        let target = show_stats(r)?;
+        r.end()?;
+        return Ok(Statement::ShowStats(target));
     } else {
         let next = r.parser.peek_token().token;
         let m = format!(
@@ -120,7 +122,7 @@ fn show_create(r: &mut Reader) -> Result<MetadataStatement, QueryError> {
 }
 
 /// `SHOW STATS FOR table` or `SHOW STATS FOR (query)`.
-fn show_stats(r: &mut Reader) -> Result<MetadataStatement, QueryError> {
+fn show_stats(r: &mut Reader) -> Result<StatsTarget, QueryError> {
     if !r.parser.parse_keyword(Keyword::FOR) {
         return Err(syntax("expected SHOW STATS FOR table or SHOW STATS FOR (query)".into()));
     }
@@ -132,9 +134,9 @@ fn show_stats(r: &mut Reader) -> Result<MetadataStatement, QueryError> {
         let close = r.parser.expect_token(&Token::RParen).map_err(parser_error)?;
         let end = r.offset(close.span.start);
         let query = r.sql[start + 1..end].trim().to_string();
-        return Ok(MetadataStatement::ShowStats { target: StatsTarget::Query(query) });
+        return Ok(StatsTarget::Query(query));
     }
-    Ok(MetadataStatement::ShowStats { target: StatsTarget::Table(table_reference(r.name()?)?) })
+    Ok(StatsTarget::Table(table_reference(r.name()?)?))
 }
 
 /// What follows `DESCRIBE` (or `DESC`): a table, or `INPUT`/`OUTPUT` of a prepared

@@ -70,12 +70,12 @@ fn show_statements_read_every_form_trino_documents() {
     );
     assert_eq!(metadata("SHOW CREATE TABLE t"), M::ShowCreate { kind: CreateKind::Table, name: vec!["t".into()] });
     assert_eq!(
-        metadata("SHOW STATS FOR nation"),
-        M::ShowStats { target: StatsTarget::Table(TableReference::bare("nation")) }
+        parsed("SHOW STATS FOR nation"),
+        Statement::ShowStats(StatsTarget::Table(TableReference::bare("nation")))
     );
     assert_eq!(
-        metadata("SHOW STATS FOR (SELECT * FROM nation WHERE n_regionkey = 1)"),
-        M::ShowStats { target: StatsTarget::Query("SELECT * FROM nation WHERE n_regionkey = 1".into()) }
+        parsed("SHOW STATS FOR (SELECT * FROM nation WHERE n_regionkey = 1)"),
+        Statement::ShowStats(StatsTarget::Query("SELECT * FROM nation WHERE n_regionkey = 1".into()))
     );
     assert_eq!(error("SHOW TABLES LIKE"), "SYNTAX_ERROR");
     assert_eq!(error("SHOW TABLES FROM a.b.c"), "SYNTAX_ERROR");
