@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use super::FaultTolerantQueryScheduler;
 use crate::protocol::TaskState;
 use crate::scheduling::remote_task::RemoteTask;
+use crate::scheduling::stage_execution::CopyWon;
 
 impl FaultTolerantQueryScheduler {
     /// Settles every copy against its first attempt (see the module doc).
@@ -35,6 +36,15 @@ impl FaultTolerantQueryScheduler {
                         query = %self.settings.query_id, stage, partition, winner = %copy.task_id(),
                         loser = %first.task_id(), "a straggler's copy finished first"
                     );
+                    if let Some(s) = self.stages.get(&stage) {
+                        s.copy_won(CopyWon {
+                            partition,
+                            winner: copy.task_id().clone(),
+                            winner_node: copy.worker().node_id.clone(),
+                            loser: first.task_id().clone(),
+                            loser_node: first.worker().node_id.clone(),
+                        });
+                    }
                     self.copies.remove(&key);
                     self.slow_workers.insert(first.worker().node_id.clone());
                     self.running.insert(key, copy);

@@ -25,6 +25,18 @@ pub struct TaskFailureReport {
     pub failure: TaskFailure,
 }
 
+/// A straggler's copy that finished before the attempt it copied: the copy's output
+/// is the partition's, the first attempt was aborted (it may still show FINISHED when
+/// it ended before the abort reached it). Query info lists them per stage.
+#[derive(Debug, Clone, Serialize)]
+pub struct CopyWon {
+    pub partition: usize,
+    pub winner: TaskId,
+    pub winner_node: String,
+    pub loser: TaskId,
+    pub loser_node: String,
+}
+
 impl std::fmt::Display for TaskFailureReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -43,6 +55,8 @@ pub struct StageExecution {
     task_count: AtomicUsize,
     /// What adaptive planning changed, for query info and EXPLAIN ANALYZE.
     adaptive: Mutex<Option<String>>,
+    /// Copies of stragglers that won their race (speculation).
+    copies_won: Mutex<Vec<CopyWon>>,
     machine: Mutex<StateMachine<StageState>>,
     tasks: Mutex<Vec<Arc<dyn RemoteTask>>>,
     changed: watch::Sender<u64>,
@@ -57,6 +71,8 @@ pub struct StageInfo {
     /// What adaptive planning changed in the stage, if anything.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adaptive: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub copies_won: Vec<CopyWon>,
     pub tasks: Vec<TaskStatus>,
     pub inputs: Vec<usize>,
     pub consumer: Option<usize>,
@@ -77,6 +93,7 @@ impl StageExecution {
             fragment: Mutex::new(fragment),
             task_count: AtomicUsize::new(task_count),
             adaptive: Mutex::new(None),
+            copies_won: Mutex::new(Vec::new()),
             tasks: Mutex::new(Vec::new()),
             changed,
         }
@@ -104,6 +121,11 @@ impl StageExecution {
             Some(earlier) => format!("{earlier}; {change}"),
             None => change,
         });
+    }
+
+    /// A copy of a straggler finished first and is now the partition's attempt.
+    pub(crate) fn copy_won(&self, won: CopyWon) {
+        self.copies_won.lock().push(won);
     }
 
     /// Adaptive planning rewrote the stage's fragment (of the same id and output).
@@ -208,6 +230,7 @@ impl StageExecution {
             partitions: fragment.partitions,
             task_count: self.task_count(),
             adaptive: self.adaptive.lock().clone(),
+            copies_won: self.copies_won.lock().clone(),
             memory: MemoryStats::of(tasks.iter().map(|t| &t.stats)),
             tasks,
             inputs: fragment.inputs.clone(),
