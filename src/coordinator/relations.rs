@@ -2,8 +2,9 @@
 //! metastore: `ALTER TABLE|VIEW ... RENAME TO`, `COMMENT ON TABLE|VIEW|COLUMN`, and
 //! Trino's clauses of `CREATE VIEW` (`COMMENT '...'`, `SECURITY DEFINER|INVOKER`),
 //! which are taken off the statement before DataFusion plans the rest. The planning
-//! phase (`planning::plan_here`) calls `take_view_clauses` and `alter_view_as_table`
-//! on the text, then `parse` and `run` on the parsed statement.
+//! phase (`planning::plan_here`) calls `take_view_clauses` on the tokens, then `parse`
+//! and `run` on the parsed statement (`ALTER VIEW ... RENAME TO` is parsed as `ALTER
+//! TABLE ... RENAME TO` by the dialect's `view_rename`).
 
 use std::sync::Arc;
 
@@ -178,24 +179,6 @@ pub fn take_table_comment(sql: &str) -> Option<(String, String)> {
     let rest: String =
         all.iter().enumerate().filter(|(i, _)| *i < from || *i > to).map(|(_, t)| t.token.to_string()).collect();
     Some((rest, text.clone()))
-}
-
-/// `ALTER VIEW a RENAME TO b` as `ALTER TABLE a RENAME TO b`, which the parser reads;
-/// None for any other statement.
-pub fn alter_view_as_table(sql: &str) -> Option<String> {
-    let all = tokens_of(sql, "alter")?;
-    let sig = significant(&all);
-    let at = |k: usize| sig.get(k).map(|&i| &all[i].token);
-    let renames = (2..sig.len()).any(|k| at(k).is_some_and(|t| word_is(t, "rename")));
-    if !(at(0).is_some_and(|t| word_is(t, "alter")) && at(1).is_some_and(|t| word_is(t, "view")) && renames) {
-        return None;
-    }
-    let text = all
-        .iter()
-        .enumerate()
-        .map(|(i, t)| if i == sig[1] { "TABLE".to_string() } else { t.token.to_string() })
-        .collect();
-    Some(text)
 }
 
 /// A statement this module runs.
@@ -461,12 +444,5 @@ mod tests {
         let (_, c) = take_view_clauses(sql).unwrap().unwrap();
         assert_eq!((c.security.as_str(), c.query.as_str()), ("DEFINER", "select 1"));
         assert_eq!(past_comments("-- only a comment"), "");
-    }
-
-    #[test]
-    fn views_are_renamed_as_tables_are() {
-        assert_eq!(alter_view_as_table("ALTER VIEW a.b RENAME TO c").as_deref(), Some("ALTER TABLE a.b RENAME TO c"));
-        assert_eq!(alter_view_as_table("ALTER VIEW v AS SELECT 1"), None);
-        assert_eq!(alter_view_as_table("ALTER TABLE t RENAME TO u"), None);
     }
 }

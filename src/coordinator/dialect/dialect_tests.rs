@@ -234,3 +234,15 @@ fn exists_of_stars_selects_one() {
         "SELECT k FROM t WHERE NOT EXISTS (SELECT * FROM u GROUP BY a HAVING count(*) > 1)"
     );
 }
+
+/// Trino's `ALTER VIEW ... RENAME TO`, which sqlparser does not read, is the rename of
+/// a metastore entry (`ALTER TABLE ... RENAME TO`); `ALTER VIEW ... AS` stays
+/// sqlparser's, and a rename without its new name is a syntax error.
+#[test]
+fn views_are_renamed_as_tables_are() {
+    assert_eq!(parsed("ALTER VIEW a.b RENAME TO c"), "ALTER TABLE a.b RENAME TO c");
+    assert_eq!(parsed("alter view if exists \"v\" rename to w"), "ALTER TABLE IF EXISTS \"v\" RENAME TO w");
+    assert_eq!(parsed("ALTER VIEW v AS SELECT 1"), "ALTER VIEW v AS SELECT 1 AS _col0");
+    assert!(parse("ALTER VIEW v RENAME TO", 64).is_err());
+    assert!(parse("ALTER VIEW v RENAME TO w, ADD COLUMN x INT", 64).is_err());
+}

@@ -22,6 +22,7 @@ mod rewrite;
 mod tokens;
 mod unnest_relations;
 mod using_joins;
+mod view_rename;
 
 use datafusion::common::Result;
 use datafusion::sql::parser::{DFParserBuilder, Statement};
@@ -83,6 +84,13 @@ impl Dialect for TrinoDialect {
             }
             _ => None,
         }
+    }
+    /// Trino's statements sqlparser does not read: `ALTER VIEW ... RENAME TO`.
+    fn parse_statement(
+        &self,
+        parser: &mut Parser,
+    ) -> Option<Result<datafusion::sql::sqlparser::ast::Statement, ParserError>> {
+        view_rename::parse(parser)
     }
     as_generic!(
         supports_unicode_string_literal,

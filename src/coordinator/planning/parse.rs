@@ -1,6 +1,6 @@
 //! A statement's text to the statement DataFusion plans: Trino's clauses the parser
-//! does not read are taken out first (`FOR VERSION AS OF`, `ALTER VIEW ... RENAME`,
-//! `CREATE VIEW`'s and `CREATE TABLE`'s comments and security), the text is parsed
+//! does not read and no dialect hook reaches are taken out of the tokens first (`FOR
+//! VERSION AS OF`, `CREATE VIEW`'s and `CREATE TABLE`'s comments and security), the text is parsed
 //! in Trino's dialect with the session's values, its depth is bounded, and a `CREATE
 //! TABLE`'s `WITH (...)` properties for a catalog of files or Iceberg are taken out
 //! of the statement. Called by `planning::plan_here`.
@@ -52,10 +52,12 @@ pub(super) fn parse(
     let normalize = options.sql_parser.enable_ident_normalization;
     let versioned = versioned_tables(sql, normalize, &request.connectors, state)?;
     let sql = versioned.as_deref().unwrap_or(sql);
-    // Trino's spellings the parser does not read: `ALTER VIEW ... RENAME TO`, and the
-    // clauses of `CREATE VIEW`, kept for the view's metastore entry.
-    let renamed_view = crate::coordinator::relations::alter_view_as_table(sql);
-    let sql = renamed_view.as_deref().unwrap_or(sql);
+    // Token rewrites, where no hook of the parser reaches. `CREATE VIEW`'s clauses sit
+    // between the name and `AS` of a statement sqlparser parses itself, and the view's
+    // metastore entry keeps its query as written, which the parsed statement does not
+    // hold; `CREATE TABLE ... COMMENT` likewise (sqlparser reads a comment there only
+    // in MySQL's places); `FOR VERSION AS OF` (above) follows a table name, where the
+    // dialect has no hook (its own versioning reads Databricks' `VERSION AS OF`).
     let (sql, view_clauses) = match crate::coordinator::relations::take_view_clauses(sql) {
         Some(taken) => {
             let (text, clauses) = taken?;
