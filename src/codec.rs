@@ -393,7 +393,7 @@ mod tests {
             (by_files, conf.statistics().num_rows.get_value().copied())
         };
         assert_eq!(row_count(&plan).0, 3000, "the planned scan has statistics: {:?}", row_count(&plan));
-        let codec = FlotillaCodec::new(Connectors::builtin());
+        let codec = FlotillaCodec::new(Connectors::benchmark());
         let bytes = codec.encode_plan(plan.clone()).unwrap();
         let whole = datafusion_proto::bytes::physical_plan_to_bytes_with_extension_codec(plan.clone(), &codec).unwrap();
         assert!(bytes.len() < whole.len(), "{} bytes stripped against {} whole", bytes.len(), whole.len());

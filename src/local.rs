@@ -22,6 +22,8 @@ pub struct LocalOptions {
     /// Each worker's pool in bytes (`usize::MAX`: none); default: a share of this
     /// process's default pool.
     pub worker_memory: Option<usize>,
+    /// How the built-in `tpch` catalog spells its tables (Trino's by default).
+    pub tpch: crate::connector::tpch::TpchSpelling,
 }
 
 impl LocalCluster {
@@ -34,10 +36,10 @@ impl LocalCluster {
         config.shared_secret = Some(secret.clone());
         config.exchange.local = exchanges.clone();
         // One user on their own machine: file tables may live anywhere they can read.
-        config.connectors = Connectors::builtin_with(crate::connector::files::FilesSettings::in_data_dir(
-            vec!["/".to_string()],
-            options.data_dir.as_deref(),
-        ));
+        config.connectors = Connectors::builtin_with(
+            crate::connector::files::FilesSettings::in_data_dir(vec!["/".to_string()], options.data_dir.as_deref()),
+            options.tpch,
+        );
         let coordinator = start_coordinator(config).await.map_err(|e| format!("cannot start the coordinator: {e}"))?;
         let mut handles = Vec::new();
         for _ in 0..workers {

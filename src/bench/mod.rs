@@ -133,7 +133,8 @@ pub async fn run_latency(sql: &str, workers: usize, iterations: usize, server: O
     let (cluster, url) = match &server {
         Some(s) => (None, s.clone()),
         None => {
-            let cluster = LocalCluster::start(workers.max(1), LocalOptions::default()).await?;
+            let options = LocalOptions { tpch: crate::connector::tpch::TpchSpelling::BENCHMARK, ..Default::default() };
+            let cluster = LocalCluster::start(workers.max(1), options).await?;
             let url = cluster.url().to_string();
             (Some(cluster), url)
         }

@@ -47,6 +47,8 @@ impl ProcessCluster {
     pub async fn start(workers: usize, allowed: Option<&str>, worker_args: &[String]) -> Result<Self, String> {
         let secret = crate::util::random_suffix(32);
         let mut args = vec!["coordinator".to_string(), "--bind".into(), "127.0.0.1:0".into()];
+        // The TPC-H queries' spelling of `tpch` (`TpchSpelling::BENCHMARK`).
+        args.extend(["--tpch-column-naming", "STANDARD", "--tpch-double-type-mapping", "DECIMAL"].map(String::from));
         if let Some(dir) = allowed {
             args.extend(["--files-allowed-locations".into(), dir.to_string()]);
         }

@@ -135,7 +135,11 @@ impl Cluster {
     async fn start(b: &TpchBench, pool: Option<usize>, data: Option<&std::path::Path>) -> Result<Self, String> {
         let workers = b.workers.max(1);
         if !b.processes {
-            let options = LocalOptions { worker_memory: pool, ..Default::default() };
+            let options = LocalOptions {
+                worker_memory: pool,
+                tpch: crate::connector::tpch::TpchSpelling::BENCHMARK,
+                ..Default::default()
+            };
             return Ok(Cluster::Local(LocalCluster::start(workers, options).await?));
         }
         let worker_args: Vec<String> = match &b.worker_memory {

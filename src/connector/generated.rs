@@ -10,15 +10,19 @@
 //! workers, and hands batches over a small bounded channel, so it runs at most a
 //! couple of batches ahead of its consumer. Nothing starts until the stream is first
 //! polled, so a stream created but never read costs nothing.
+//!
+//! A catalog may spell its tables otherwise than the generator (Trino's `tpch` drops
+//! the column prefixes and maps money to DOUBLE): its [`GeneratedTable::Spelling`]
+//! gives the schema it shows, the scan carries it, and each generated batch is cast
+//! and renamed to that schema after projection.
 
 use std::fmt;
-use std::marker::PhantomData;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::error::ArrowError;
-use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::catalog::{CatalogProvider, SchemaProvider, Session, TableProvider};
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -34,6 +38,7 @@ use datafusion::physical_plan::{
     ReplaceChildrenOptions, StatisticsArgs,
 };
 use futures::{Stream, StreamExt};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -43,6 +48,10 @@ pub type Batches = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
 
 /// One benchmark's tables, as its generator makes them.
 pub trait GeneratedTable: Copy + PartialEq + fmt::Debug + Send + Sync + 'static {
+    /// How a catalog spells the tables: its configuration, carried by each scan.
+    type Spelling: Copy + PartialEq + fmt::Debug + Serialize + DeserializeOwned + Send + Sync + 'static;
+    /// The generator's own spelling (what `schema` gives).
+    const NATIVE: Self::Spelling;
     /// The benchmark's name in messages (`TPC-H`).
     const BENCHMARK: &'static str;
     /// The scan node's name in plans (`TpchScanExec`).
@@ -60,6 +69,9 @@ pub trait GeneratedTable: Copy + PartialEq + fmt::Debug + Send + Sync + 'static 
     fn name(self) -> &'static str;
     /// Full (unprojected) Arrow schema, exactly as the generator emits it.
     fn schema(self) -> SchemaRef;
+    /// Full schema as a catalog spelled `spelling` shows it: the generator's
+    /// columns in the same order, renamed or of another type.
+    fn spelled_schema(self, spelling: Self::Spelling) -> SchemaRef;
     /// Partitions a scan of the table has when `wanted` are asked for.
     fn partitions(self, scale_factor: f64, wanted: usize) -> usize;
     /// Estimated rows of the table (`None`) or of partition `(part, parts)`.
@@ -79,6 +91,9 @@ struct ScanSpec {
     scale_factor: f64,
     num_partitions: usize,
     projection: Option<Vec<usize>>,
+    /// The catalog's spelling; absent means the generator's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    spelling: Option<serde_json::Value>,
 }
 
 /// Leaf plan that generates one table; its partitions together hold each row once,
@@ -89,14 +104,27 @@ pub struct GeneratedScanExec<T: GeneratedTable> {
     scale_factor: f64,
     num_partitions: usize,
     projection: Option<Vec<usize>>,
+    spelling: T::Spelling,
     schema: SchemaRef,
     properties: Arc<PlanProperties>,
 }
 
 impl<T: GeneratedTable> GeneratedScanExec<T> {
-    /// Checks the arguments and builds the node; the table may take fewer partitions
-    /// than asked for (`GeneratedTable::partitions`).
+    /// A scan of the generator's own schema (see `try_new_spelled`).
     pub fn try_new(table: T, scale_factor: f64, num_partitions: usize, projection: Option<Vec<usize>>) -> Result<Self> {
+        Self::try_new_spelled(table, scale_factor, num_partitions, projection, T::NATIVE)
+    }
+
+    /// Checks the arguments and builds the node, whose rows are spelled as
+    /// `spelling` says; the table may take fewer partitions than asked for
+    /// (`GeneratedTable::partitions`).
+    pub fn try_new_spelled(
+        table: T,
+        scale_factor: f64,
+        num_partitions: usize,
+        projection: Option<Vec<usize>>,
+        spelling: T::Spelling,
+    ) -> Result<Self> {
         if !(scale_factor.is_finite() && scale_factor > 0.0 && scale_factor <= T::MAX_SCALE) {
             return plan_err!(
                 "{} scale factor must be above 0 and at most {}, got {scale_factor}",
@@ -108,7 +136,7 @@ impl<T: GeneratedTable> GeneratedScanExec<T> {
             return plan_err!("invalid {} partition count {num_partitions} (1 to {})", T::BENCHMARK, T::MAX_PARTITIONS);
         }
         let num_partitions = table.partitions(scale_factor, num_partitions);
-        let full_schema = table.schema();
+        let full_schema = table.spelled_schema(spelling);
         let schema = match &projection {
             Some(indices) => Arc::new(full_schema.project(indices)?),
             None => full_schema,
@@ -124,6 +152,7 @@ impl<T: GeneratedTable> GeneratedScanExec<T> {
             scale_factor,
             num_partitions,
             projection,
+            spelling,
             schema,
             properties: Arc::new(properties),
         })
@@ -153,6 +182,8 @@ impl<T: GeneratedTable> GeneratedScanExec<T> {
             scale_factor: self.scale_factor,
             num_partitions: self.num_partitions,
             projection: self.projection.clone(),
+            spelling: (self.spelling != T::NATIVE)
+                .then(|| serde_json::to_value(self.spelling).expect("a spelling is always serializable")),
         };
         // serde_json fails only on non-string map keys or failing Serialize impls.
         serde_json::to_vec(&spec).expect("a scan spec is always serializable")
@@ -165,7 +196,13 @@ impl<T: GeneratedTable> GeneratedScanExec<T> {
             serde_json::from_slice(bytes).map_err(|e| plan_datafusion_err!("malformed {} encoding: {e}", T::SCAN))?;
         let table = T::from_name(&spec.table)
             .ok_or_else(|| plan_datafusion_err!("unknown {} table '{}'", T::BENCHMARK, spec.table))?;
-        Self::try_new(table, spec.scale_factor, spec.num_partitions, spec.projection)
+        let spelling = match spec.spelling {
+            None => T::NATIVE,
+            Some(v) => {
+                serde_json::from_value(v).map_err(|e| plan_datafusion_err!("malformed {} spelling: {e}", T::SCAN))?
+            }
+        };
+        Self::try_new_spelled(table, spec.scale_factor, spec.num_partitions, spec.projection, spelling)
     }
 
     fn statistics_for(&self, partition: Option<usize>) -> Result<Arc<Statistics>> {
@@ -260,10 +297,12 @@ impl<T: GeneratedTable> ExecutionPlan for GeneratedScanExec<T> {
         }
         let (table, sf, parts, projection) =
             (self.table, self.scale_factor, self.num_partitions, self.projection.clone());
+        let spelled = (self.spelling != T::NATIVE).then(|| Arc::clone(&self.schema));
         // A zero batch size would make a generator report the end of its data at once.
         let batch_size = context.session_config().batch_size().max(1);
-        let stream =
-            generate(T::BENCHMARK, move || projected(table.batches(sf, partition, parts, batch_size), projection));
+        let stream = generate(T::BENCHMARK, move || {
+            spelled_as(projected(table.batches(sf, partition, parts, batch_size), projection), spelled)
+        });
         Ok(Box::pin(RecordBatchStreamAdapter::new(Arc::clone(&self.schema), stream)))
     }
 
@@ -307,13 +346,15 @@ pub fn parse_schema_name(name: &str) -> Option<f64> {
     (scale_factor.is_finite() && scale_factor > 0.0).then_some(scale_factor)
 }
 
-/// A generated catalog. Stateless: schemas are made on lookup.
+/// A generated catalog: schemas are made on lookup, spelled as the catalog is.
 #[derive(Debug)]
-pub struct GeneratedCatalog<T>(PhantomData<T>);
+pub struct GeneratedCatalog<T: GeneratedTable> {
+    spelling: T::Spelling,
+}
 
-impl<T> Default for GeneratedCatalog<T> {
-    fn default() -> Self {
-        GeneratedCatalog(PhantomData)
+impl<T: GeneratedTable> GeneratedCatalog<T> {
+    pub fn new(spelling: T::Spelling) -> Self {
+        GeneratedCatalog { spelling }
     }
 }
 
@@ -324,15 +365,15 @@ impl<T: GeneratedTable> CatalogProvider for GeneratedCatalog<T> {
 
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
         let scale_factor = parse_schema_name(name)?;
-        Some(Arc::new(GeneratedSchema::<T> { scale_factor, kind: PhantomData }) as Arc<dyn SchemaProvider>)
+        Some(Arc::new(GeneratedSchema::<T> { scale_factor, spelling: self.spelling }) as Arc<dyn SchemaProvider>)
     }
 }
 
 /// One scale factor of a generated catalog.
 #[derive(Debug)]
-pub struct GeneratedSchema<T> {
+pub struct GeneratedSchema<T: GeneratedTable> {
     pub scale_factor: f64,
-    kind: PhantomData<T>,
+    spelling: T::Spelling,
 }
 
 #[async_trait]
@@ -342,8 +383,8 @@ impl<T: GeneratedTable> SchemaProvider for GeneratedSchema<T> {
     }
 
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
-        let scale_factor = self.scale_factor;
-        let table = T::from_name(name).map(|kind| GeneratedTableProvider { kind, scale_factor });
+        let (scale_factor, spelling) = (self.scale_factor, self.spelling);
+        let table = T::from_name(name).map(|kind| GeneratedTableProvider { kind, scale_factor, spelling });
         Ok(table.map(|table| Arc::new(table) as Arc<dyn TableProvider>))
     }
 
@@ -354,15 +395,16 @@ impl<T: GeneratedTable> SchemaProvider for GeneratedSchema<T> {
 
 /// One table at one scale factor.
 #[derive(Debug, Clone, Copy)]
-pub struct GeneratedTableProvider<T> {
+pub struct GeneratedTableProvider<T: GeneratedTable> {
     pub kind: T,
     pub scale_factor: f64,
+    pub spelling: T::Spelling,
 }
 
 #[async_trait]
 impl<T: GeneratedTable> TableProvider for GeneratedTableProvider<T> {
     fn schema(&self) -> SchemaRef {
-        self.kind.schema()
+        self.kind.spelled_schema(self.spelling)
     }
 
     fn table_type(&self) -> TableType {
@@ -379,7 +421,13 @@ impl<T: GeneratedTable> TableProvider for GeneratedTableProvider<T> {
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let partitions = state.config().target_partitions().min(T::MAX_PARTITIONS);
-        let exec = GeneratedScanExec::try_new(self.kind, self.scale_factor, partitions, projection.cloned())?;
+        let exec = GeneratedScanExec::try_new_spelled(
+            self.kind,
+            self.scale_factor,
+            partitions,
+            projection.cloned(),
+            self.spelling,
+        )?;
         Ok(Arc::new(exec))
     }
 }
@@ -450,4 +498,24 @@ fn projected(batches: Batches, projection: Option<Vec<usize>>) -> Batches {
         None => batches,
         Some(indices) => Box::new(batches.map(move |batch| Ok(batch?.project(&indices)?))),
     }
+}
+
+/// `batches` cast and renamed to `schema` (of the same columns), when there is one.
+fn spelled_as(batches: Batches, schema: Option<SchemaRef>) -> Batches {
+    let Some(schema) = schema else { return batches };
+    Box::new(batches.map(move |batch| {
+        let batch = batch?;
+        let columns = batch
+            .columns()
+            .iter()
+            .zip(schema.fields())
+            .map(|(column, field)| match column.data_type() == field.data_type() {
+                true => Ok(Arc::clone(column)),
+                false => datafusion::arrow::compute::cast(column, field.data_type()),
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        // With the row count: a projection may keep no column (`count(*)`).
+        let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+        Ok(RecordBatch::try_new_with_options(Arc::clone(&schema), columns, &options)?)
+    }))
 }

@@ -228,25 +228,37 @@ impl SchemaProvider for TrinoInformationSchema {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::connector::tpch::{TpchCatalog, LISTED_SCHEMAS};
+    use crate::connector::tpch::{TpchCatalog, TpchSpelling, LISTED_SCHEMAS};
 
     fn tpch() -> TrinoInformationSchema {
-        TrinoInformationSchema { catalog: "tpch".into(), inner: Arc::new(TpchCatalog::default()), metastore: None }
+        tpch_spelled(TpchSpelling::default())
     }
 
-    #[tokio::test]
-    async fn columns_use_trino_names_and_positions() {
-        let b = tpch().batch("columns").await.unwrap();
+    fn tpch_spelled(spelling: TpchSpelling) -> TrinoInformationSchema {
+        TrinoInformationSchema { catalog: "tpch".into(), inner: Arc::new(TpchCatalog::new(spelling)), metastore: None }
+    }
+
+    /// Column `column` of lineitem: its position and type.
+    async fn lineitem_column(schema: TrinoInformationSchema, column: &str) -> (i64, String) {
+        let b = schema.batch("columns").await.unwrap();
         let col = |name: &str| b.column_by_name(name).unwrap().as_any().downcast_ref::<StringArray>().unwrap().clone();
         let (tables, columns, types) = (col("table_name"), col("column_name"), col("data_type"));
-        let idx =
-            (0..b.num_rows()).find(|&i| tables.value(i) == "lineitem" && columns.value(i) == "l_quantity").unwrap();
-        assert_eq!(types.value(idx), "decimal(15,2)");
         let pos = b.column_by_name("ordinal_position").unwrap().as_any().downcast_ref::<Int64Array>().unwrap();
-        let first =
-            (0..b.num_rows()).find(|&i| tables.value(i) == "lineitem" && columns.value(i) == "l_orderkey").unwrap();
-        assert_eq!(pos.value(first), 1);
-        assert_eq!(types.value(first), "bigint");
+        let i = (0..b.num_rows()).find(|&i| tables.value(i) == "lineitem" && columns.value(i) == column).unwrap();
+        (pos.value(i), types.value(i).to_string())
+    }
+
+    /// Trino's tpch connector by default: plain names, money as double; with
+    /// STANDARD naming and DECIMAL mapping, the prefixes and decimal(12,2).
+    #[tokio::test]
+    async fn columns_use_trino_names_and_positions() {
+        assert_eq!(lineitem_column(tpch(), "orderkey").await, (1, "bigint".into()));
+        assert_eq!(lineitem_column(tpch(), "linenumber").await, (4, "integer".into()));
+        assert_eq!(lineitem_column(tpch(), "quantity").await, (5, "double".into()));
+        assert_eq!(lineitem_column(tpch(), "shipdate").await, (11, "date".into()));
+        let benchmark = || tpch_spelled(TpchSpelling::BENCHMARK);
+        assert_eq!(lineitem_column(benchmark(), "l_orderkey").await, (1, "bigint".into()));
+        assert_eq!(lineitem_column(benchmark(), "l_quantity").await, (5, "decimal(12,2)".into()));
     }
 
     #[tokio::test]

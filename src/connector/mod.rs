@@ -207,21 +207,28 @@ impl Connectors {
         self.runtime.clone()
     }
 
-    /// The built-in catalogs: `tpch`, `tpcds`, `memory`, and a `files` catalog that
-    /// allows no location.
+    /// The built-in catalogs: `tpch` spelled as Trino's, `tpcds`, `memory`, and a
+    /// `files` catalog that allows no location.
     pub fn builtin() -> Self {
         Self::builtin_with_files(&[])
     }
 
-    /// The built-in catalogs, `files` allowing tables under `allowed`.
-    pub fn builtin_with_files(allowed: &[String]) -> Self {
-        Self::builtin_with(files::FilesSettings { allowed: allowed.to_vec(), ..Default::default() })
+    /// The built-in catalogs with `tpch` spelled as the TPC-H queries spell it
+    /// (`TpchSpelling::BENCHMARK`): what the tests and benchmarks run.
+    pub fn benchmark() -> Self {
+        Self::builtin_with(files::FilesSettings::default(), tpch::TpchSpelling::BENCHMARK)
     }
 
-    /// The built-in catalogs, `files` set up as given.
-    pub fn builtin_with(settings: files::FilesSettings) -> Self {
+    /// The built-in catalogs, `files` allowing tables under `allowed`.
+    pub fn builtin_with_files(allowed: &[String]) -> Self {
+        let files = files::FilesSettings { allowed: allowed.to_vec(), ..Default::default() };
+        Self::builtin_with(files, tpch::TpchSpelling::default())
+    }
+
+    /// The built-in catalogs, `files` set up and `tpch` spelled as given.
+    pub fn builtin_with(settings: files::FilesSettings, tpch: tpch::TpchSpelling) -> Self {
         Connectors::new(vec![
-            Arc::new(tpch::TpchConnector::new(tpch::TPCH_CATALOG_NAME)),
+            Arc::new(tpch::TpchConnector::new(tpch::TPCH_CATALOG_NAME, tpch)),
             Arc::new(tpcds::TpcdsConnector::new(tpcds::TPCDS_CATALOG_NAME)),
             Arc::new(memory::MemoryConnector::new(memory::MEMORY_CATALOG)),
             Arc::new(files::FilesConnector::with_settings(files::FILES_CATALOG, settings)),
@@ -237,8 +244,14 @@ impl Connectors {
         for c in catalogs {
             let connector: Arc<dyn Connector> = match c.connector.as_str() {
                 "tpch" => {
-                    c.properties.check_keys(&["connector.name"], &|_| false)?;
-                    Arc::new(tpch::TpchConnector::new(&c.name))
+                    let keys = ["connector.name", "tpch.column-naming", "tpch.double-type-mapping"];
+                    c.properties.check_keys(&keys, &|_| false)?;
+                    let spelling = tpch::TpchSpelling::from_properties(
+                        c.properties.get("tpch.column-naming"),
+                        c.properties.get("tpch.double-type-mapping"),
+                    )
+                    .map_err(|message| EtcError::Invalid { path: c.properties.path.display().to_string(), message })?;
+                    Arc::new(tpch::TpchConnector::new(&c.name, spelling))
                 }
                 "tpcds" => {
                     c.properties.check_keys(&["connector.name"], &|_| false)?;

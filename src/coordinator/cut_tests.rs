@@ -56,7 +56,7 @@ fn interleaves(plan: &Arc<dyn ExecutionPlan>, out: &mut Vec<Arc<dyn ExecutionPla
 /// The plan DataFusion made, its fragments, and the context of a task that runs them
 /// (our functions registered, as on a worker).
 async fn planned(sql: &str) -> (Arc<dyn ExecutionPlan>, Arc<FragmentedPlan>, Arc<TaskContext>) {
-    let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 4, &Connectors::builtin());
+    let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 4, &Connectors::benchmark());
     let task_ctx = ctx.task_ctx();
     let request = PlanRequest { dynamic_filtering: false, ..PlanRequest::for_tests(ctx, 2) };
     match plan(request, sql.to_string(), Duration::from_secs(60)).await {
@@ -68,7 +68,7 @@ async fn planned(sql: &str) -> (Arc<dyn ExecutionPlan>, Arc<FragmentedPlan>, Arc
 
 #[tokio::test]
 async fn interleaved_unions_are_cut_and_decoded_with_their_partitioning() {
-    let codec = FlotillaCodec::new(Connectors::builtin());
+    let codec = FlotillaCodec::new(Connectors::benchmark());
     for sql in UNIONS {
         let (physical, cut, task_ctx) = planned(sql).await;
         assert!(count::<InterleaveExec>(&physical) > 0, "{sql}: DataFusion's plan interleaves its inputs");

@@ -13,7 +13,7 @@ use crate::coordinator::planner::{session_context, SessionSpec};
 use crate::coordinator::sql_parser::{ExplainFormat, ExplainType};
 
 async fn explain(sql: &str) -> String {
-    let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 4, &Connectors::builtin());
+    let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 4, &Connectors::benchmark());
     let purpose = Purpose::Explain(ExplainType::Distributed, ExplainFormat::Text);
     let request = PlanRequest { purpose, ..PlanRequest::for_tests(ctx, 2) };
     match plan(request, sql.trim().trim_end_matches(';').to_string(), Duration::from_secs(60)).await {

@@ -16,7 +16,7 @@ use datafusion::execution::SessionStateDefaults;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 use crate::config::SessionProperties;
-use crate::connector::tpch::{TpchCatalog, TPCH_CATALOG_NAME};
+use crate::connector::tpch::{TpchCatalog, TpchSpelling, TPCH_CATALOG_NAME};
 use crate::connector::Connectors;
 use crate::error_code::ErrorCode;
 use crate::plan::join_order::JoinFilteredScanEarly;
@@ -204,7 +204,8 @@ pub fn session_context(
 }
 
 /// The same context for single-node DataFusion: the oracle of the tests and the
-/// baseline of the benchmark, over the same generated data.
+/// baseline of the benchmark, over the same generated data, `tpch` spelled as the
+/// benchmark does (`TpchSpelling::BENCHMARK`).
 pub fn single_node_context(schema: &str, partitions: usize) -> SessionContext {
     single_node_context_with(schema, partitions, Arc::new(Default::default()))
 }
@@ -231,10 +232,10 @@ pub fn single_node_context_in(
         .with_information_schema(true)
         .with_default_catalog_and_schema(&spec.catalog, &spec.schema);
     let ctx = SessionContext::new_with_config_rt(config, runtime);
-    ctx.register_catalog(TPCH_CATALOG_NAME, Arc::new(TpchCatalog::default()));
+    ctx.register_catalog(TPCH_CATALOG_NAME, Arc::new(TpchCatalog::new(TpchSpelling::BENCHMARK)));
     ctx.register_catalog(
         crate::connector::tpcds::TPCDS_CATALOG_NAME,
-        Arc::new(crate::connector::tpcds::TpcdsCatalog::default()),
+        Arc::new(crate::connector::tpcds::TpcdsCatalog::new(())),
     );
     ctx
 }
@@ -245,7 +246,7 @@ mod tests {
 
     #[tokio::test]
     async fn bad_sql_is_a_syntax_error() {
-        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
+        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::benchmark());
         let e = ctx.sql("SELEC 1").await.unwrap_err();
         let q = planning_error(&e);
         assert_eq!(q.error_name, "SYNTAX_ERROR");
@@ -256,7 +257,7 @@ mod tests {
     async fn small_build_sides_are_broadcast_up_to_the_session_limit() {
         let sql = "SELECT c_name, o_totalprice FROM customer JOIN orders ON c_custkey = o_custkey";
         let plan = |props: SessionProperties| async move {
-            let ctx = session_context(&SessionSpec::default(), &props, 2, &Connectors::builtin());
+            let ctx = session_context(&SessionSpec::default(), &props, 2, &Connectors::benchmark());
             let df = ctx.sql(sql).await.unwrap();
             let plan = df.create_physical_plan().await.unwrap();
             let text = datafusion::physical_plan::displayable(plan.as_ref()).indent(false).to_string();
@@ -278,7 +279,7 @@ mod tests {
             AND p_brand = 'Brand#23' AND l_quantity < (SELECT 0.2 * avg(l_quantity) FROM lineitem
             WHERE l_partkey = p_partkey)";
         let semi_joins = |props: SessionProperties| async move {
-            let ctx = session_context(&SessionSpec::default(), &props, 2, &Connectors::builtin());
+            let ctx = session_context(&SessionSpec::default(), &props, 2, &Connectors::benchmark());
             let plan = ctx.sql(sql).await.unwrap().into_optimized_plan().unwrap();
             let text = plan.display_indent().to_string();
             text.matches("LeftSemi Join").count()
@@ -290,7 +291,7 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_tables_are_named() {
-        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
+        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::benchmark());
         let e = ctx.sql("SELECT * FROM no_such_table").await.unwrap_err();
         let q = planning_error(&e);
         assert_eq!(q.error_name, "TABLE_NOT_FOUND", "{q:?}");

@@ -69,7 +69,7 @@ fn rows(batches: &[RecordBatch]) -> Vec<String> {
 
 #[tokio::test]
 async fn the_rewrites_answer_as_datafusion_alone_does() {
-    let connectors = Connectors::builtin();
+    let connectors = Connectors::benchmark();
     let oracle = single_node_context("tiny", 2);
     let mut rewritten = 0;
     for sql in QUERIES {

@@ -146,7 +146,7 @@ mod tests {
             &SessionSpec::default(),
             &Default::default(),
             2,
-            &crate::connector::Connectors::builtin(),
+            &crate::connector::Connectors::benchmark(),
         );
         let spec = SessionSpec::default();
         let t = Transactions::default();
@@ -172,7 +172,7 @@ mod tests {
             &SessionSpec::default(),
             &Default::default(),
             2,
-            &crate::connector::Connectors::builtin(),
+            &crate::connector::Connectors::benchmark(),
         );
         let t = Transactions::default();
         let started = parsed("START TRANSACTION").changes(&ctx, &SessionSpec::default(), &t).unwrap();

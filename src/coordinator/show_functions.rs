@@ -157,7 +157,7 @@ mod tests {
             &Default::default(),
             &Default::default(),
             2,
-            &crate::connector::Connectors::builtin(),
+            &crate::connector::Connectors::benchmark(),
         );
         let batch = show_functions(&ctx, Some(&Like { pattern: "regexp_extract%".into(), escape: None })).unwrap();
         let names = batch.column(0).as_any().downcast_ref::<StringArray>().unwrap();

@@ -120,7 +120,7 @@ mod tests {
             warehouse: Some(warehouse.display().to_string()),
             ..Default::default()
         };
-        let connectors = Connectors::builtin_with(settings);
+        let connectors = Connectors::builtin_with(settings, Default::default());
         // A write of this coordinator's (incarnation `fghij`) is its own.
         let own = table.join(format!("{STAGING_PREFIX}20261201_000002_fghij-abc123"));
         std::fs::create_dir_all(own.join("w0-abc")).unwrap();

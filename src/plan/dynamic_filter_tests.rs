@@ -23,7 +23,7 @@ use crate::plan::dynamic_filter_exec::{DynamicFilterExec, DynamicFilterSourceExe
 /// `sql` over tpch.tiny cut into stages, every join partitioned.
 async fn fragmented(sql: &str) -> FragmentedPlan {
     let props = SessionProperties { join_max_broadcast_table_size: 0, ..Default::default() };
-    let ctx = session_context(&SessionSpec::default(), &props, 2, &Connectors::builtin());
+    let ctx = session_context(&SessionSpec::default(), &props, 2, &Connectors::benchmark());
     let request = PlanRequest::for_tests(ctx, 2);
     match plan(request, sql.to_string(), Duration::from_secs(60)).await {
         Ok(Planned::Query { fragments: Some(f), .. }) => f.as_ref().clone(),
@@ -195,7 +195,7 @@ async fn a_filter_that_keeps_most_rows_stops_filtering() {
 /// Both nodes travel through the codec with their keys, id and hashes.
 #[tokio::test]
 async fn both_nodes_survive_the_codec() {
-    let codec = FlotillaCodec::new(Connectors::builtin());
+    let codec = FlotillaCodec::new(Connectors::benchmark());
     let ctx = SessionContext::new().task_ctx();
     let input = source(vec![vec![batch(vec![Some(1)], vec![Some("a")])]]);
     let collector: Arc<dyn ExecutionPlan> = Arc::new(DynamicFilterSourceExec::new(input.clone(), 5, vec![1, 0]));

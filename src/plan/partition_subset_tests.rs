@@ -174,7 +174,7 @@ async fn a_decoded_fragment_keeps_the_join_and_its_scan_on_one_filter() {
     use crate::connector::Connectors;
     let tables = Tables::new().await;
     let (plan, ctx) = tables.plan(JOIN, true).await;
-    let codec = FlotillaCodec::new(Connectors::builtin());
+    let codec = FlotillaCodec::new(Connectors::benchmark());
     let back = codec.decode_plan(&codec.encode_plan(plan).unwrap(), &ctx.task_ctx()).unwrap();
     let (narrowed, all_run) = narrow(&back, &[0, 2]).unwrap();
     assert!(all_run);

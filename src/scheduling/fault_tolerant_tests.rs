@@ -54,7 +54,7 @@ fn start_with(adaptive: Option<AdaptivePolicy>, partitions: usize) -> Harness {
         query_id: "q1".into(),
         attempt: 0,
         remote_tasks: cluster.clone(),
-        codec: crate::codec::FlotillaCodec::new(crate::connector::Connectors::builtin()),
+        codec: crate::codec::FlotillaCodec::new(crate::connector::Connectors::benchmark()),
         workers: workers(2),
         node_scheduler: Arc::new(NodeScheduler::new()),
         session: BTreeMap::new(),

@@ -35,7 +35,7 @@ fn settings(cluster: &Arc<FakeCluster>, worker_count: usize, nodes: Option<Arc<N
         query_id: "q1".into(),
         attempt: 0,
         remote_tasks: cluster.clone(),
-        codec: FlotillaCodec::new(crate::connector::Connectors::builtin()),
+        codec: FlotillaCodec::new(crate::connector::Connectors::benchmark()),
         workers: workers(worker_count),
         node_scheduler: Arc::new(NodeScheduler::new()),
         session: BTreeMap::new(),

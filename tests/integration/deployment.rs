@@ -133,7 +133,7 @@ async fn a_cluster_from_configuration_directories_keeps_identities_and_environme
     .unwrap();
     std::fs::write(coord_etc.join("node.properties"), "node.environment=staging\n").unwrap();
     std::fs::create_dir_all(coord_etc.join("catalog")).unwrap();
-    std::fs::write(coord_etc.join("catalog/gen.properties"), "connector.name=tpch\n").unwrap();
+    std::fs::write(coord_etc.join("catalog/gen.properties"), super::common::TPCH_BENCHMARK_CATALOG).unwrap();
     let coordinator =
         super::common::spawn(&["coordinator", "--etc", &coord_etc.display().to_string(), "--bind", "127.0.0.1:0"]);
     let write_worker = |env: &str| {
@@ -146,7 +146,7 @@ async fn a_cluster_from_configuration_directories_keeps_identities_and_environme
         )
         .unwrap();
         std::fs::create_dir_all(worker_etc.join("catalog")).unwrap();
-        std::fs::write(worker_etc.join("catalog/gen.properties"), "connector.name=tpch\n").unwrap();
+        std::fs::write(worker_etc.join("catalog/gen.properties"), super::common::TPCH_BENCHMARK_CATALOG).unwrap();
         let node = std::fs::read_to_string(worker_etc.join("node.properties")).unwrap_or_default();
         let kept: String =
             node.lines().filter(|l| !l.starts_with("node.environment")).map(|l| format!("{l}\n")).collect();

@@ -84,7 +84,7 @@ impl Network {
         std::fs::create_dir_all(dir.join("catalog")).unwrap();
         std::fs::write(dir.join("config.properties"), config).unwrap();
         std::fs::write(dir.join("node.properties"), "node.environment=netns_test\n").unwrap();
-        std::fs::write(dir.join("catalog/tpch.properties"), "connector.name=tpch\n").unwrap();
+        std::fs::write(dir.join("catalog/tpch.properties"), super::common::TPCH_BENCHMARK_CATALOG).unwrap();
         let mut child = Command::new("ip")
             .args(["netns", "exec", &self.ns(node), BIN, role, "--etc"])
             .arg(&dir)

@@ -164,6 +164,10 @@ async fn https_logins_and_access_rules() {
         // Stages and exchanges between workers, over TLS too.
         "--session",
         "single_task_max_rows=0",
+        "--tpch-column-naming",
+        "STANDARD",
+        "--tpch-double-type-mapping",
+        "DECIMAL",
     ]);
     assert!(coordinator.url.starts_with("https://"), "{}", coordinator.url);
     let mut workers = Vec::new();

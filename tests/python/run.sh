@@ -76,8 +76,11 @@ coordinator_url() {
     done
 }
 
-# A data directory, so the files catalog keeps tables (test_statement_forms writes one).
-"$BIN" coordinator --bind 127.0.0.1:0 --data-dir "$TMP/data" >"$TMP/coordinator.out" 2>"$TMP/coordinator.err" &
+# A data directory, so the files catalog keeps tables (test_statement_forms writes one);
+# the built-in tpch spelled as the TPC-H queries the tests run spell it.
+TPCH_BENCHMARK=(--tpch-column-naming STANDARD --tpch-double-type-mapping DECIMAL)
+"$BIN" coordinator --bind 127.0.0.1:0 --data-dir "$TMP/data" "${TPCH_BENCHMARK[@]}" \
+    >"$TMP/coordinator.out" 2>"$TMP/coordinator.err" &
 PIDS+=($!)
 URL=$(coordinator_url "$TMP/coordinator.out" "${PIDS[0]}")
 if [ -z "$URL" ]; then
@@ -156,7 +159,7 @@ salt = os.urandom(16)
 print("alice:1000:%s:%s" % (salt.hex(), hashlib.pbkdf2_hmac("sha256", sys.argv[1].encode(), salt, 1000).hex()))
 PYEOF
 SECRET=secret-$RANDOM$RANDOM
-"$BIN" coordinator --bind 127.0.0.1:0 --shared-secret "$SECRET" --https-cert "$TLS/node.pem" \
+"$BIN" coordinator --bind 127.0.0.1:0 "${TPCH_BENCHMARK[@]}" --shared-secret "$SECRET" --https-cert "$TLS/node.pem" \
     --truststore "$TLS/ca.pem" --password-file "$TLS/password.db" >"$TMP/tls-coordinator.out" 2>"$TMP/tls-coordinator.err" &
 PIDS+=($!)
 TLS_PID=$!

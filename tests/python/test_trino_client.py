@@ -413,7 +413,7 @@ class DbApiQueries(unittest.TestCase):
         types = {r[0]: r[1] for r in rows}
         # Trino's type names, which the dialect parses (datatype.parse_sqltype); other
         # spellings reflect as NullType.
-        expected = {"l_orderkey": "bigint", "l_linenumber": "integer", "l_quantity": "decimal(15,2)",
+        expected = {"l_orderkey": "bigint", "l_linenumber": "integer", "l_quantity": "decimal(12,2)",
                     "l_shipdate": "date", "l_comment": "varchar"}
         got = {c: types[c] for c in expected}
         self.assertEqual(got, expected, "information_schema.columns.data_type should use Trino's type names")

@@ -109,7 +109,37 @@ pub struct LocalArgs {
     #[arg(long)]
     pub data_dir: Option<std::path::PathBuf>,
     #[command(flatten)]
+    pub tpch: TpchArgs,
+    #[command(flatten)]
     pub query: QueryArgs,
+}
+
+/// How the built-in `tpch` catalog spells its tables: the properties of Trino's tpch
+/// connector, for a cluster without catalog files.
+#[derive(Args, Clone, Default)]
+pub struct TpchArgs {
+    /// tpch.column-naming of the built-in `tpch`: SIMPLIFIED (Trino's default:
+    /// `name`, `orderkey`) or STANDARD (the TPC-H queries' `n_name`, `o_orderkey`).
+    #[arg(long)]
+    pub tpch_column_naming: Option<String>,
+    /// tpch.double-type-mapping of the built-in `tpch`: DOUBLE (Trino's default) or
+    /// DECIMAL (decimal(12,2), exact money).
+    #[arg(long)]
+    pub tpch_double_type_mapping: Option<String>,
+}
+
+impl TpchArgs {
+    /// The spelling the flags ask for, if any was given.
+    pub fn spelling(&self) -> Result<Option<flotilla::connector::tpch::TpchSpelling>, String> {
+        if self.tpch_column_naming.is_none() && self.tpch_double_type_mapping.is_none() {
+            return Ok(None);
+        }
+        flotilla::connector::tpch::TpchSpelling::from_properties(
+            self.tpch_column_naming.as_deref(),
+            self.tpch_double_type_mapping.as_deref(),
+        )
+        .map(Some)
+    }
 }
 
 #[derive(Args)]
@@ -138,6 +168,8 @@ pub struct CoordinatorArgs {
     /// node.data-dir and files.warehouse instead).
     #[arg(long)]
     pub data_dir: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub tpch: TpchArgs,
     /// Accept test-only failure hooks (for tests).
     #[arg(long)]
     pub enable_failure_injection: bool,

@@ -126,12 +126,13 @@ async fn sim(args: SimArgs) -> Result<(), String> {
 }
 
 async fn local(args: LocalArgs) -> Result<(), String> {
-    let LocalArgs { workers, data_dir, query } = args;
+    let LocalArgs { workers, data_dir, tpch, query } = args;
     if workers == 0 {
         return Err("flotilla local needs at least one worker (--workers N)".into());
     }
     let data_dir = data_dir.map(|d| std::path::absolute(&d).unwrap_or(d));
-    let cluster = LocalCluster::start(workers, LocalOptions { data_dir, ..Default::default() }).await?;
+    let options = LocalOptions { data_dir, tpch: tpch.spelling()?.unwrap_or_default(), ..Default::default() };
+    let cluster = LocalCluster::start(workers, options).await?;
     let result = run_queries(client_for(cluster.url(), &query), &query).await;
     cluster.shutdown().await;
     result
@@ -147,6 +148,7 @@ fn coordinator_config(args: CoordinatorArgs) -> Result<flotilla::coordinator::Co
         process_forwarded,
         files_allowed_locations,
         data_dir,
+        tpch,
         enable_failure_injection,
         max_concurrent_queries,
         max_queued_queries,
@@ -200,11 +202,12 @@ fn coordinator_config(args: CoordinatorArgs) -> Result<flotilla::coordinator::Co
         )
         .map_err(|e| e.to_string())?;
     }
-    if files_allowed_locations.is_some() || data_dir.is_some() {
+    let spelling = tpch.spelling()?;
+    if files_allowed_locations.is_some() || data_dir.is_some() || spelling.is_some() {
         if etc.as_ref().is_some_and(|e| !e.catalogs.is_empty()) {
-            return Err("--files-allowed-locations and --data-dir are for the built-in catalogs; with \
-                        catalog files, set files.allowed-locations in the files catalog's file and \
-                        node.data-dir"
+            return Err("--files-allowed-locations, --data-dir and --tpch-* are for the built-in catalogs; \
+                        with catalog files, set files.allowed-locations in the files catalog's file, \
+                        node.data-dir, and tpch.column-naming in the tpch catalog's file"
                 .into());
         }
         let allowed = match files_allowed_locations {
@@ -215,6 +218,7 @@ fn coordinator_config(args: CoordinatorArgs) -> Result<flotilla::coordinator::Co
         let data_dir = data_dir.map(|d| std::path::absolute(&d).unwrap_or(d));
         config.connectors = flotilla::connector::Connectors::builtin_with(
             flotilla::connector::files::FilesSettings::in_data_dir(allowed, data_dir.as_deref()),
+            spelling.unwrap_or_default(),
         );
     }
     Ok(config)

@@ -134,6 +134,9 @@ impl TpcdsTableKind {
 }
 
 impl GeneratedTable for TpcdsTableKind {
+    /// Trino's `tpcds` has the specification's names and types, as the generator.
+    type Spelling = ();
+    const NATIVE: () = ();
     const BENCHMARK: &'static str = "TPC-DS";
     const SCAN: &'static str = "TpcdsScanExec";
     const MAX_SCALE: f64 = 100_000.0;
@@ -148,6 +151,10 @@ impl GeneratedTable for TpcdsTableKind {
     }
 
     fn schema(self) -> SchemaRef {
+        TpcdsTableKind::schema(self)
+    }
+
+    fn spelled_schema(self, _: ()) -> SchemaRef {
         TpcdsTableKind::schema(self)
     }
 
@@ -223,7 +230,7 @@ impl Connector for TpcdsConnector {
     }
 
     fn catalog(&self) -> Arc<dyn CatalogProvider> {
-        Arc::new(TpcdsCatalog::default())
+        Arc::new(TpcdsCatalog::new(()))
     }
 
     fn is_scan(&self, plan: &dyn ExecutionPlan) -> bool {

@@ -72,7 +72,7 @@ async fn scans_survive_the_wire_and_sql_sees_the_tables() {
     assert!(TpcdsScanExec::try_new(TpcdsTableKind::Item, f64::NAN, 1, None).is_err());
 
     let ctx = SessionContext::new();
-    ctx.register_catalog(TPCDS_CATALOG_NAME, Arc::new(TpcdsCatalog::default()));
+    ctx.register_catalog(TPCDS_CATALOG_NAME, Arc::new(TpcdsCatalog::new(())));
     let names = ctx.catalog(TPCDS_CATALOG_NAME).unwrap().schema("tiny").unwrap().table_names();
     assert_eq!(names.len(), 24);
     let counted = ctx

@@ -7,6 +7,12 @@
 //! benchmark needs no data loading and every process can produce any slice of
 //! any table by itself.
 //!
+//! Tables are spelled as Trino's tpch connector spells them ([`TpchSpelling`]): by
+//! default without the specification's column prefixes (`name`, `orderkey`) and
+//! with money as DOUBLE; `tpch.column-naming=STANDARD` keeps the prefixes
+//! (`n_name`) and `tpch.double-type-mapping=DECIMAL` makes money `decimal(12,2)`.
+//! Identifiers stay BIGINT, counts INTEGER, dates DATE and text VARCHAR.
+//!
 //! The catalog, its tables and the scan ([`TpchScanExec`]) are `generated`'s, over
 //! [`TpchTableKind`] (its generator in `scan`). `TpchConnector` is the catalog's
 //! `Connector`: session setup registers its catalog, and the plan codec ships its
@@ -22,7 +28,7 @@ use super::Connector;
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::CatalogProvider;
 use datafusion::error::Result;
 use datafusion::physical_plan::ExecutionPlan;
@@ -37,6 +43,87 @@ pub const TPCH_CATALOG_NAME: &str = "tpch";
 /// Schemas the catalog lists (any other valid `sfN` still resolves): the ones every
 /// generated catalog lists.
 pub const LISTED_SCHEMAS: [&str; 4] = <TpchTableKind as GeneratedTable>::LISTED_SCHEMAS;
+
+/// `tpch.column-naming`: whether columns keep the specification's prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ColumnNaming {
+    /// `name`, `orderkey` (Trino's default).
+    Simplified,
+    /// `n_name`, `o_orderkey`: the specification's, and the TPC-H queries'.
+    Standard,
+}
+
+/// `tpch.double-type-mapping`: the type of money and quantities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum DoubleTypeMapping {
+    /// DOUBLE (Trino's default).
+    Double,
+    /// `decimal(12,2)`, Trino's DECIMAL mapping.
+    Decimal,
+    /// `decimal(15,2)`, the generator's own (files written by `flotilla generate`).
+    Generated,
+}
+
+/// How a `tpch` catalog spells its tables (its catalog properties).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TpchSpelling {
+    pub column_naming: ColumnNaming,
+    pub double_type_mapping: DoubleTypeMapping,
+}
+
+impl Default for TpchSpelling {
+    /// Trino's tpch connector's defaults.
+    fn default() -> Self {
+        TpchSpelling { column_naming: ColumnNaming::Simplified, double_type_mapping: DoubleTypeMapping::Double }
+    }
+}
+
+impl TpchSpelling {
+    /// As the TPC-H queries spell the tables, with exact money: what our tests and
+    /// benchmarks run (`tpch.column-naming=STANDARD`, `tpch.double-type-mapping=DECIMAL`).
+    pub const BENCHMARK: TpchSpelling =
+        TpchSpelling { column_naming: ColumnNaming::Standard, double_type_mapping: DoubleTypeMapping::Decimal };
+
+    /// The generator's own: prefixed names, `decimal(15,2)`.
+    pub const GENERATED: TpchSpelling =
+        TpchSpelling { column_naming: ColumnNaming::Standard, double_type_mapping: DoubleTypeMapping::Generated };
+
+    /// From a catalog's `tpch.column-naming` and `tpch.double-type-mapping` values
+    /// (case-insensitive, as Trino's configuration reads enums).
+    pub fn from_properties(column_naming: Option<&str>, double_type_mapping: Option<&str>) -> Result<Self, String> {
+        let mut spelling = TpchSpelling::default();
+        if let Some(v) = column_naming {
+            spelling.column_naming = match v.trim().to_ascii_uppercase().as_str() {
+                "SIMPLIFIED" => ColumnNaming::Simplified,
+                "STANDARD" => ColumnNaming::Standard,
+                _ => return Err(format!("tpch.column-naming must be SIMPLIFIED or STANDARD, not '{v}'")),
+            };
+        }
+        if let Some(v) = double_type_mapping {
+            spelling.double_type_mapping = match v.trim().to_ascii_uppercase().as_str() {
+                "DOUBLE" => DoubleTypeMapping::Double,
+                "DECIMAL" => DoubleTypeMapping::Decimal,
+                _ => return Err(format!("tpch.double-type-mapping must be DOUBLE or DECIMAL, not '{v}'")),
+            };
+        }
+        Ok(spelling)
+    }
+
+    /// A generator column as this spelling shows it.
+    fn field(self, field: &Field) -> Field {
+        let name = match self.column_naming {
+            // Every generator column is `prefix_name`.
+            ColumnNaming::Simplified => field.name().split_once('_').map_or(field.name().as_str(), |(_, n)| n),
+            ColumnNaming::Standard => field.name().as_str(),
+        };
+        let data_type = match (field.data_type(), self.double_type_mapping) {
+            (DataType::Decimal128(..), DoubleTypeMapping::Double) => DataType::Float64,
+            (DataType::Decimal128(..), DoubleTypeMapping::Decimal) => DataType::Decimal128(12, 2),
+            (other, _) => other.clone(),
+        };
+        Field::new(name, data_type, field.is_nullable())
+    }
+}
 
 /// The eight TPC-H tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -76,6 +163,15 @@ impl TpchTableKind {
             Self::Orders => "orders",
             Self::LineItem => "lineitem",
         }
+    }
+
+    /// Full (unprojected) Arrow schema as a catalog spelled `spelling` shows it.
+    pub fn spelled_schema(self, spelling: TpchSpelling) -> SchemaRef {
+        let native = self.schema();
+        if spelling == TpchSpelling::GENERATED {
+            return native;
+        }
+        Arc::new(Schema::new(native.fields().iter().map(|f| spelling.field(f)).collect::<Vec<_>>()))
     }
 
     /// Full (unprojected) Arrow schema, exactly as the generator emits it.
@@ -128,11 +224,12 @@ impl TpchTableKind {
 #[derive(Debug, Clone)]
 pub struct TpchConnector {
     name: String,
+    spelling: TpchSpelling,
 }
 
 impl TpchConnector {
-    pub fn new(name: &str) -> Self {
-        TpchConnector { name: name.to_string() }
+    pub fn new(name: &str, spelling: TpchSpelling) -> Self {
+        TpchConnector { name: name.to_string(), spelling }
     }
 }
 
@@ -146,7 +243,7 @@ impl Connector for TpchConnector {
     }
 
     fn catalog(&self) -> Arc<dyn CatalogProvider> {
-        Arc::new(TpchCatalog::default())
+        Arc::new(TpchCatalog::new(self.spelling))
     }
 
     fn is_scan(&self, plan: &dyn ExecutionPlan) -> bool {

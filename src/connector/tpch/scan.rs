@@ -19,6 +19,8 @@ use crate::connector::generated::{boxed, Batches, GeneratedScanExec, GeneratedTa
 pub type TpchScanExec = GeneratedScanExec<TpchTableKind>;
 
 impl GeneratedTable for TpchTableKind {
+    type Spelling = super::TpchSpelling;
+    const NATIVE: super::TpchSpelling = super::TpchSpelling::GENERATED;
     const BENCHMARK: &'static str = "TPC-H";
     const SCAN: &'static str = "TpchScanExec";
     const MAX_SCALE: f64 = f64::MAX;
@@ -35,6 +37,10 @@ impl GeneratedTable for TpchTableKind {
 
     fn schema(self) -> SchemaRef {
         TpchTableKind::schema(self)
+    }
+
+    fn spelled_schema(self, spelling: super::TpchSpelling) -> SchemaRef {
+        TpchTableKind::spelled_schema(self, spelling)
     }
 
     fn partitions(self, _scale_factor: f64, wanted: usize) -> usize {

@@ -128,7 +128,7 @@ fn bytes_round_trip() {
 #[tokio::test]
 async fn catalog_resolves_through_sql() {
     let ctx = SessionContext::new();
-    ctx.register_catalog(TPCH_CATALOG_NAME, Arc::new(TpchCatalog::default()));
+    ctx.register_catalog(TPCH_CATALOG_NAME, Arc::new(TpchCatalog::new(TpchSpelling::default())));
     let catalog = ctx.catalog(TPCH_CATALOG_NAME).unwrap();
     assert_eq!(catalog.schema_names(), ["tiny", "sf0_1", "sf1", "sf10"]);
     let unlisted = catalog.schema("sf0_01").unwrap();
@@ -143,4 +143,52 @@ async fn catalog_resolves_through_sql() {
         let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
         assert_eq!(int64(&batches[0], 0).value(0), expected, "{sql}");
     }
+}
+
+/// Trino's default spelling of the same rows: plain names, money as DOUBLE equal to
+/// the generator's decimal; DECIMAL mapping gives decimal(12,2) of the same values;
+/// the spelling travels with the scan.
+#[tokio::test]
+async fn spelled_scans_rename_and_retype_the_generated_rows() {
+    use datafusion::arrow::array::{Decimal128Array, Float64Array};
+    let projection = Some(vec![0, 4, 5]);
+    let native = TpchScanExec::try_new(TpchTableKind::LineItem, 0.01, 1, projection.clone()).unwrap();
+    let trino =
+        TpchScanExec::try_new_spelled(TpchTableKind::LineItem, 0.01, 1, projection.clone(), TpchSpelling::default())
+            .unwrap();
+    let benchmark =
+        TpchScanExec::try_new_spelled(TpchTableKind::LineItem, 0.01, 1, projection, TpchSpelling::BENCHMARK).unwrap();
+    let names = |e: &TpchScanExec| e.schema().fields().iter().map(|f| f.name().clone()).collect::<Vec<_>>();
+    assert_eq!(names(&native), ["l_orderkey", "l_quantity", "l_extendedprice"]);
+    assert_eq!(names(&trino), ["orderkey", "quantity", "extendedprice"]);
+    assert_eq!(names(&benchmark), ["l_orderkey", "l_quantity", "l_extendedprice"]);
+    let back = TpchScanExec::from_bytes(&trino.to_bytes()).unwrap();
+    assert_eq!(back.schema(), trino.schema(), "the spelling travels with the scan");
+
+    let (native, trino, benchmark) =
+        (run(&native, 0, 4096).await, run(&back, 0, 4096).await, run(&benchmark, 0, 4096).await);
+    assert_eq!((rows(&native), rows(&trino), rows(&benchmark)), (60_175, 60_175, 60_175));
+    for ((n, t), b) in native.iter().zip(&trino).zip(&benchmark) {
+        assert_eq!(t.schema(), back.schema());
+        assert_eq!(int64(n, 0).values(), int64(t, 0).values());
+        let generated = n.column(2).as_any().downcast_ref::<Decimal128Array>().unwrap();
+        let doubles = t.column(2).as_any().downcast_ref::<Float64Array>().unwrap();
+        let decimals = b.column(2).as_any().downcast_ref::<Decimal128Array>().unwrap();
+        assert_eq!(decimals.precision(), 12);
+        for i in 0..n.num_rows() {
+            assert_eq!(doubles.value(i), generated.value(i) as f64 / 100.0);
+            assert_eq!(decimals.value(i), generated.value(i));
+        }
+    }
+}
+
+#[test]
+fn catalog_properties_read_as_trino_reads_them() {
+    let spelled = |naming, mapping| TpchSpelling::from_properties(naming, mapping);
+    assert_eq!(spelled(None, None), Ok(TpchSpelling::default()));
+    assert_eq!(spelled(Some("standard"), Some("DECIMAL")), Ok(TpchSpelling::BENCHMARK));
+    assert_eq!(spelled(Some("SIMPLIFIED"), Some("double")), Ok(TpchSpelling::default()));
+    let e = spelled(Some("prefixed"), None).unwrap_err();
+    assert!(e.contains("tpch.column-naming") && e.contains("prefixed"), "{e}");
+    assert!(spelled(None, Some("float")).unwrap_err().contains("tpch.double-type-mapping"));
 }

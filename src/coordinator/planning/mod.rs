@@ -136,7 +136,7 @@ impl PlanRequest {
     pub(crate) fn for_tests(ctx: SessionContext, workers: usize) -> Self {
         PlanRequest {
             ctx,
-            connectors: Connectors::builtin(),
+            connectors: Connectors::benchmark(),
             access: None,
             query_id: "q".into(),
             workers,
@@ -289,14 +289,14 @@ mod tests {
 
     #[tokio::test]
     async fn shallow_statements_plan() {
-        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
+        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::benchmark());
         let planned = plan(request(ctx), chain(100), Duration::from_secs(60)).await;
         assert!(matches!(planned, Ok(Planned::Query { fragments: None, .. })));
     }
 
     #[tokio::test]
     async fn deep_statements_are_refused_not_crashed() {
-        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
+        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::benchmark());
         let e = plan(request(ctx), chain(10_000), Duration::from_secs(60)).await.err().expect("refused");
         assert_eq!(e.error_name, "SYNTAX_ERROR", "{e:?}");
         assert!(e.message.contains("limit of 500"), "{}", e.message);
@@ -317,7 +317,7 @@ mod tests {
                    GROUP BY c_mktsegment";
         let planned = |max: usize| async move {
             let ctx =
-                session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
+                session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::benchmark());
             let r = PlanRequest { single_task_max_rows: max, ..request(ctx) };
             match plan(r, sql.to_string(), Duration::from_secs(60)).await {
                 Ok(Planned::Query { fragments: Some(f), .. }) => f,
@@ -344,7 +344,7 @@ mod tests {
     #[tokio::test]
     async fn small_build_scans_are_read_by_each_task_instead_of_broadcast() {
         use crate::plan::fragmenter::FragmentOutput;
-        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
+        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::benchmark());
         // tiny: 100 suppliers, the build side; 80,000 partsupp rows, the probe side.
         let sql = "SELECT s_name, ps_availqty FROM supplier JOIN partsupp ON s_suppkey = ps_suppkey".to_string();
         let Ok(Planned::Query { fragments: Some(f), .. }) = plan(request(ctx), sql, Duration::from_secs(60)).await
@@ -356,7 +356,7 @@ mod tests {
         assert!(f.fragments[1].inputs.is_empty() && f.fragments[1].has_scan, "{:?}", f.fragments[1].inputs);
         // At 0B the join repartitions both sides: the supplier scan is a stage again.
         let props = SessionProperties { join_max_broadcast_table_size: 0, ..Default::default() };
-        let ctx = session_context(&SessionSpec::default(), &props, 2, &Connectors::builtin());
+        let ctx = session_context(&SessionSpec::default(), &props, 2, &Connectors::benchmark());
         let sql = "SELECT s_name, ps_availqty FROM supplier JOIN partsupp ON s_suppkey = ps_suppkey".to_string();
         let Ok(Planned::Query { fragments: Some(f), .. }) = plan(request(ctx), sql, Duration::from_secs(60)).await
         else {
@@ -376,7 +376,7 @@ mod tests {
         // DataFusion's join order: `early_filter_rewrites` joins `nation` with
         // `supplier` first, and that small join is then broadcast too.
         let datafusion_order = SessionProperties { early_filter_rewrites: false, ..Default::default() };
-        let ctx = session_context(&SessionSpec::default(), &datafusion_order, 2, &Connectors::builtin());
+        let ctx = session_context(&SessionSpec::default(), &datafusion_order, 2, &Connectors::benchmark());
         let Ok(Planned::Query { fragments: Some(f), .. }) =
             plan(request(ctx), sql.clone(), Duration::from_secs(60)).await
         else {
@@ -390,7 +390,7 @@ mod tests {
         assert!(!probe.is_empty(), "the join reads its probe side from a stage: {deps:?}");
         assert!(deps.iter().all(|d| d.2 != PartitionedJoinBuild || !probe.contains(&d.1)), "{deps:?}");
         let props = SessionProperties { join_max_broadcast_table_size: 0, ..datafusion_order };
-        let ctx = session_context(&SessionSpec::default(), &props, 2, &Connectors::builtin());
+        let ctx = session_context(&SessionSpec::default(), &props, 2, &Connectors::benchmark());
         let Ok(Planned::Query { fragments: Some(f), .. }) = plan(request(ctx), sql, Duration::from_secs(60)).await
         else {
             panic!("a distributed plan")
@@ -412,7 +412,7 @@ mod tests {
         let (mut waiting, mut streaming_probes) = (0, 0);
         for q in [include_str!("../../../queries/tpch/q11.sql"), include_str!("../../../queries/tpch/q22.sql")] {
             let sql = q.trim().trim_end_matches(';').to_string();
-            let ctx = session_context(&SessionSpec::default(), &props, 2, &Connectors::builtin());
+            let ctx = session_context(&SessionSpec::default(), &props, 2, &Connectors::benchmark());
             let Ok(Planned::Query { fragments: Some(f), .. }) = plan(request(ctx), sql, Duration::from_secs(60)).await
             else {
                 panic!("a distributed plan")
@@ -452,7 +452,7 @@ mod tests {
             }
         }
         let spec = SessionSpec { schema: "sf0_1".into(), ..Default::default() };
-        let ctx = session_context(&spec, &SessionProperties::default(), 4, &Connectors::builtin());
+        let ctx = session_context(&spec, &SessionProperties::default(), 4, &Connectors::benchmark());
         let sql = "SELECT o_orderpriority, sum(q) FROM orders JOIN \
                    (SELECT l_orderkey, sum(l_quantity) AS q FROM lineitem GROUP BY l_orderkey) ON o_orderkey = l_orderkey \
                    GROUP BY o_orderpriority"
@@ -484,7 +484,7 @@ mod tests {
 
     #[tokio::test]
     async fn nested_parentheses_are_a_syntax_error() {
-        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::builtin());
+        let ctx = session_context(&SessionSpec::default(), &SessionProperties::default(), 2, &Connectors::benchmark());
         let sql = format!("SELECT {}1{}", "(".repeat(5000), ")".repeat(5000));
         let e = plan(request(ctx), sql, Duration::from_secs(60)).await.err().expect("refused");
         assert_eq!(e.error_name, "SYNTAX_ERROR", "{e:?}");
