@@ -38,7 +38,7 @@ pub async fn adbc_checks(coordinator: &str, flight_uri: &str, ca: &Path, workers
     )
     .await;
     assert_eq!(got["orders"], json!(orders), "fetch_arrow_table, decimals exact");
-    assert_eq!(got["orders_types"], json!(["string", "int64", "decimal128(25, 2)", "date32[day]"]));
+    assert_eq!(got["orders_types"], json!(["string", "int64", "decimal128(22, 2)", "date32[day]"]));
     let param =
         oracle("tiny", "SELECT count(*), sum(o_totalprice) FROM orders WHERE o_custkey = 370 AND o_orderstatus = 'O'");
     assert_eq!(got["parameterised"], json!(param.await[0]), "a parameterised statement");

@@ -150,7 +150,7 @@ class DbApiQueries(unittest.TestCase):
         self.assertEqual(s, sum(r[0] for r in raw), "sum(l_quantity) vs Python sum of the rows")
         self.assertEqual(mn, min(r[1] for r in raw), "min(l_shipdate) vs Python min of the rows")
         mean = sum(r[2] for r in raw) / len(raw)
-        # Trino's avg(decimal(15,2)) is decimal(15,2) (rounded); allow that rounding.
+        # Trino's avg(decimal(12,2)) is decimal(12,2) (rounded); allow that rounding.
         self.assertLessEqual(abs(avg - mean), decimal.Decimal("0.005"), f"avg(l_discount) {avg} vs {mean}")
         # Spec domains: L_QUANTITY in [1, 50], L_DISCOUNT in [0.00, 0.10].
         self.assertTrue(all(1 <= r[0] <= 50 for r in raw), "l_quantity outside [1, 50]")
