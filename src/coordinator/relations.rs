@@ -16,9 +16,8 @@ use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     AlterTableOperation, CommentObject, ObjectName, ObjectNamePart, RenameTableNameKind, Statement,
 };
-use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
-use super::dialect::TrinoDialect;
 use super::planner::{planning_error, QueryError};
 use super::planning::AccessCheck;
 use crate::connector::metastore::{CommentTarget, Metastore, TableEntry};
@@ -42,55 +41,26 @@ fn word_is(t: &Token, w: &str) -> bool {
     matches!(t, Token::Word(x) if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w))
 }
 
-/// The statement's tokens, when it starts with `first` (a statement of another
-/// kind, a long query above all, is not tokenized for nothing).
-fn tokens_of(sql: &str, first: &str) -> Option<Vec<TokenWithSpan>> {
-    let start = past_comments(sql);
-    if !start.get(..first.len()).is_some_and(|w| w.eq_ignore_ascii_case(first)) {
-        return None;
-    }
-    Tokenizer::new(&TrinoDialect, sql).tokenize_with_location().ok()
-}
-
-/// The text after leading white space and comments (tools put a comment first:
-/// dbt's `/* {"app": "dbt", ...} */`).
-fn past_comments(sql: &str) -> &str {
-    let mut rest = sql.trim_start();
-    loop {
-        if let Some(after) = rest.strip_prefix("--") {
-            rest = after.split_once('\n').map_or("", |(_, r)| r).trim_start();
-        } else if let Some(after) = rest.strip_prefix("/*") {
-            rest = after.split_once("*/").map_or("", |(_, r)| r).trim_start();
-        } else {
-            return rest;
-        }
-    }
-}
-
-/// Positions of the tokens that are not white space.
+/// Positions of the tokens that are not white space or comments.
 fn significant(tokens: &[TokenWithSpan]) -> Vec<usize> {
-    (0..tokens.len()).filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_))).collect()
+    (0..tokens.len()).filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_) | Token::EOF)).collect()
 }
 
-/// A `CREATE [OR REPLACE] VIEW name [COMMENT '...'] [SECURITY ...] AS ...` without
-/// its Trino clauses, and the clauses; None for any other statement.
-pub fn take_view_clauses(sql: &str) -> Option<Result<(String, ViewClauses), QueryError>> {
-    let all = tokens_of(sql, "create")?;
-    let sig = significant(&all);
-    let at = |k: usize| sig.get(k).map(|&i| &all[i].token);
-    let mut k = 0;
+/// The position (among the significant tokens) after `CREATE [OR REPLACE] <what>`,
+/// when the statement starts so.
+fn after_create<'a>(at: &dyn Fn(usize) -> Option<&'a Token>, what: &str) -> Option<usize> {
     if !at(0).is_some_and(|t| word_is(t, "create")) {
         return None;
     }
-    k += 1;
+    let mut k = 1;
     if at(k).is_some_and(|t| word_is(t, "or")) && at(k + 1).is_some_and(|t| word_is(t, "replace")) {
         k += 2;
     }
-    if !at(k).is_some_and(|t| word_is(t, "view")) {
-        return None;
-    }
-    k += 1;
-    // The name: words separated by periods.
+    at(k).is_some_and(|t| word_is(t, what)).then_some(k + 1)
+}
+
+/// Past a name's words and periods from `k`.
+fn past_name<'a>(at: &dyn Fn(usize) -> Option<&'a Token>, mut k: usize) -> usize {
     while at(k).is_some_and(|t| matches!(t, Token::Word(_))) {
         k += 1;
         if !at(k).is_some_and(|t| matches!(t, Token::Period)) {
@@ -98,6 +68,16 @@ pub fn take_view_clauses(sql: &str) -> Option<Result<(String, ViewClauses), Quer
         }
         k += 1;
     }
+    k
+}
+
+/// Trino's clauses of `CREATE [OR REPLACE] VIEW name [COMMENT '...'] [SECURITY ...] AS
+/// query`, taken off the statement's tokens, with the view's query as written in
+/// `sql`, the text the tokens were read from; None for any other statement.
+pub fn take_view_clauses(tokens: &mut Vec<TokenWithSpan>, sql: &str) -> Option<Result<ViewClauses, QueryError>> {
+    let sig = significant(tokens);
+    let at = |k: usize| sig.get(k).map(|&i| &tokens[i].token);
+    let mut k = past_name(&at, after_create(&at, "view")?);
     let mut clauses =
         ViewClauses { security: "DEFINER".into(), security_written: false, comment: None, query: String::new() };
     let mut removed = Vec::new();
@@ -119,43 +99,28 @@ pub fn take_view_clauses(sql: &str) -> Option<Result<(String, ViewClauses), Quer
         removed.extend([sig[k], sig[k + 1]]);
         k += 2;
     }
-    let text: String =
-        all.iter().enumerate().filter(|(i, _)| !removed.contains(i)).map(|(_, t)| t.token.to_string()).collect();
     if at(k).is_some_and(|t| word_is(t, "as")) {
-        let query: String = all[sig[k] + 1..].iter().map(|t| t.token.to_string()).collect();
-        clauses.query = query.trim().trim_end_matches(';').trim_end().to_string();
+        // The text after `AS`, as written: literals and quoted names keep their quotes.
+        let after = crate::coordinator::dialect::byte_offset(sql, tokens[sig[k]].span.end);
+        clauses.query = sql[after..].trim().trim_end_matches(';').trim_end().to_string();
     }
-    Some(Ok((text, clauses)))
+    for i in removed.into_iter().rev() {
+        tokens.remove(i);
+    }
+    Some(Ok(clauses))
 }
 
-/// A `CREATE TABLE name [(columns)] COMMENT '...' ...` without the comment, and the
-/// comment; None for any other statement. (Trino writes it before `WITH`, where the
-/// parser takes no comment.)
-pub fn take_table_comment(sql: &str) -> Option<(String, String)> {
-    let all = tokens_of(sql, "create")?;
-    let sig = significant(&all);
-    let at = |k: usize| sig.get(k).map(|&i| &all[i].token);
-    if !at(0).is_some_and(|t| word_is(t, "create")) {
-        return None;
-    }
-    let mut k = 1;
-    if at(k).is_some_and(|t| word_is(t, "or")) && at(k + 1).is_some_and(|t| word_is(t, "replace")) {
-        k += 2;
-    }
-    if !at(k).is_some_and(|t| word_is(t, "table")) {
-        return None;
-    }
-    k += 1;
+/// Trino's `CREATE TABLE name [(columns)] COMMENT '...' ...`: the comment, taken off
+/// the statement's tokens; None for any other statement. (Trino writes it before
+/// `WITH`, where the parser takes no comment.)
+pub fn take_table_comment(tokens: &mut Vec<TokenWithSpan>) -> Option<String> {
+    let sig = significant(tokens);
+    let at = |k: usize| sig.get(k).map(|&i| &tokens[i].token);
+    let mut k = after_create(&at, "table")?;
     if at(k).is_some_and(|t| word_is(t, "if")) {
         k += 3;
     }
-    while at(k).is_some_and(|t| matches!(t, Token::Word(_))) {
-        k += 1;
-        if !at(k).is_some_and(|t| matches!(t, Token::Period)) {
-            break;
-        }
-        k += 1;
-    }
+    k = past_name(&at, k);
     // The column list.
     if at(k).is_some_and(|t| matches!(t, Token::LParen)) {
         let mut depth = 0usize;
@@ -175,10 +140,10 @@ pub fn take_table_comment(sql: &str) -> Option<(String, String)> {
     if !word_is(c, "comment") {
         return None;
     }
+    let comment = text.clone();
     let (from, to) = (sig[k], sig[k + 1]);
-    let rest: String =
-        all.iter().enumerate().filter(|(i, _)| *i < from || *i > to).map(|(_, t)| t.token.to_string()).collect();
-    Some((rest, text.clone()))
+    tokens.drain(from..=to);
+    Some(comment)
 }
 
 /// A statement this module runs.
@@ -409,40 +374,63 @@ async fn set_comment(
 mod tests {
     use super::*;
 
+    use crate::coordinator::dialect::tokenize;
+
+    /// The clauses of `sql`, and its tokens without them as text.
+    fn view(sql: &str) -> Option<Result<(String, ViewClauses), QueryError>> {
+        let mut tokens = tokenize(sql).unwrap();
+        let clauses = take_view_clauses(&mut tokens, sql)?;
+        Some(clauses.map(|c| (tokens.iter().map(|t| t.token.to_string()).collect(), c)))
+    }
+
+    fn table_comment(sql: &str) -> Option<(String, String)> {
+        let mut tokens = tokenize(sql).unwrap();
+        let comment = take_table_comment(&mut tokens)?;
+        Some((tokens.iter().map(|t| t.token.to_string()).collect(), comment))
+    }
+
     #[test]
     fn trino_view_clauses_are_taken_off() {
-        let (sql, c) =
-            take_view_clauses("create or replace view \"f\".\"s\".\"v\" COMMENT 'it''s' security invoker as select 1")
-                .unwrap()
-                .unwrap();
+        let (sql, c) = view("create or replace view \"f\".\"s\".\"v\" COMMENT 'it''s' security invoker as select 1")
+            .unwrap()
+            .unwrap();
         assert_eq!(sql, "create or replace view \"f\".\"s\".\"v\"     as select 1");
         let query = "select 1".to_string();
         assert_eq!(
             c,
             ViewClauses { security: "INVOKER".into(), security_written: true, comment: Some("it's".into()), query }
         );
-        let (sql, c) = take_view_clauses("CREATE VIEW v AS SELECT 'security definer'").unwrap().unwrap();
+        let (sql, c) = view("CREATE VIEW v AS SELECT 'security definer'").unwrap().unwrap();
         assert_eq!((sql.as_str(), c.security.as_str()), ("CREATE VIEW v AS SELECT 'security definer'", "DEFINER"));
-        assert!(take_view_clauses("CREATE VIEW v SECURITY nobody AS SELECT 1").unwrap().is_err());
-        assert!(take_view_clauses("CREATE TABLE t AS SELECT 1").is_none());
+        assert!(view("CREATE VIEW v SECURITY nobody AS SELECT 1").unwrap().is_err());
+        assert!(view("CREATE TABLE t AS SELECT 1").is_none());
+    }
+
+    /// The view's query is kept as written: a quote doubled in a literal or a name
+    /// stays doubled (printing the tokens would undo it).
+    #[test]
+    fn the_view_query_keeps_its_text() {
+        let sql = "CREATE VIEW v COMMENT 'c' AS SELECT 'it''s' AS \"a\"\"b\" FROM t;";
+        let (_, c) = view(sql).unwrap().unwrap();
+        assert_eq!(c.query, "SELECT 'it''s' AS \"a\"\"b\" FROM t");
     }
 
     #[test]
     fn table_comments_are_taken_off() {
         let sql = "create table \"l\".\"s\".\"t\" comment 'per customer' WITH (format = 'PARQUET') as (select 1)";
-        let (rest, comment) = take_table_comment(sql).unwrap();
+        let (rest, comment) = table_comment(sql).unwrap();
         assert_eq!(rest, "create table \"l\".\"s\".\"t\"  WITH (format = 'PARQUET') as (select 1)");
         assert_eq!(comment, "per customer");
-        let (rest, _) = take_table_comment("CREATE TABLE t (a int COMMENT 'x') COMMENT 'y'").unwrap();
+        let (rest, _) = table_comment("CREATE TABLE t (a int COMMENT 'x') COMMENT 'y'").unwrap();
         assert_eq!(rest, "CREATE TABLE t (a int COMMENT 'x') ");
-        assert!(take_table_comment("CREATE TABLE t AS SELECT 'comment'").is_none());
+        assert!(table_comment("CREATE TABLE t AS SELECT 'comment'").is_none());
     }
 
     #[test]
     fn leading_comments_are_skipped() {
         let sql = "/* {\"app\": \"dbt\"} */\n-- model\n  create or replace view v security definer as select 1";
-        let (_, c) = take_view_clauses(sql).unwrap().unwrap();
+        let (_, c) = view(sql).unwrap().unwrap();
         assert_eq!((c.security.as_str(), c.query.as_str()), ("DEFINER", "select 1"));
-        assert_eq!(past_comments("-- only a comment"), "");
+        assert!(view("-- only a comment").is_none());
     }
 }

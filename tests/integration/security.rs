@@ -425,6 +425,7 @@ async fn writes_need_write_access_and_copy_keeps_out_of_tables() {
     denied(as_user("eve").execute("SELECT * FROM files.default.nations").await, "eve", "Cannot access catalog files");
     metadata_of_denied_catalogs_is_hidden(&admin, &as_user("ivy")).await;
     views_trino_refuses_are_refused(&admin).await;
+    views_keep_their_literals(&admin).await;
     views_read_tables_by_name(&admin, &allowed).await;
     // t2's directory becomes a link out after its CREATE: nobody reads through it.
     std::fs::remove_dir_all(allowed.join("t2")).unwrap();
@@ -490,6 +491,24 @@ async fn views_trino_refuses_are_refused(admin: &flotilla::client::StatementClie
     for v in ["v2", "v1"] {
         admin.execute(&format!("DROP VIEW files.default.{v}")).await.unwrap();
     }
+}
+
+/// A view with Trino's clauses keeps its query as written: a quote doubled in a
+/// literal stays one quote of the value, and `'x''||''y'` stays one literal, not a
+/// concatenation (reading the clauses' tokens back as text once undid the doubling).
+async fn views_keep_their_literals(admin: &flotilla::client::StatementClient) {
+    admin
+        .execute(
+            "CREATE VIEW files.default.quoted COMMENT 'it''s' SECURITY INVOKER AS SELECT 'it''s' AS a, 'x''||''y' AS b",
+        )
+        .await
+        .unwrap();
+    let rows = admin.execute("SELECT a, b FROM files.default.quoted").await.unwrap().rows;
+    assert_eq!(rows, vec![vec![Value::from("it's"), Value::from("x'||'y")]]);
+    let shown = admin.execute("SHOW CREATE VIEW files.default.quoted").await.unwrap().rows;
+    let text = shown[0][0].as_str().unwrap();
+    assert!(text.contains("COMMENT 'it''s'") && text.contains("'x''||''y'"), "{text}");
+    admin.execute("DROP VIEW files.default.quoted").await.unwrap();
 }
 
 /// A view reads the table its text names as it is when read (Trino's rule): renamed

@@ -30,7 +30,7 @@ use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, Function, FunctionArgumen
 use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
-use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+use datafusion::sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
 
 /// sqlparser's generic dialect with Trino's lambdas and digit separators.
 #[derive(Debug, Default, Clone, Copy)]
@@ -200,10 +200,36 @@ pub fn parse(sql: &str, recursion_limit: usize) -> Result<Statement> {
 /// One statement of Trino's SQL, parsed and rewritten for DataFusion's planner, in
 /// `session`.
 pub fn parse_in(sql: &str, recursion_limit: usize, session: &SessionValues) -> Result<Statement> {
-    let dialect = TrinoDialect;
-    let tokens = Tokenizer::new(&dialect, sql)
+    parse_tokens(tokenize(sql)?, recursion_limit, session)
+}
+
+/// The tokens of `sql` in Trino's dialect, with their places.
+pub fn tokenize(sql: &str) -> Result<Vec<TokenWithSpan>> {
+    Tokenizer::new(&TrinoDialect, sql)
         .tokenize_with_location()
-        .map_err(|e| datafusion::error::DataFusionError::SQL(Box::new(e.into()), None))?;
+        .map_err(|e| datafusion::error::DataFusionError::SQL(Box::new(e.into()), None))
+}
+
+/// The byte offset in `sql` of a token's place (lines and columns from 1, counted
+/// in characters); the end of the text for a place past it.
+pub fn byte_offset(sql: &str, at: Location) -> usize {
+    let Some(line) = (at.line as usize).checked_sub(1) else { return sql.len() };
+    let start = if line == 0 {
+        0
+    } else {
+        match sql.match_indices('\n').nth(line - 1) {
+            Some((i, _)) => i + 1,
+            None => return sql.len(),
+        }
+    };
+    let column = (at.column as usize).saturating_sub(1);
+    sql[start..].char_indices().nth(column).map_or(sql.len(), |(i, _)| start + i)
+}
+
+/// One statement from its tokens (`tokenize`'s, perhaps with clauses taken off),
+/// parsed and rewritten for DataFusion's planner, in `session`.
+pub fn parse_tokens(tokens: Vec<TokenWithSpan>, recursion_limit: usize, session: &SessionValues) -> Result<Statement> {
+    let dialect = TrinoDialect;
     let mut tokens = tokens::rewrite(tokens);
     if json_clauses::mentions(&tokens) {
         tokens = json_clauses::rewrite(tokens).map_err(|e| datafusion::common::plan_datafusion_err!("{e}"))?;

@@ -52,27 +52,23 @@ pub(super) fn parse(
     let normalize = options.sql_parser.enable_ident_normalization;
     let versioned = versioned_tables(sql, normalize, &request.connectors, state)?;
     let sql = versioned.as_deref().unwrap_or(sql);
-    // Token rewrites, where no hook of the parser reaches. `CREATE VIEW`'s clauses sit
-    // between the name and `AS` of a statement sqlparser parses itself, and the view's
-    // metastore entry keeps its query as written, which the parsed statement does not
-    // hold; `CREATE TABLE ... COMMENT` likewise (sqlparser reads a comment there only
-    // in MySQL's places); `FOR VERSION AS OF` (above) follows a table name, where the
-    // dialect has no hook (its own versioning reads Databricks' `VERSION AS OF`).
-    let (sql, view_clauses) = match crate::coordinator::relations::take_view_clauses(sql) {
-        Some(taken) => {
-            let (text, clauses) = taken?;
-            (std::borrow::Cow::Owned(text), Some(clauses))
-        }
-        None => (std::borrow::Cow::Borrowed(sql), None),
-    };
-    let (sql, table_comment) = match crate::coordinator::relations::take_table_comment(&sql) {
-        Some((text, comment)) => (std::borrow::Cow::Owned(text), Some(comment)),
-        None => (sql, None),
-    };
+    // Clauses taken off the tokens before the parser reads them, where no hook of the
+    // parser reaches: `FOR VERSION AS OF` (above) follows a table name, where the
+    // dialect has no hook (its own versioning reads Databricks' `VERSION AS OF`), and
+    // it edits the text by its tokens' places, as the view's metastore entry keeps the
+    // text; `CREATE VIEW`'s clauses sit between the name and `AS` of a statement
+    // sqlparser parses itself, and the entry keeps its query as written, which the
+    // parsed statement does not hold; `CREATE TABLE ... COMMENT` likewise (sqlparser
+    // reads a comment there only in MySQL's places). The tokens read here are the
+    // ones parsed.
+    let mut tokens = crate::coordinator::dialect::tokenize(sql).map_err(|e| planning_error(&e))?;
+    let view_clauses = crate::coordinator::relations::take_view_clauses(&mut tokens, sql).transpose()?;
+    let table_comment = crate::coordinator::relations::take_table_comment(&mut tokens);
     let (catalog, schema) = request.defaults();
     let session = session_values(state, &request.user, request.access.as_ref());
     let limit = options.sql_parser.recursion_limit.get();
-    let mut statement = crate::coordinator::dialect::parse_in(&sql, limit, &session).map_err(|e| planning_error(&e))?;
+    let mut statement =
+        crate::coordinator::dialect::parse_tokens(tokens, limit, &session).map_err(|e| planning_error(&e))?;
     check_depth(&statement)?;
     let create =
         take_create_properties(&mut statement, &request.connectors, (&catalog, &schema), normalize, table_comment)?;
