@@ -4,6 +4,33 @@ use std::time::Duration;
 
 use rand::Rng;
 
+/// A SQL text where tokens' places (sqlparser's `Location`: lines and columns from 1,
+/// counted in characters) map to byte offsets: the front door's readers, the clauses
+/// planning takes off a statement, and time travel's edits slice the text with it.
+pub struct SqlText<'a> {
+    sql: &'a str,
+    /// Byte offset of the start of each line of `sql`.
+    lines: Vec<usize>,
+}
+
+impl<'a> SqlText<'a> {
+    pub fn new(sql: &'a str) -> Self {
+        let lines = std::iter::once(0).chain(sql.match_indices('\n').map(|(i, _)| i + 1)).collect();
+        SqlText { sql, lines }
+    }
+
+    /// Byte offset of `at` in the text; the end of the text for a place past it (or
+    /// the unknown place, line 0).
+    pub fn offset(&self, at: datafusion::sql::sqlparser::tokenizer::Location) -> usize {
+        if at.line == 0 {
+            return self.sql.len();
+        }
+        let start = self.lines.get(at.line as usize - 1).copied().unwrap_or(self.sql.len());
+        let rest = &self.sql[start..];
+        start + rest.char_indices().nth((at.column as usize).saturating_sub(1)).map_or(rest.len(), |(i, _)| i)
+    }
+}
+
 /// Runs `tick` every `period` on a tokio task until `stop` turns true (or its sender
 /// goes): the housekeeping loops of the coordinator and the workers.
 pub fn every(period: Duration, mut stop: tokio::sync::watch::Receiver<bool>, mut tick: impl FnMut() + Send + 'static) {

@@ -9,7 +9,7 @@
 
 use datafusion::sql::sqlparser::dialect::Dialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
-use datafusion::sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 /// Which state of a table a query reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,7 +118,7 @@ pub fn rewrite(
     let significant: Vec<&TokenWithSpan> =
         tokens.iter().filter(|t| !matches!(t.token, Token::Whitespace(_) | Token::EOF)).collect();
     let is_word = |i: usize, word: &str| matches!(significant.get(i).map(|t| &t.token), Some(Token::Word(w)) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word));
-    let offsets = Offsets::new(sql);
+    let offsets = crate::util::SqlText::new(sql);
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
     let mut tables = Vec::new();
     for k in 0..significant.len() {
@@ -169,8 +169,8 @@ pub fn rewrite(
         let last = parts.last().expect("a part").clone();
         let name_token = significant[k - 1];
         edits.push((
-            offsets.of(name_token.span.start),
-            offsets.of(name_token.span.end),
+            offsets.offset(name_token.span.start),
+            offsets.offset(name_token.span.end),
             quote(&format!("{last}@{}", point.suffix())),
         ));
         // Aliased back to its own name unless the query gave it one.
@@ -181,7 +181,7 @@ pub fn rewrite(
             _ => false,
         };
         let alias = if aliased { String::new() } else { format!("AS {}", quote(&last)) };
-        edits.push((offsets.of(significant[k].span.start), offsets.of(significant[end].span.end), alias));
+        edits.push((offsets.offset(significant[k].span.start), offsets.offset(significant[end].span.end), alias));
         tables.push(VersionedTable { parts, point });
     }
     if edits.is_empty() {
@@ -197,28 +197,6 @@ pub fn rewrite(
 
 fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
-}
-
-/// Byte offsets of the tokenizer's locations (lines and columns from 1, counted in
-/// characters, a new line after each `\n`).
-struct Offsets {
-    /// Byte offset of each line's start.
-    lines: Vec<usize>,
-    sql: String,
-}
-
-impl Offsets {
-    fn new(sql: &str) -> Self {
-        let mut lines = vec![0];
-        lines.extend(sql.char_indices().filter(|(_, c)| *c == '\n').map(|(i, _)| i + 1));
-        Offsets { lines, sql: sql.to_string() }
-    }
-
-    fn of(&self, at: Location) -> usize {
-        let start = self.lines.get((at.line as usize).saturating_sub(1)).copied().unwrap_or(self.sql.len());
-        let column = (at.column as usize).saturating_sub(1);
-        self.sql[start..].char_indices().nth(column).map(|(i, _)| start + i).unwrap_or(self.sql.len())
-    }
 }
 
 #[cfg(test)]

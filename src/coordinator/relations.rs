@@ -101,7 +101,7 @@ pub fn take_view_clauses(tokens: &mut Vec<TokenWithSpan>, sql: &str) -> Option<R
     }
     if at(k).is_some_and(|t| word_is(t, "as")) {
         // The text after `AS`, as written: literals and quoted names keep their quotes.
-        let after = crate::coordinator::dialect::byte_offset(sql, tokens[sig[k]].span.end);
+        let after = crate::util::SqlText::new(sql).offset(tokens[sig[k]].span.end);
         clauses.query = sql[after..].trim().trim_end_matches(';').trim_end().to_string();
     }
     for i in removed.into_iter().rev() {

@@ -30,7 +30,7 @@ use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, Function, FunctionArgumen
 use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
-use datafusion::sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer, TokenizerError};
 
 /// sqlparser's generic dialect with Trino's lambdas and digit separators.
 #[derive(Debug, Default, Clone, Copy)]
@@ -204,26 +204,13 @@ pub fn parse_in(sql: &str, recursion_limit: usize, session: &SessionValues) -> R
 }
 
 /// The tokens of `sql` in Trino's dialect, with their places.
-pub fn tokenize(sql: &str) -> Result<Vec<TokenWithSpan>> {
-    Tokenizer::new(&TrinoDialect, sql)
-        .tokenize_with_location()
-        .map_err(|e| datafusion::error::DataFusionError::SQL(Box::new(e.into()), None))
+pub fn tokens(sql: &str) -> std::result::Result<Vec<TokenWithSpan>, TokenizerError> {
+    Tokenizer::new(&TrinoDialect, sql).tokenize_with_location()
 }
 
-/// The byte offset in `sql` of a token's place (lines and columns from 1, counted
-/// in characters); the end of the text for a place past it.
-pub fn byte_offset(sql: &str, at: Location) -> usize {
-    let Some(line) = (at.line as usize).checked_sub(1) else { return sql.len() };
-    let start = if line == 0 {
-        0
-    } else {
-        match sql.match_indices('\n').nth(line - 1) {
-            Some((i, _)) => i + 1,
-            None => return sql.len(),
-        }
-    };
-    let column = (at.column as usize).saturating_sub(1);
-    sql[start..].char_indices().nth(column).map_or(sql.len(), |(i, _)| start + i)
+/// `tokens`, failing as DataFusion's parser fails.
+pub fn tokenize(sql: &str) -> Result<Vec<TokenWithSpan>> {
+    tokens(sql).map_err(|e| datafusion::error::DataFusionError::SQL(Box::new(e.into()), None))
 }
 
 /// One statement from its tokens (`tokenize`'s, perhaps with clauses taken off),

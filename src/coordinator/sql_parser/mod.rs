@@ -24,7 +24,9 @@ use datafusion::common::TableReference;
 use datafusion::sql::sqlparser::ast::{Ident, ObjectName};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
-use datafusion::sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
+use datafusion::sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan};
+
+use crate::util::SqlText;
 
 pub use explain::{Explain, ExplainFormat, ExplainType};
 pub use prepared::{bind, numbered_parameters};
@@ -119,42 +121,18 @@ fn analyze(r: &mut Reader) -> QueryError {
     QueryError::new(ErrorCode::NotSupported, m)
 }
 
-/// A statement's text, where tokens' spans (lines and columns) map to byte offsets.
-pub(super) struct Text<'a> {
-    sql: &'a str,
-    /// Byte offset of the start of each line of `sql`.
-    lines: Vec<usize>,
-}
-
-impl<'a> Text<'a> {
-    fn new(sql: &'a str) -> Self {
-        let lines = std::iter::once(0).chain(sql.match_indices('\n').map(|(i, _)| i + 1)).collect();
-        Text { sql, lines }
-    }
-
-    /// Byte offset of `at` (1-based line and column in characters) in the text.
-    fn offset(&self, at: Location) -> usize {
-        if at.line == 0 {
-            return self.sql.len();
-        }
-        let start = self.lines.get(at.line as usize - 1).copied().unwrap_or(self.sql.len());
-        let line = &self.sql[start..];
-        start + line.char_indices().nth(at.column as usize - 1).map_or(line.len(), |(i, _)| i)
-    }
-}
-
 /// The statement's tokens and a parser over them; spans map back to the text.
 pub(super) struct Reader<'a> {
     sql: &'a str,
     parser: Parser<'static>,
-    text: Text<'a>,
+    text: SqlText<'a>,
 }
 
 impl<'a> Reader<'a> {
     fn new(sql: &'a str) -> Result<Self, QueryError> {
         let tokens = tokenize(sql)?;
         let parser = Parser::new(&TrinoDialect).with_tokens_with_locations(tokens);
-        Ok(Reader { sql, parser, text: Text::new(sql) })
+        Ok(Reader { sql, parser, text: SqlText::new(sql) })
     }
 
     /// Byte offset of `at` in the text.
@@ -232,7 +210,7 @@ pub(super) fn table_reference(parts: Vec<String>) -> Result<TableReference, Quer
 }
 
 fn tokenize(sql: &str) -> Result<Vec<TokenWithSpan>, QueryError> {
-    Tokenizer::new(&TrinoDialect, sql).tokenize_with_location().map_err(|e| syntax(e.to_string()))
+    super::dialect::tokens(sql).map_err(|e| syntax(e.to_string()))
 }
 
 fn syntax(message: String) -> QueryError {

@@ -14,9 +14,10 @@ use datafusion::sql::sqlparser::ast::{Expr, UnaryOperator};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
-use super::{parser_error, syntax, tokenize, Reader, Statement, Text};
+use super::{parser_error, syntax, tokenize, Reader, Statement};
 use crate::coordinator::planner::QueryError;
 use crate::error_code::ErrorCode;
+use crate::util::SqlText;
 
 /// What follows `PREPARE`.
 pub(super) fn prepare(r: &mut Reader) -> Result<Statement, QueryError> {
@@ -121,7 +122,7 @@ fn substitute(
     mut value: impl FnMut(usize, usize) -> Result<String, QueryError>,
 ) -> Result<(String, usize), QueryError> {
     let tokens = tokenize(statement)?;
-    let text = Text::new(statement);
+    let text = SqlText::new(statement);
     let is_parameter = |t: &&TokenWithSpan| matches!(&t.token, Token::Placeholder(p) if p == "?");
     let count = tokens.iter().filter(is_parameter).count();
     let mut out = String::with_capacity(statement.len());
