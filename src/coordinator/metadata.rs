@@ -62,24 +62,6 @@ pub enum CreateKind {
     View,
 }
 
-/// What `SHOW STATS FOR` describes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StatsTarget {
-    Table(TableReference),
-    /// A query's text.
-    Query(String),
-}
-
-impl StatsTarget {
-    /// The query whose plan's statistics answer.
-    pub fn query(self) -> String {
-        match self {
-            StatsTarget::Table(t) => format!("SELECT * FROM {}", t.to_quoted_string()),
-            StatsTarget::Query(q) => q,
-        }
-    }
-}
-
 pub(super) fn text_batch(columns: &[&str], rows: Vec<Vec<String>>) -> Result<RecordBatch, QueryError> {
     let schema =
         Arc::new(Schema::new(columns.iter().map(|c| Field::new(*c, DataType::Utf8, false)).collect::<Vec<_>>()));

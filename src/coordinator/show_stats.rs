@@ -11,11 +11,29 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Float64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::stats::Precision;
-use datafusion::common::ScalarValue;
+use datafusion::common::{ScalarValue, TableReference};
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::planner::{planning_error, QueryError};
 use crate::error_code::ErrorCode;
+
+/// What `SHOW STATS FOR` describes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatsTarget {
+    Table(TableReference),
+    /// A query's text.
+    Query(String),
+}
+
+impl StatsTarget {
+    /// The query whose plan's statistics answer.
+    pub fn query(self) -> String {
+        match self {
+            StatsTarget::Table(t) => format!("SELECT * FROM {}", t.to_quoted_string()),
+            StatsTarget::Query(q) => q,
+        }
+    }
+}
 
 /// The answer from `plan`'s statistics (the plan of the table's `SELECT *`, or of
 /// the query).

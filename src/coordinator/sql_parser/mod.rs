@@ -33,9 +33,10 @@ pub use prepared::{bind, numbered_parameters};
 pub use show::Like;
 
 use super::dialect::TrinoDialect;
-use super::metadata::{MetadataStatement, StatsTarget};
+use super::metadata::MetadataStatement;
 use super::planner::QueryError;
 use super::session_statement::SessionStatement;
+use super::show_stats::StatsTarget;
 use crate::error_code::ErrorCode;
 
 /// One statement, as the coordinator dispatches it.

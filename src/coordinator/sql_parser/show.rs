@@ -10,8 +10,9 @@ use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::Token;
 
 use super::{parser_error, syntax, table_reference, Reader, Statement};
-use crate::coordinator::metadata::{CreateKind, MetadataStatement, StatsTarget};
+use crate::coordinator::metadata::{CreateKind, MetadataStatement};
 use crate::coordinator::planner::QueryError;
+use crate::coordinator::show_stats::StatsTarget;
 use crate::error_code::ErrorCode;
 
 /// `LIKE 'pattern' [ESCAPE 'c']` of a `SHOW` statement.

@@ -3,7 +3,8 @@ use std::collections::BTreeMap;
 use datafusion::common::TableReference;
 
 use super::*;
-use crate::coordinator::metadata::{CreateKind, MetadataStatement as M, StatsTarget};
+use crate::coordinator::metadata::{CreateKind, MetadataStatement as M};
+use crate::coordinator::show_stats::StatsTarget;
 
 fn parsed(sql: &str) -> Statement {
     parse(sql, &BTreeMap::new()).unwrap_or_else(|e| panic!("{sql}: {e:?}"))
