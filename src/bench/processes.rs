@@ -48,7 +48,7 @@ impl ProcessCluster {
         let secret = crate::util::random_suffix(32);
         let mut args = vec!["coordinator".to_string(), "--bind".into(), "127.0.0.1:0".into()];
         // The TPC-H queries' spelling of `tpch` (`TpchSpelling::BENCHMARK`).
-        args.extend(["--tpch-column-naming", "STANDARD", "--tpch-double-type-mapping", "DECIMAL"].map(String::from));
+        args.extend(crate::connector::tpch::TpchSpelling::BENCHMARK_FLAGS.map(String::from));
         if let Some(dir) = allowed {
             args.extend(["--files-allowed-locations".into(), dir.to_string()]);
         }

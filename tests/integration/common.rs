@@ -109,10 +109,8 @@ fn list_skipped_at_exit() {
     });
 }
 
-/// The built-in `tpch` as the TPC-H queries spell it, exact money: the flags...
-pub const TPCH_BENCHMARK_FLAGS: [&str; 4] =
-    ["--tpch-column-naming", "STANDARD", "--tpch-double-type-mapping", "DECIMAL"];
-/// ... and the catalog file of a cluster configured by files.
+/// The built-in `tpch` as the TPC-H queries spell it, exact money, in the catalog file
+/// of a cluster configured by files (`TpchSpelling::BENCHMARK_FLAGS` on the others).
 pub const TPCH_BENCHMARK_CATALOG: &str =
     "connector.name=tpch\ntpch.column-naming=STANDARD\ntpch.double-type-mapping=DECIMAL\n";
 
@@ -138,7 +136,7 @@ impl Cluster {
         }
         // The built-in tpch spelled as the TPC-H queries the tests run spell it.
         if !coordinator_args.iter().any(|a| *a == "--etc" || a.starts_with("--tpch-")) {
-            args.extend_from_slice(&TPCH_BENCHMARK_FLAGS);
+            args.extend_from_slice(&flotilla::connector::tpch::TpchSpelling::BENCHMARK_FLAGS);
         }
         args.extend_from_slice(coordinator_args);
         let coordinator = spawn(&args);

@@ -145,30 +145,32 @@ async fn https_logins_and_access_rules() {
         dir.join("rules.json").display().to_string(),
     );
     let flight_port = super::common::free_port().to_string();
-    let coordinator = spawn(&[
-        "coordinator",
-        "--bind",
-        "127.0.0.1:0",
-        "--flight-sql-port",
-        &flight_port,
-        "--shared-secret",
-        SECRET,
-        "--https-cert",
-        &node_s,
-        "--truststore",
-        &ca_s,
-        "--password-file",
-        &pw_s,
-        "--access-rules",
-        &rules_s,
-        // Stages and exchanges between workers, over TLS too.
-        "--session",
-        "single_task_max_rows=0",
-        "--tpch-column-naming",
-        "STANDARD",
-        "--tpch-double-type-mapping",
-        "DECIMAL",
-    ]);
+    let coordinator = spawn(
+        &[
+            &[
+                "coordinator",
+                "--bind",
+                "127.0.0.1:0",
+                "--flight-sql-port",
+                &flight_port,
+                "--shared-secret",
+                SECRET,
+                "--https-cert",
+                &node_s,
+                "--truststore",
+                &ca_s,
+                "--password-file",
+                &pw_s,
+                "--access-rules",
+                &rules_s,
+                // Stages and exchanges between workers, over TLS too.
+                "--session",
+                "single_task_max_rows=0",
+            ][..],
+            &flotilla::connector::tpch::TpchSpelling::BENCHMARK_FLAGS,
+        ]
+        .concat(),
+    );
     assert!(coordinator.url.starts_with("https://"), "{}", coordinator.url);
     let mut workers = Vec::new();
     for _ in 0..2 {

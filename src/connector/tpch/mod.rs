@@ -84,6 +84,11 @@ impl TpchSpelling {
     pub const BENCHMARK: TpchSpelling =
         TpchSpelling { column_naming: ColumnNaming::Standard, double_type_mapping: DoubleTypeMapping::Decimal };
 
+    /// `BENCHMARK` as the flags of `flotilla coordinator` and `flotilla local`, for
+    /// the clusters the benchmarks and the tests start as processes.
+    pub const BENCHMARK_FLAGS: [&'static str; 4] =
+        ["--tpch-column-naming", "STANDARD", "--tpch-double-type-mapping", "DECIMAL"];
+
     /// The generator's own: prefixed names, `decimal(15,2)`.
     pub const GENERATED: TpchSpelling =
         TpchSpelling { column_naming: ColumnNaming::Standard, double_type_mapping: DoubleTypeMapping::Generated };
