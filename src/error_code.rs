@@ -124,6 +124,10 @@ error_codes! {
     /// A function would make a value or a batch past the limits of `functions::bounded`.
     ExceededFunctionMemoryLimit = ("EXCEEDED_FUNCTION_MEMORY_LIMIT", 37, UserError, Never),
     CatalogNotFound = ("CATALOG_NOT_FOUND", 44, UserError, Never),
+    /// An expression of another type than its place takes (`(x).*` of a non-row).
+    TypeMismatch = ("TYPE_MISMATCH", 58, UserError, Never),
+    /// More or fewer column aliases than columns (`t.* AS (a, b)`).
+    MismatchedColumnAliases = ("MISMATCHED_COLUMN_ALIASES", 61, UserError, Never),
     SchemaNotFound = ("SCHEMA_NOT_FOUND", 45, UserError, Never),
     TableNotFound = ("TABLE_NOT_FOUND", 46, UserError, Never),
     ColumnNotFound = ("COLUMN_NOT_FOUND", 47, UserError, Never),

@@ -6,10 +6,12 @@
 
 mod duckdb;
 mod exchange;
+mod planning;
 mod processes;
 mod tpch;
 
 pub use exchange::run_exchange;
+pub use planning::{run_planning, PlanningBench};
 pub use tpch::{run_tpcds, run_tpch, ResultRows, Suite, TpchBench};
 
 use std::time::{Duration, Instant};

@@ -249,8 +249,9 @@ async fn make_view(connectors: &Connectors, catalog: &str, v: &ViewEntry) -> Res
     let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
     let sql =
         format!("CREATE OR REPLACE VIEW {}.{}.{} AS {}", quote(catalog), quote(&v.schema), quote(&v.name), v.query);
-    let statement =
+    let mut statement =
         super::dialect::parse_in(&sql, 1000, &super::dialect::SessionValues::utc()).map_err(|e| e.to_string())?;
+    super::stars::expand(&ctx.state(), &mut statement).await.map_err(|e| e.message)?;
     let plan = ctx.state().statement_to_plan(statement).await.map_err(|e| e.to_string())?;
     ctx.execute_logical_plan(plan).await.map_err(|e| e.to_string())?;
     keep_whole(&ctx, catalog, &v.schema, &v.name).await.map_err(|e| e.to_string())

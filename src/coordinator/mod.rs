@@ -32,6 +32,7 @@ mod show_stats;
 pub mod spooling;
 pub mod sql_parser;
 pub mod staging;
+mod stars;
 pub mod statement;
 mod system_tables;
 pub mod table_commit;

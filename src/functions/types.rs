@@ -70,3 +70,10 @@ fn field(sql_type: &ast::DataType) -> Result<Field> {
     };
     Ok(Field::new("", data_type, true))
 }
+
+/// Whether a row's fields are anonymous, as in `ROW(1, 'a')`: DataFusion names them
+/// `c0`, `c1`, ... in order, where Trino gives them no name. A user's row whose fields
+/// are literally named so is taken as anonymous too; DataFusion has no other mark.
+pub fn anonymous_fields(fields: &Fields) -> bool {
+    fields.iter().enumerate().all(|(i, f)| *f.name() == format!("c{i}"))
+}

@@ -51,7 +51,13 @@ pub(crate) async fn assert_untouched(setup: &[&str], rule: Arc<dyn OptimizerRule
 /// (`|1|a|`), in the order they came; the analyzer rules' tests compare them with rows
 /// worked out by hand.
 pub(crate) async fn table_rows(ctx: &SessionContext, sql: &str) -> datafusion::common::Result<Vec<String>> {
-    let batches = ctx.sql(sql).await?.collect().await?;
-    let text = pretty_format_batches(&batches)?.to_string();
+    printed_rows(&ctx.sql(sql).await?.collect().await?)
+}
+
+/// `batches` as `table_rows` prints them.
+pub(crate) fn printed_rows(
+    batches: &[datafusion::arrow::record_batch::RecordBatch],
+) -> datafusion::common::Result<Vec<String>> {
+    let text = pretty_format_batches(batches)?.to_string();
     Ok(text.lines().skip(3).filter(|l| l.starts_with('|')).map(|l| l.split_whitespace().collect()).collect())
 }

@@ -452,6 +452,21 @@ const CASES: &[Case] = &[
          WHERE n.n_regionkey = r.r_regionkey + 2 GROUP BY ROLLUP (n_name))) FROM region r ORDER BY 1",
         "[[0, 6], [1, 6], [2, 6], [3, 1], [4, 1]]",
     ),
+    // A row's star is its fields: nations 0 and 1 as (key, name).
+    (
+        "a row's fields as columns",
+        "SELECT (CAST(ROW(n_nationkey, n_name) AS ROW(k bigint, name varchar))).* FROM nation \
+         WHERE n_nationkey < 2 ORDER BY 1",
+        r#"[[0, "ALGERIA"], [1, "ARGENTINA"]]"#,
+    ),
+    // `t.r.*`: `t.r` is no relation of the FROM clause, so it is the row column `r`.
+    ("a row column's star", "SELECT t.r.* FROM (SELECT ROW(1, 'a') AS r) t", r#"[[1, "a"]]"#),
+    // region's three columns renamed; region 1 is AMERICA.
+    (
+        "column aliases for a relation's star",
+        "SELECT k, name FROM (SELECT r.* AS (k, name, c) FROM region r) WHERE k = 1",
+        r#"[[1, "AMERICA"]]"#,
+    ),
     // A name twice is Trino's (and its columns are both `n_name`, below).
     ("a column twice", "SELECT n_name, n_name FROM nation WHERE n_nationkey = 0", r#"[["ALGERIA", "ALGERIA"]]"#),
 ];
@@ -464,6 +479,8 @@ const ERRORS: &[(&str, &str, &str)] = &[
         "SELECT r_name, (SELECT n_name FROM nation WHERE n_regionkey = r_regionkey) FROM region",
         "SUBQUERY_MULTIPLE_ROWS",
     ),
+    ("one alias for region's three columns", "SELECT r.* AS (k) FROM region r", "MISMATCHED_COLUMN_ALIASES"),
+    ("the star of a number", "SELECT (n_nationkey).* FROM nation", "TYPE_MISMATCH"),
 ];
 
 /// (Trino's form, the same question in a form single-node DataFusion answers right).
@@ -521,6 +538,10 @@ pub async fn check(cluster: &Cluster) {
     let got = cluster.client("tiny").execute("SELECT n_name, n_name, 1 AS n_name FROM nation LIMIT 1").await;
     let names: Vec<String> = got.expect("names").columns.into_iter().map(|c| c.name).collect();
     assert_eq!(names, ["n_name", "n_name", "n_name"]);
+    // A row's star is named by its fields, the anonymous ones by their place.
+    let got = cluster.client("tiny").execute("SELECT (CAST(ROW(1, 'a') AS ROW(x int, y varchar))).*, (ROW(2)).*").await;
+    let names: Vec<String> = got.expect("names").columns.into_iter().map(|c| c.name).collect();
+    assert_eq!(names, ["x", "y", "_col2"]);
     for sql in ["DROP TABLE memory.default.li", "DROP TABLE memory.default.ord"] {
         setup.execute(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
     }

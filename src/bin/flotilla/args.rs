@@ -303,6 +303,8 @@ pub enum BenchSuite {
         #[arg(long, default_value_t = 3)]
         iterations: usize,
     },
+    /// Planning time of the TPC-H (and TPC-DS) queries, against DataFusion's.
+    Planning(flotilla::bench::PlanningBench),
     /// Scheduling overhead: a synthetic chain of stages, all tasks created at once.
     Scheduling {
         #[arg(long, default_value_t = 100)]

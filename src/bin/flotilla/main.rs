@@ -407,6 +407,7 @@ async fn bench(suite: BenchSuite) -> Result<(), String> {
     match suite {
         BenchSuite::Tpch(options) => flotilla::bench::run_tpch(&options).await,
         BenchSuite::Tpcds(options) => flotilla::bench::run_tpcds(&options).await,
+        BenchSuite::Planning(options) => flotilla::bench::run_planning(&options).await,
         BenchSuite::Scheduling { stages, tasks, workers, iterations } => {
             flotilla::bench::run_scheduling(stages.max(1), tasks.max(1), workers, iterations.max(1)).await
         }

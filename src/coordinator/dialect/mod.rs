@@ -19,9 +19,10 @@ mod named_windows;
 pub mod output_names;
 mod query_clauses;
 mod rewrite;
+mod star_aliases;
 mod tokens;
 mod unnest_relations;
-mod using_joins;
+pub mod using_joins;
 mod view_rename;
 
 use datafusion::common::Result;
@@ -60,6 +61,10 @@ impl Dialect for TrinoDialect {
         true
     }
     fn supports_numeric_literal_underscores(&self) -> bool {
+        true
+    }
+    /// `(row).*`: the row's fields as columns (`coordinator::stars` expands it).
+    fn supports_select_expr_star(&self) -> bool {
         true
     }
     /// `current_schema` without parentheses is a call, as `current_user` and
@@ -221,6 +226,7 @@ pub fn parse_tokens(tokens: Vec<TokenWithSpan>, recursion_limit: usize, session:
     if json_clauses::mentions(&tokens) {
         tokens = json_clauses::rewrite(tokens).map_err(|e| datafusion::common::plan_datafusion_err!("{e}"))?;
     }
+    let (tokens, star_aliases) = star_aliases::take(tokens)?;
     let mut statements = DFParserBuilder::new(tokens)
         .with_dialect(&dialect)
         .with_recursion_limit(recursion_limit)
@@ -233,6 +239,7 @@ pub fn parse_tokens(tokens: Vec<TokenWithSpan>, recursion_limit: usize, session:
         datafusion::common::plan_datafusion_err!("No SQL statements were provided in the query string")
     })?;
     rewrite::statement(&mut statement, session)?;
+    attach_star_aliases(&mut statement, star_aliases)?;
     qualify_using_columns(&mut statement);
     rewrite_select_lists(&mut statement)?;
     Ok(statement)
@@ -250,6 +257,16 @@ fn rewrite_select_lists(statement: &mut Statement) -> Result<()> {
         }
         Statement::Explain(e) => rewrite_select_lists(e.statement.as_mut()),
         _ => Ok(()),
+    }
+}
+
+/// `star_aliases::attach` over the statement, and the one an `EXPLAIN` explains.
+fn attach_star_aliases(statement: &mut Statement, lists: Vec<star_aliases::StarAliases>) -> Result<()> {
+    match statement {
+        Statement::Statement(s) => star_aliases::attach(s.as_mut(), lists),
+        Statement::Explain(e) => attach_star_aliases(e.statement.as_mut(), lists),
+        _ if lists.is_empty() => Ok(()),
+        _ => datafusion::common::plan_err!("column aliases after .* are allowed only in a select list"),
     }
 }
 

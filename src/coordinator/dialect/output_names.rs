@@ -48,7 +48,10 @@ fn name_set(set: &mut SetExpr) -> Vec<(Expr, Ident)> {
     match set {
         SetExpr::Select(select) => {
             let mut named = Vec::new();
-            for (position, item) in select.projection.iter_mut().enumerate() {
+            // A star with column aliases is as many columns as it has names.
+            let widths: Vec<usize> = select.projection.iter().map(width).collect();
+            for (k, item) in select.projection.iter_mut().enumerate() {
+                let position: usize = widths[..k].iter().sum();
                 if let SelectItem::UnnamedExpr(expr) = item {
                     if !is_reference(expr) {
                         let expr = std::mem::replace(expr, Expr::value(Value::Null));
@@ -67,6 +70,14 @@ fn name_set(set: &mut SetExpr) -> Vec<(Expr, Ident)> {
             Vec::new()
         }
         _ => Vec::new(),
+    }
+}
+
+/// How many columns an item is, where the text says: a star is counted as one.
+pub(crate) fn width(item: &SelectItem) -> usize {
+    match item {
+        SelectItem::ExprWithAliases { aliases, .. } => aliases.len(),
+        _ => 1,
     }
 }
 
@@ -92,7 +103,7 @@ fn output_name(item: &SelectItem) -> Option<String> {
 
 /// Aliases each item whose output name an earlier item has, apart (see `REPEATED`).
 /// A select with a wildcard is left alone: its names are not in the text.
-fn repeated_names_apart(items: &mut [SelectItem]) {
+pub(crate) fn repeated_names_apart(items: &mut [SelectItem]) {
     if items.iter().any(|i| matches!(i, SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..))) {
         return;
     }

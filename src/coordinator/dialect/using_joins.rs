@@ -19,7 +19,7 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
     ExcludeSelectItem, Expr, GroupByExpr, Ident, JoinConstraint, JoinOperator, ObjectName, ObjectNamePart, Query,
-    Select, SelectItem, SelectItemQualifiedWildcardKind, TableFactor, VisitMut, VisitorMut,
+    Select, SelectItem, SelectItemQualifiedWildcardKind, TableFactor, VisitMut, VisitorMut, WildcardAdditionalOptions,
 };
 
 /// A name as the planner compares it: unquoted names in lower case.
@@ -101,30 +101,39 @@ fn hide_using_columns(select: &mut Select) {
         return;
     }
     for item in &mut select.projection {
-        let SelectItem::QualifiedWildcard(SelectItemQualifiedWildcardKind::ObjectName(name), options) = item else {
-            continue;
-        };
-        let Some(ObjectNamePart::Identifier(relation)) = name.0.last() else { continue };
-        let hidden: Vec<ObjectName> = given
-            .iter()
-            .filter(|(r, _)| *r == normalized(relation))
-            .flat_map(|(_, names)| names.iter().cloned())
-            .collect();
-        if hidden.is_empty() {
-            continue;
+        if let SelectItem::QualifiedWildcard(SelectItemQualifiedWildcardKind::ObjectName(name), options) = item {
+            hide(&given, name, options);
         }
-        let mut excluded = match options.opt_exclude.take() {
-            Some(ExcludeSelectItem::Single(one)) => vec![one],
-            Some(ExcludeSelectItem::Multiple(many)) => many,
-            None => Vec::new(),
-        };
-        for name in hidden {
-            if !excluded.contains(&name) {
-                excluded.push(name);
-            }
-        }
-        options.opt_exclude = Some(ExcludeSelectItem::Multiple(excluded));
     }
+}
+
+/// The options of `name.*` in `select` that leave out the `USING` columns the
+/// relation gave up (for `coordinator::stars`, which expands `name.* AS (...)`).
+pub fn star_options(select: &Select, name: &ObjectName) -> WildcardAdditionalOptions {
+    let mut options = WildcardAdditionalOptions::default();
+    hide(&using_columns(select), name, &mut options);
+    options
+}
+
+/// Adds to `options` the `USING` columns (of `given`) relation `name` gave up.
+fn hide(given: &[(String, Vec<ObjectName>)], name: &ObjectName, options: &mut WildcardAdditionalOptions) {
+    let Some(ObjectNamePart::Identifier(relation)) = name.0.last() else { return };
+    let hidden: Vec<ObjectName> =
+        given.iter().filter(|(r, _)| *r == normalized(relation)).flat_map(|(_, names)| names.iter().cloned()).collect();
+    if hidden.is_empty() {
+        return;
+    }
+    let mut excluded = match options.opt_exclude.take() {
+        Some(ExcludeSelectItem::Single(one)) => vec![one],
+        Some(ExcludeSelectItem::Multiple(many)) => many,
+        None => Vec::new(),
+    };
+    for name in hidden {
+        if !excluded.contains(&name) {
+            excluded.push(name);
+        }
+    }
+    options.opt_exclude = Some(ExcludeSelectItem::Multiple(excluded));
 }
 
 fn other_constraint(op: &JoinOperator) -> Option<&JoinConstraint> {

@@ -206,7 +206,8 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
     let started = std::time::Instant::now();
     // One state for the whole planning: a clone copies the function registry too.
     let state = request.ctx.state();
-    let parsed = parse::parse(request, &state, sql)?;
+    let mut parsed = parse::parse(request, &state, sql)?;
+    super::stars::expand(&state, &mut parsed.statement).await?;
     if let Some(relation) = super::relations::parse(&parsed.statement) {
         return plan_relation(request, relation?, abandoned).await;
     }

@@ -148,9 +148,9 @@ fn element_values(array: &ArrayRef, field: &Field) -> Result<Vec<Value>> {
             let row = array.as_struct();
             let columns: Vec<Vec<Value>> =
                 row.columns().iter().zip(fields.iter()).map(|(c, f)| element_values(c, f)).collect::<Result<_>>()?;
-            // A row of anonymous fields (`ROW(1, 'a')`, whose fields DataFusion names
-            // `c0`, `c1`, ...) is a JSON array, as Trino casts it; a named one an object.
-            let anonymous = fields.iter().enumerate().all(|(i, f)| *f.name() == format!("c{i}"));
+            // A row of anonymous fields (`ROW(1, 'a')`) is a JSON array, as Trino casts
+            // it; a named one an object.
+            let anonymous = crate::functions::types::anonymous_fields(fields);
             for i in 0..len {
                 let value = match anonymous {
                     true => Value::Array(columns.iter().map(|c| c[i].clone()).collect()),
