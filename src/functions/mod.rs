@@ -24,6 +24,7 @@ mod lambda;
 mod map_lambda;
 mod math;
 mod regexp;
+pub mod row_names;
 pub mod row_subscript;
 pub(crate) mod simple;
 pub mod single_value;
@@ -83,6 +84,7 @@ fn scalar_functions() -> Vec<ScalarUDF> {
         format::functions(),
         json::functions(),
         regexp::functions(),
+        row_names::functions(),
         string::functions(),
         timestamp::functions(),
         unnest::functions(),

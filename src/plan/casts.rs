@@ -6,8 +6,9 @@
 //!   would keep the text as it is, where Trino's `CAST('abc' AS JSON)` is the JSON
 //!   string `"abc"`, `CAST(ARRAY[1, 2] AS JSON)` is `[1,2]` and
 //!   `CAST(JSON '[1, 2]' AS ARRAY(INTEGER))` reads the value.
-//! - A row to a row type of other field names: Trino casts rows by position (Arrow
-//!   by name), so `CAST(ROW(1, 'a') AS ROW(x BIGINT, y VARCHAR))` names the fields.
+//! - A row to a row type of other field names, at any depth: Trino casts rows by
+//!   position (Arrow by name), so `CAST(ROW(1, 'a') AS ROW(x BIGINT, y VARCHAR))` names
+//!   the fields, and so does a cast of an array of rows.
 //! - A floating point number or a decimal to an integer type rounds half away from zero, as
 //!   Trino does; Arrow would truncate.
 //! - A cast of a constant that cannot succeed is deferred to the rows that reach it
@@ -20,15 +21,15 @@ use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::error::Result;
-use datafusion::functions::core::expr_fn::{get_field, named_struct};
 use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::utils::merge_schema;
-use datafusion::logical_expr::{lit, when, Cast, Expr, ExprSchemable, LogicalPlan, ScalarUDF, TryCast};
+use datafusion::logical_expr::{Cast, Expr, ExprSchemable, LogicalPlan, ScalarUDF, TryCast};
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::optimizer::AnalyzerRule;
 
 use crate::functions::json::is_json;
+use crate::functions::row_names;
 
 #[derive(Debug, Default)]
 pub struct TrinoCasts;
@@ -63,28 +64,25 @@ fn json_cast(input: &Expr, target: &Field, schema: &DFSchema) -> Result<Option<E
     })
 }
 
-/// A cast of a row to a row type whose field names differ: a row built field by
-/// field, by position, NULL where the input is.
-fn row_cast(input: &Expr, target: &Field, schema: &DFSchema, try_cast: bool) -> Result<Option<Expr>> {
-    let (DataType::Struct(from), DataType::Struct(to)) = (input.get_type(schema)?, target.data_type().clone()) else {
+/// A cast to a type holding rows whose field names differ from the input's, at any
+/// depth (a row, an array of rows, a map to rows): Trino matches fields by position,
+/// Arrow by name, so the input is renamed by position first
+/// (`functions::row_names`) and Arrow casts that. NULL rows stay NULL.
+fn positional_cast(input: &Expr, target: &Field, schema: &DFSchema, try_cast: bool) -> Result<Option<Expr>> {
+    let Some(renamed) = row_names::renamed_type(&input.get_type(schema)?, target.data_type()) else {
         return Ok(None);
     };
-    let same_names = from.iter().zip(to.iter()).all(|(a, b)| a.name() == b.name());
-    if from.len() != to.len() || same_names {
-        return Ok(None);
-    }
-    let mut args = Vec::with_capacity(2 * to.len());
-    for (source, field) in from.iter().zip(to.iter()) {
-        let value = get_field(input.clone(), source.name().as_str());
-        let cast = match try_cast {
-            true => Expr::TryCast(TryCast::new(Box::new(value), field.data_type().clone())),
-            false => Expr::Cast(Cast::new(Box::new(value), field.data_type().clone())),
-        };
-        args.extend([lit(field.name().as_str()), cast]);
-    }
-    let row = named_struct(args);
-    let null = Expr::Literal(ScalarValue::try_new_null(target.data_type())?, None);
-    Ok(Some(when(input.clone().is_null(), null).otherwise(row)?))
+    let shape = Expr::Literal(ScalarValue::try_new_null(&renamed)?, None);
+    let value = Box::new(Expr::ScalarFunction(ScalarFunction::new_udf(rename_udf(), vec![input.clone(), shape])));
+    Ok(Some(match try_cast {
+        true => Expr::TryCast(TryCast::new(value, target.data_type().clone())),
+        false => Expr::Cast(Cast::new(value, target.data_type().clone())),
+    }))
+}
+
+fn rename_udf() -> Arc<ScalarUDF> {
+    static RENAME: OnceLock<Arc<ScalarUDF>> = OnceLock::new();
+    RENAME.get_or_init(|| Arc::new(row_names::functions().remove(0))).clone()
 }
 
 /// A cast of a floating point number or a decimal with a fraction to an integer type,
@@ -137,7 +135,7 @@ fn trino_cast(input: &Expr, target: &Field, schema: &DFSchema, try_cast: bool) -
     if let Some(r) = json_cast(input, target, schema)? {
         return Ok(Some(r));
     }
-    if let Some(r) = row_cast(input, target, schema, try_cast)? {
+    if let Some(r) = positional_cast(input, target, schema, try_cast)? {
         return Ok(Some(r));
     }
     rounded_cast(input, target, schema, try_cast)

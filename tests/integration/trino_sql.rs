@@ -452,6 +452,15 @@ const CASES: &[Case] = &[
          WHERE n.n_regionkey = r.r_regionkey + 2 GROUP BY ROLLUP (n_name))) FROM region r ORDER BY 1",
         "[[0, 6], [1, 6], [2, 6], [3, 1], [4, 1]]",
     ),
+    // Rows are cast by position at any depth: inside an array and a map, and a NULL
+    // row stays NULL.
+    (
+        "rows inside arrays and maps cast by position",
+        "SELECT CAST(ROW(ARRAY[ROW(5)]) AS ROW(b ARRAY(ROW(c int)))).b[1].c, \
+         element_at(CAST(MAP(ARRAY['k'], ARRAY[ROW(1, 'x')]) AS MAP(varchar, ROW(n bigint, s varchar))), 'k').s, \
+         CAST(CAST(NULL AS ROW(a int)) AS ROW(b bigint)) IS NULL",
+        r#"[[5, "x", true]]"#,
+    ),
     // A row's star is its fields: nations 0 and 1 as (key, name).
     (
         "a row's fields as columns",
@@ -542,6 +551,10 @@ pub async fn check(cluster: &Cluster) {
     let got = cluster.client("tiny").execute("SELECT (CAST(ROW(1, 'a') AS ROW(x int, y varchar))).*, (ROW(2)).*").await;
     let names: Vec<String> = got.expect("names").columns.into_iter().map(|c| c.name).collect();
     assert_eq!(names, ["x", "y", "_col2"]);
+    // A VALUES list's columns are anonymous.
+    let got = cluster.client("tiny").execute("SELECT * FROM (VALUES (1, 'a')) EXCEPT ALL VALUES (2, 'b')").await;
+    let names: Vec<String> = got.expect("names").columns.into_iter().map(|c| c.name).collect();
+    assert_eq!(names, ["_col0", "_col1"]);
     for sql in ["DROP TABLE memory.default.li", "DROP TABLE memory.default.ord"] {
         setup.execute(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
     }

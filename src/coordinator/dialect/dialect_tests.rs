@@ -5,6 +5,12 @@ fn parsed(sql: &str) -> String {
     parse(sql, 64).unwrap().to_string()
 }
 
+/// `values` (of `width` columns) as `output_names` selects it, under Trino's names.
+fn selected(values: &str, width: usize) -> String {
+    let items: Vec<String> = (0..width).map(|i| format!("column{} AS _col{i}", i + 1)).collect();
+    format!("SELECT {} FROM ({values}) AS __values", items.join(", "))
+}
+
 #[test]
 fn digit_separators_are_part_of_the_number() {
     assert_eq!(parsed("SELECT 1_000, 1_000.5"), "SELECT 1000 AS _col0, 1000.5 AS _col1");
@@ -12,16 +18,22 @@ fn digit_separators_are_part_of_the_number() {
 
 #[test]
 fn values_rows_need_no_parentheses() {
-    assert_eq!(parsed("VALUES 1, 2"), "VALUES (1), (2)");
-    assert_eq!(parsed("VALUES (1, 'a'), (2, 'b')"), "VALUES (1, 'a'), (2, 'b')");
+    assert_eq!(parsed("VALUES 1, 2"), selected("VALUES (1), (2)", 1));
+    assert_eq!(parsed("VALUES (1, 'a'), (2, 'b')"), selected("VALUES (1, 'a'), (2, 'b')", 2));
     assert_eq!(
         parsed("SELECT * FROM (VALUES 'a', 'b' || 'c') AS t (x) ORDER BY x"),
-        "SELECT * FROM (VALUES ('a'), ('b' || 'c')) AS t (x) ORDER BY x"
+        format!("SELECT * FROM ({}) AS t (x) ORDER BY x", selected("VALUES ('a'), ('b' || 'c')", 1))
     );
-    assert_eq!(parsed("VALUES (1) + 2, 3 LIMIT 1"), "VALUES ((1) + 2), (3) LIMIT 1");
-    assert_eq!(parsed("SELECT 1 IN (VALUES 1, 2)"), "SELECT 1 IN (VALUES (1), (2)) AS _col0");
+    assert_eq!(parsed("VALUES (1) + 2, 3 LIMIT 1"), selected("VALUES ((1) + 2), (3)", 1) + " LIMIT 1");
+    assert_eq!(
+        parsed("SELECT 1 IN (VALUES 1, 2)"),
+        format!("SELECT 1 IN ({}) AS _col0", selected("VALUES (1), (2)", 1))
+    );
     // DataFusion's table factor: the alias ends the list.
-    assert_eq!(parsed("SELECT * FROM VALUES (1, 2), (3, 4) t(a, b)"), "SELECT * FROM (VALUES (1, 2), (3, 4)) t (a, b)");
+    assert_eq!(
+        parsed("SELECT * FROM VALUES (1, 2), (3, 4) t(a, b)"),
+        format!("SELECT * FROM ({}) t (a, b)", selected("VALUES (1, 2), (3, 4)", 2))
+    );
 }
 
 #[test]
@@ -118,9 +130,9 @@ fn table_is_select_star() {
 
 #[test]
 fn values_of_rows_are_the_rows() {
-    assert_eq!(parsed("VALUES ROW(1, 2), ROW(3, 4)"), "VALUES (1, 2), (3, 4)");
+    assert_eq!(parsed("VALUES ROW(1, 2), ROW(3, 4)"), selected("VALUES (1, 2), (3, 4)", 2));
     // A row inside a row stays one.
-    assert_eq!(parsed("VALUES (1, ROW(2, 3))"), "VALUES (1, ROW(2, 3))");
+    assert_eq!(parsed("VALUES (1, ROW(2, 3))"), selected("VALUES (1, ROW(2, 3))", 2));
 }
 
 #[test]
@@ -245,4 +257,22 @@ fn views_are_renamed_as_tables_are() {
     assert_eq!(parsed("ALTER VIEW v AS SELECT 1"), "ALTER VIEW v AS SELECT 1 AS _col0");
     assert!(parse("ALTER VIEW v RENAME TO", 64).is_err());
     assert!(parse("ALTER VIEW v RENAME TO w, ADD COLUMN x INT", 64).is_err());
+}
+
+#[test]
+fn values_columns_are_named_as_trinos_anonymous_columns() {
+    assert_eq!(
+        parsed("VALUES (1, 'a')"),
+        "SELECT column1 AS _col0, column2 AS _col1 FROM (VALUES (1, 'a')) AS __values"
+    );
+    assert_eq!(
+        parsed("VALUES 1 EXCEPT ALL VALUES 2"),
+        "SELECT column1 AS _col0 FROM (VALUES (1)) AS __values EXCEPT ALL SELECT column1 AS _col0 FROM (VALUES (2)) AS __values"
+    );
+    // The rows an INSERT writes are DataFusion's to fit to the table.
+    assert_eq!(parsed("INSERT INTO t VALUES (1, 2)"), "INSERT INTO t VALUES (1, 2)");
+    assert_eq!(
+        parsed("INSERT INTO t SELECT * FROM (VALUES 1) v(a)"),
+        "INSERT INTO t SELECT * FROM (SELECT column1 AS _col0 FROM (VALUES (1)) AS __values) v (a)"
+    );
 }

@@ -8,24 +8,52 @@
 //! scalar subqueries `SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM b)`
 //! would both be named by their text. An `ORDER BY` or `HAVING` written with the
 //! same expression still finds it: DataFusion matches them to the aliased item.
+//!
+//! A `VALUES` list's columns are anonymous in Trino, `_col0`, `_col1`, ... as any
+//! unnamed column, where DataFusion names them `column1`, `column2`, ...: each `VALUES`
+//! is selected from under Trino's names, except the rows an `INSERT` writes, which
+//! DataFusion fits to the table's columns itself.
 
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    Expr, Ident, OrderByKind, Query, SelectItem, SetExpr, Value, VisitMut, VisitorMut,
+    Expr, Ident, OrderByKind, Query, SelectItem, SetExpr, Statement, TableFactor, Value, VisitMut, VisitorMut,
 };
+use datafusion::sql::sqlparser::parser::Parser;
 
 /// Names the unnamed items of every select in `statement`.
 pub fn name<V: VisitMut>(statement: &mut V) {
-    let _ = statement.visit(&mut Namer);
+    let _ = statement.visit(&mut Namer { keep_values: false });
 }
 
-struct Namer;
+/// The derived table a `VALUES` is selected from under Trino's names.
+const VALUES_RELATION: &str = "__values";
+
+struct Namer {
+    /// The next query is the source of an `INSERT` or the `VALUES` of `name_values`'s
+    /// select, whose own `VALUES` stays as it is.
+    keep_values: bool,
+}
 
 impl VisitorMut for Namer {
     type Break = ();
 
+    fn pre_visit_statement(&mut self, statement: &mut Statement) -> ControlFlow<Self::Break> {
+        self.keep_values = matches!(statement, Statement::Insert(i) if i.source.is_some());
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<Self::Break> {
+        if let TableFactor::Derived { alias: Some(a), .. } = factor {
+            self.keep_values |= a.name.value == VALUES_RELATION;
+        }
+        ControlFlow::Continue(())
+    }
+
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<Self::Break> {
+        if !std::mem::take(&mut self.keep_values) {
+            name_values(query.body.as_mut());
+        }
         let named = name_set(query.body.as_mut());
         // An `ORDER BY` expression written as a select item is that item (a `SELECT
         // DISTINCT` can only sort by its items): it names the item's new name.
@@ -39,6 +67,36 @@ impl VisitorMut for Namer {
             }
         }
         ControlFlow::Continue(())
+    }
+}
+
+/// Each `VALUES` of a set expression (not of a query nested in it) as a select of its
+/// columns under Trino's names.
+fn name_values(set: &mut SetExpr) {
+    match set {
+        SetExpr::Values(values) => {
+            let Some(width) = values.rows.first().map(|r| r.len()).filter(|w| *w > 0) else { return };
+            let items: Vec<String> = (0..width).map(|i| format!("column{} AS _col{i}", i + 1)).collect();
+            let text = format!("SELECT {} FROM (VALUES (0)) AS {VALUES_RELATION}", items.join(", "));
+            let Ok(mut select) =
+                Parser::new(&super::TrinoDialect).try_with_sql(&text).and_then(|mut p| p.parse_query())
+            else {
+                return;
+            };
+            {
+                let SetExpr::Select(s) = select.body.as_mut() else { return };
+                let Some(TableFactor::Derived { subquery, .. }) = s.from.first_mut().map(|f| &mut f.relation) else {
+                    return;
+                };
+                std::mem::swap(subquery.body.as_mut(), set);
+            }
+            *set = *select.body;
+        }
+        SetExpr::SetOperation { left, right, .. } => {
+            name_values(left);
+            name_values(right);
+        }
+        _ => {}
     }
 }
 
