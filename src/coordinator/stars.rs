@@ -6,8 +6,10 @@
 //! planned: a probe query, the item alone over its select's own `FROM` and the CTEs
 //! that select sees, is planned to learn the relation's columns or the row's fields,
 //! and the item becomes one item per column. Inner selects are expanded first, so a
-//! probe never holds a star left to expand. Called by `planning::plan_here` and by
-//! the DDL that plans a stored view; a statement without such an item costs one walk.
+//! probe never holds a star left to expand. The outermost select's unnamed columns are
+//! then numbered as Trino numbers them, counting a star's columns
+//! (`number_after_stars`). Called by `planning::plan_here` and by the DDL that plans a
+//! stored view; a statement without such an item costs one walk.
 
 use std::ops::ControlFlow;
 
@@ -16,9 +18,9 @@ use datafusion::execution::SessionState;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken;
 use datafusion::sql::sqlparser::ast::{
-    AccessExpr, Cte, Expr, GroupByExpr, Ident, ObjectName, ObjectNamePart, Query, Select, SelectItem,
-    SelectItemQualifiedWildcardKind, SetExpr, Statement, Subscript, TableFactor, TableWithJoins, Value, VisitMut,
-    VisitorMut, With,
+    AccessExpr, Cte, Expr, GroupByExpr, Ident, ObjectName, ObjectNamePart, OrderBy, OrderByKind, Query, Select,
+    SelectItem, SelectItemQualifiedWildcardKind, SetExpr, Statement, Subscript, TableFactor, TableWithJoins, Value,
+    VisitMut, VisitorMut, With,
 };
 
 use super::dialect::{output_names, using_joins};
@@ -42,10 +44,7 @@ pub async fn expand(state: &SessionState, statement: &mut DFStatement) -> Result
         _ => return Ok(()),
     };
     // Each round writes out one item, so the rounds end; a statement has few.
-    loop {
-        let Some((probe, star)) = find(statement, &mut |select, at, scope| probe(select, at, scope)) else {
-            return Ok(());
-        };
+    while let Some((probe, star)) = find(statement, &mut |select, at, scope| probe(select, at, scope)) {
         let planned =
             state.statement_to_plan(DFStatement::Statement(Box::new(Statement::Query(Box::new(probe))))).await;
         let columns: Vec<(String, DataType)> = match planned {
@@ -54,6 +53,10 @@ pub async fn expand(state: &SessionState, statement: &mut DFStatement) -> Result
         };
         find(statement, &mut |select, at, _| write_out(select, at, &star, &columns))
             .expect("the probed item is found again")?;
+    }
+    match statement {
+        Statement::Query(query) => number_after_stars(state, query).await,
+        _ => Ok(()),
     }
 }
 
@@ -262,6 +265,11 @@ fn probe(select: &Select, at: usize, scope: &Scope) -> (Query, Star) {
         ),
         Star::Row { row, .. } => SelectItem::UnnamedExpr(row.as_ref().clone()),
     };
+    (probe_item(select, item, scope), star)
+}
+
+/// `item` alone over `select`'s `FROM`, with the CTEs of `scope`.
+fn probe_item(select: &Select, item: SelectItem, scope: &Scope) -> Query {
     let mut body = select.clone();
     body.projection = vec![item];
     body.distinct = None;
@@ -277,7 +285,7 @@ fn probe(select: &Select, at: usize, scope: &Scope) -> (Query, Star) {
         recursive: scope.recursive,
         cte_tables: scope.ctes.clone(),
     });
-    let query = Query {
+    Query {
         with,
         body: Box::new(SetExpr::Select(Box::new(body))),
         order_by: None,
@@ -288,8 +296,85 @@ fn probe(select: &Select, at: usize, scope: &Scope) -> (Query, Star) {
         settings: None,
         format_clause: None,
         pipe_operators: Vec::new(),
+    }
+}
+
+/// Trino numbers an unnamed column by its place among all the columns a select gives,
+/// a star's too (`SELECT *, 1 FROM region` has `_col3`), where the dialect counted a
+/// star as one column (`dialect::output_names`). The outermost select's names are the
+/// ones clients see, so there a star's columns are counted by planning it alone, as a
+/// probe, and the names the dialect gave are numbered again (its `ORDER BY` reads them
+/// too). Only a select with both a star and a column named so pays for the probe.
+async fn number_after_stars(state: &SessionState, query: &mut Query) -> Result<(), QueryError> {
+    let scope = Scope {
+        ctes: query.with.as_ref().map(|w| w.cte_tables.clone()).unwrap_or_default(),
+        recursive: query.with.as_ref().is_some_and(|w| w.recursive),
     };
-    (query, star)
+    let Some(select) = outermost_select(query.body.as_mut()) else { return Ok(()) };
+    let is_star = |i: &SelectItem| matches!(i, SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..));
+    if !select.projection.iter().any(is_star) || !select.projection.iter().any(|i| generated_name(i).is_some()) {
+        return Ok(());
+    }
+    let mut position = 0;
+    let mut renamed = Vec::new();
+    for at in 0..select.projection.len() {
+        let width = match &select.projection[at] {
+            item if is_star(item) => {
+                let probe = probe_item(select, select.projection[at].clone(), &scope);
+                let statement = DFStatement::Statement(Box::new(Statement::Query(Box::new(probe))));
+                match state.statement_to_plan(statement).await {
+                    Ok(plan) => plan.schema().fields().len(),
+                    // DataFusion says what is wrong with the star when it plans the statement.
+                    Err(_) => return Ok(()),
+                }
+            }
+            item => output_names::width(item),
+        };
+        if let Some(old) = generated_name(&select.projection[at]) {
+            let new = format!("_col{position}");
+            if old != new {
+                renamed.push((old, new.clone()));
+                if let SelectItem::ExprWithAlias { alias, .. } = &mut select.projection[at] {
+                    alias.value = new;
+                }
+            }
+        }
+        position += width;
+    }
+    if let Some(OrderBy { kind: OrderByKind::Expressions(items), .. }) = query.order_by.as_mut() {
+        for item in items {
+            if let Expr::Identifier(i) = &mut item.expr {
+                if let Some((_, new)) = renamed.iter().find(|(old, _)| i.quote_style.is_none() && *old == i.value) {
+                    i.value = new.clone();
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The select whose names a query's columns have: the first of a set operation's.
+fn outermost_select(set: &mut SetExpr) -> Option<&mut Select> {
+    match set {
+        SetExpr::Select(s) => Some(s),
+        SetExpr::SetOperation { left, .. } => outermost_select(left),
+        _ => None,
+    }
+}
+
+/// The name `dialect::output_names` gave an unnamed item (`_colN`, without a place in
+/// the text), if it gave this one.
+fn generated_name(item: &SelectItem) -> Option<String> {
+    match item {
+        SelectItem::ExprWithAlias { alias, .. }
+            if alias.quote_style.is_none()
+                && alias.span.start.line == 0
+                && alias.value.strip_prefix("_col").is_some_and(|n| n.parse::<usize>().is_ok()) =>
+        {
+            Some(alias.value.clone())
+        }
+        _ => None,
+    }
 }
 
 fn quoted(name: &str) -> Ident {

@@ -93,3 +93,16 @@ async fn a_relations_own_star_is_left_to_datafusion() {
     let (names, rows) = answer(sql).await.unwrap();
     assert_eq!((names, rows), (owned(&["k", "s", "k"]), owned(&["|1|p|1|"])));
 }
+
+#[tokio::test]
+async fn unnamed_columns_after_a_star_are_numbered_among_all_columns() {
+    // `*` is two columns, so the unnamed item after `one` is the fourth: `_col3`.
+    let sql = "SELECT *, 1 AS one, 2 FROM (VALUES (1, 'a')) t(k, s)";
+    assert_eq!(answer(sql).await.unwrap(), (owned(&["k", "s", "one", "_col3"]), owned(&["|1|a|1|2|"])));
+    // The ORDER BY that reads the unnamed item reads it under its new name.
+    let sql = "SELECT *, k + 1 FROM (VALUES (2, 'b'), (1, 'a')) t(k, s) ORDER BY k + 1";
+    assert_eq!(answer(sql).await.unwrap(), (owned(&["k", "s", "_col2"]), owned(&["|1|a|2|", "|2|b|3|"])));
+    // A name the user wrote is theirs.
+    let sql = "SELECT *, 5 AS _col1 FROM (VALUES 1) t(k)";
+    assert_eq!(answer(sql).await.unwrap(), (owned(&["k", "_col1"]), owned(&["|1|5|"])));
+}

@@ -66,6 +66,21 @@ fn field(sql_type: &ast::DataType) -> Result<Field> {
             ExactNumberInfo::Precision(p) => DataType::Decimal128(*p as u8, 0),
             ExactNumberInfo::None => DataType::Decimal128(38, 0),
         },
+        // A row inside a map: its fields named as the planner names a row's.
+        ast::DataType::Struct(fields, _) => DataType::Struct(
+            fields
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    let name = match &f.field_name {
+                        Some(n) if n.quote_style.is_some() => n.value.clone(),
+                        Some(n) => n.value.to_lowercase(),
+                        None => format!("c{i}"),
+                    };
+                    Ok(field(&f.field_type)?.with_name(name))
+                })
+                .collect::<Result<Fields>>()?,
+        ),
         other => return not_impl_err!("the type {other} as a map's key or value"),
     };
     Ok(Field::new("", data_type, true))

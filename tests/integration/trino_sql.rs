@@ -551,6 +551,10 @@ pub async fn check(cluster: &Cluster) {
     let got = cluster.client("tiny").execute("SELECT (CAST(ROW(1, 'a') AS ROW(x int, y varchar))).*, (ROW(2)).*").await;
     let names: Vec<String> = got.expect("names").columns.into_iter().map(|c| c.name).collect();
     assert_eq!(names, ["x", "y", "_col2"]);
+    // An unnamed column is numbered among all the columns, a star's too.
+    let got = cluster.client("tiny").execute("SELECT *, 1 + 1 FROM region").await;
+    let names: Vec<String> = got.expect("names").columns.into_iter().map(|c| c.name).collect();
+    assert_eq!(names, ["r_regionkey", "r_name", "r_comment", "_col3"]);
     // A VALUES list's columns are anonymous.
     let got = cluster.client("tiny").execute("SELECT * FROM (VALUES (1, 'a')) EXCEPT ALL VALUES (2, 'b')").await;
     let names: Vec<String> = got.expect("names").columns.into_iter().map(|c| c.name).collect();
