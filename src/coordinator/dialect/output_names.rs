@@ -10,9 +10,10 @@
 //! same expression still finds it: DataFusion matches them to the aliased item.
 //!
 //! A `VALUES` list's columns are anonymous in Trino, `_col0`, `_col1`, ... as any
-//! unnamed column, where DataFusion names them `column1`, `column2`, ...: each `VALUES`
-//! is selected from under Trino's names, except the rows an `INSERT` writes, which
-//! DataFusion fits to the table's columns itself.
+//! unnamed column, where DataFusion names them `column1`, `column2`, ...: a statement
+//! that is a `VALUES` (or a set operation of them) is selected from under Trino's
+//! names. A `VALUES` inside a query keeps DataFusion's names, which SQL written for
+//! DataFusion reads (`SELECT column1 FROM (VALUES 1)`) and Trino's SQL cannot name.
 
 use std::ops::ControlFlow;
 
@@ -22,38 +23,19 @@ use datafusion::sql::sqlparser::ast::{
 use datafusion::sql::sqlparser::parser::Parser;
 
 /// Names the unnamed items of every select in `statement`.
-pub fn name<V: VisitMut>(statement: &mut V) {
-    let _ = statement.visit(&mut Namer { keep_values: false });
+pub fn name(statement: &mut Statement) {
+    if let Statement::Query(query) = statement {
+        name_values(query.body.as_mut());
+    }
+    let _ = statement.visit(&mut Namer);
 }
 
-/// The derived table a `VALUES` is selected from under Trino's names.
-const VALUES_RELATION: &str = "__values";
-
-struct Namer {
-    /// The next query is the source of an `INSERT` or the `VALUES` of `name_values`'s
-    /// select, whose own `VALUES` stays as it is.
-    keep_values: bool,
-}
+struct Namer;
 
 impl VisitorMut for Namer {
     type Break = ();
 
-    fn pre_visit_statement(&mut self, statement: &mut Statement) -> ControlFlow<Self::Break> {
-        self.keep_values = matches!(statement, Statement::Insert(i) if i.source.is_some());
-        ControlFlow::Continue(())
-    }
-
-    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<Self::Break> {
-        if let TableFactor::Derived { alias: Some(a), .. } = factor {
-            self.keep_values |= a.name.value == VALUES_RELATION;
-        }
-        ControlFlow::Continue(())
-    }
-
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<Self::Break> {
-        if !std::mem::take(&mut self.keep_values) {
-            name_values(query.body.as_mut());
-        }
         let named = name_set(query.body.as_mut());
         // An `ORDER BY` expression written as a select item is that item (a `SELECT
         // DISTINCT` can only sort by its items): it names the item's new name.
@@ -70,14 +52,14 @@ impl VisitorMut for Namer {
     }
 }
 
-/// Each `VALUES` of a set expression (not of a query nested in it) as a select of its
-/// columns under Trino's names.
+/// Each `VALUES` of a statement's set expression (not of a query nested in it) as a
+/// select of its columns under Trino's names.
 fn name_values(set: &mut SetExpr) {
     match set {
         SetExpr::Values(values) => {
             let Some(width) = values.rows.first().map(|r| r.len()).filter(|w| *w > 0) else { return };
             let items: Vec<String> = (0..width).map(|i| format!("column{} AS _col{i}", i + 1)).collect();
-            let text = format!("SELECT {} FROM (VALUES (0)) AS {VALUES_RELATION}", items.join(", "));
+            let text = format!("SELECT {} FROM (VALUES (0)) AS __values", items.join(", "));
             let Ok(mut select) =
                 Parser::new(&super::TrinoDialect).try_with_sql(&text).and_then(|mut p| p.parse_query())
             else {
