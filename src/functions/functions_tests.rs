@@ -71,3 +71,19 @@ async fn url_parts() {
     assert_eq!(value(&ctx, &format!("SELECT url_extract_parameter({url}, 'y')")).await, "two");
     assert_eq!(value(&ctx, "SELECT url_encode('a b/c')").await, "a+b%2Fc");
 }
+
+#[tokio::test]
+async fn element_at_of_arrays_and_maps() {
+    let ctx = context();
+    // Trino's documented results: from 1, from the end when negative, NULL past the end.
+    assert_eq!(value(&ctx, "SELECT element_at(make_array(1, 2, 3), 2)").await, "2");
+    assert_eq!(value(&ctx, "SELECT element_at(make_array(1, 2, 3), -1)").await, "3");
+    assert_eq!(value(&ctx, "SELECT element_at(make_array(1, 2, 3), 5) IS NULL").await, "true");
+    // A map's value itself, not a list of it; NULL for a missing key.
+    assert_eq!(value(&ctx, "SELECT element_at(map(make_array('k', 'j'), make_array(7, 8)), 'j')").await, "8");
+    assert_eq!(value(&ctx, "SELECT element_at(map(make_array('k'), make_array(7)), 'x') IS NULL").await, "true");
+    // Over a column of arrays.
+    let sql = "SELECT sum(element_at(a, 1)) FROM (VALUES (make_array(1, 2)), (make_array(10))) t(a)";
+    assert_eq!(value(&ctx, sql).await, "11");
+    assert_eq!(error_code(&ctx, "SELECT element_at(make_array(1), 0)").await, Some(ErrorCode::InvalidFunctionArgument));
+}

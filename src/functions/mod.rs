@@ -14,6 +14,7 @@ pub mod bounded;
 pub mod conditional;
 mod conversion;
 mod datetime;
+mod element_at;
 pub mod extremes;
 pub mod fetch_ties;
 mod fields;
@@ -77,6 +78,7 @@ fn scalar_functions() -> Vec<ScalarUDF> {
         conditional::scalar_functions(),
         conversion::functions(),
         datetime::functions(),
+        element_at::functions(),
         fetch_ties::functions(),
         fields::functions(),
         math::functions(),
