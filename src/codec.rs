@@ -149,7 +149,8 @@ impl FlotillaCodec {
     /// join's dynamic filter and the scans it was pushed into) comes back as one
     /// shared object, as it was coded, so what the join writes the scans read.
     /// Scans of tables whose columns match by field id get their adapter back
-    /// (`connector::field_ids`): DataFusion's encoding does not carry it.
+    /// (`connector::field_ids`), and window functions their `IGNORE NULLS`
+    /// (`plan::window_nulls`): DataFusion's encoding carries neither.
     pub fn decode_plan(&self, bytes: &[u8], ctx: &TaskContext) -> Result<Arc<dyn ExecutionPlan>> {
         on_deep_stack(|| {
             let plan = datafusion_proto::bytes::physical_plan_from_bytes_with_proto_converter(
@@ -158,7 +159,7 @@ impl FlotillaCodec {
                 self,
                 &DeduplicatingProtoConverter {},
             )?;
-            crate::connector::field_ids::attach(plan)
+            crate::connector::field_ids::attach(crate::plan::window_nulls::restore(plan)?)
         })
     }
 
@@ -404,5 +405,22 @@ mod tests {
         let got = collect(back, ctx.task_ctx()).await.unwrap();
         assert_eq!(got, want);
         assert_eq!(got.iter().map(|b| b.num_rows()).sum::<usize>(), 429);
+    }
+
+    /// `IGNORE NULLS` survives the trip: the first non-NULL of (NULL, 3, 4) is 3 on
+    /// every row, by hand; DataFusion's encoding alone would answer NULL.
+    #[tokio::test]
+    async fn window_functions_keep_ignore_nulls() {
+        let ctx = SessionContext::new();
+        ctx.sql("CREATE TABLE t AS VALUES (CAST(NULL AS BIGINT)), (3), (4)").await.unwrap().collect().await.unwrap();
+        let sql = "SELECT first_value(column1) IGNORE NULLS OVER () AS f, \
+                   last_value(column1) IGNORE NULLS OVER (ORDER BY column1 NULLS LAST \
+                   ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS l FROM t";
+        let plan = ctx.sql(sql).await.unwrap().create_physical_plan().await.unwrap();
+        let codec = FlotillaCodec::new(Connectors::benchmark());
+        let back = codec.decode_plan(&codec.encode_plan(plan).unwrap(), &ctx.task_ctx()).unwrap();
+        let got = collect(back, ctx.task_ctx()).await.unwrap();
+        let rows = crate::plan::rule_tests::printed_rows(&got).unwrap();
+        assert_eq!(rows, ["|3|4|", "|3|4|", "|3|4|"]);
     }
 }

@@ -34,6 +34,7 @@ pub mod set_operations;
 pub mod subquery_arguments;
 pub mod subquery_marks;
 pub mod table_writer;
+pub mod window_nulls;
 
 /// A logical rewrite's result; the plan unchanged when rebuilding it failed, since an
 /// optional rewrite of ours must not fail the query (the warning names the rule).

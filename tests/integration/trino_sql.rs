@@ -461,6 +461,14 @@ const CASES: &[Case] = &[
          CAST(CAST(NULL AS ROW(a int)) AS ROW(b bigint)) IS NULL",
         r#"[[5, "x", true]]"#,
     ),
+    // The first non-NULL name by key: nations 0 to 2 give NULL, nation 3 is CANADA. The
+    // window runs on a worker, past DataFusion's encoding, which drops IGNORE NULLS.
+    (
+        "first_value IGNORE NULLS on a worker",
+        "SELECT DISTINCT first_value(CASE WHEN n_nationkey > 2 THEN n_name END) IGNORE NULLS \
+         OVER (ORDER BY n_nationkey ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) FROM nation",
+        r#"[["CANADA"]]"#,
+    ),
     // A row's star is its fields: nations 0 and 1 as (key, name).
     (
         "a row's fields as columns",
