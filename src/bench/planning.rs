@@ -34,18 +34,20 @@ struct Timed {
 }
 
 pub async fn run_planning(b: &PlanningBench) -> Result<(), String> {
-    let mut suites = vec![("tpch", "tiny", tpch_queries())];
+    let mut suites = vec![("tpch", "tiny", super::tpch::tpch_queries())];
     if let Some(dir) = &b.queries_dir {
-        suites.push(("tpcds", "tiny", tpcds_queries(dir)?));
+        suites.push(("tpcds", "tiny", super::tpch::tpcds_queries(dir)?));
     }
+    // One set of catalogs for every plan, as a coordinator has.
+    let connectors = Connectors::builtin_with(Default::default(), TpchSpelling::BENCHMARK);
     println!(
         "planning, median of {} (ms): flotilla (to stages) | DataFusion (to its physical plan) | ratio",
         b.iterations
     );
     for (catalog, schema, queries) in suites {
         let mut timed = Vec::new();
-        for (label, sql) in queries {
-            timed.push(time_one(b, catalog, schema, label, &sql).await?);
+        for (number, sql) in queries {
+            timed.push(time_one(b, &connectors, (catalog, schema), format!("q{number}"), &sql).await?);
         }
         for t in &timed {
             println!("{:>8} {:>9.2} {:>9.2} {:>6.2}", t.label, ms(t.flotilla), ms(t.datafusion), ratio(t));
@@ -71,22 +73,13 @@ fn ratio(t: &Timed) -> f64 {
     t.flotilla.as_secs_f64() / t.datafusion.as_secs_f64().max(1e-9)
 }
 
-fn tpch_queries() -> Vec<(String, String)> {
-    crate::local::TPCH_QUERIES.iter().enumerate().map(|(i, q)| (format!("q{}", i + 1), q.to_string())).collect()
-}
-
-fn tpcds_queries(dir: &std::path::Path) -> Result<Vec<(String, String)>, String> {
-    (1..=99)
-        .map(|n| {
-            let path = dir.join(format!("q{n}.sql"));
-            let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-            Ok((format!("q{n}"), text.trim().trim_end_matches(';').to_string()))
-        })
-        .collect()
-}
-
-async fn time_one(b: &PlanningBench, catalog: &str, schema: &str, label: String, sql: &str) -> Result<Timed, String> {
-    let connectors = Connectors::builtin_with(Default::default(), TpchSpelling::BENCHMARK);
+async fn time_one(
+    b: &PlanningBench,
+    connectors: &Connectors,
+    (catalog, schema): (&str, &str),
+    label: String,
+    sql: &str,
+) -> Result<Timed, String> {
     let spec = SessionSpec { catalog: catalog.into(), schema: schema.into(), ..Default::default() };
     let runtime = std::sync::Arc::new(datafusion::execution::runtime_env::RuntimeEnv::default());
     let single = single_node_context_in(catalog, schema, b.workers, runtime);
@@ -94,7 +87,7 @@ async fn time_one(b: &PlanningBench, catalog: &str, schema: &str, label: String,
     // One more round than measured: the first warms caches on both sides.
     for round in 0..=b.iterations {
         let request = PlanRequest {
-            ctx: session_context(&spec, &Default::default(), b.workers, &connectors),
+            ctx: session_context(&spec, &Default::default(), b.workers, connectors),
             connectors: connectors.clone(),
             access: None,
             query_id: format!("plan_{label}"),

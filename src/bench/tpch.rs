@@ -98,19 +98,29 @@ impl Suite {
     /// `(number, text)` of every query of the benchmark.
     fn queries(self, b: &TpchBench) -> Result<Vec<(usize, String)>, String> {
         match self {
-            Suite::Tpch => Ok(TPCH_QUERIES.iter().enumerate().map(|(i, q)| (i + 1, q.to_string())).collect()),
+            Suite::Tpch => Ok(tpch_queries()),
             Suite::Tpcds => {
                 let dir = b.queries_dir.as_ref().ok_or("bench tpcds needs --queries-dir DIR (q1.sql to q99.sql)")?;
-                (1..=99)
-                    .map(|n| {
-                        let path = dir.join(format!("q{n}.sql"));
-                        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-                        Ok((n, text.trim().trim_end_matches(';').to_string()))
-                    })
-                    .collect()
+                tpcds_queries(dir)
             }
         }
     }
+}
+
+/// `(number, text)` of the 22 TPC-H queries.
+pub(super) fn tpch_queries() -> Vec<(usize, String)> {
+    TPCH_QUERIES.iter().enumerate().map(|(i, q)| (i + 1, q.to_string())).collect()
+}
+
+/// `(number, text)` of the 99 TPC-DS queries in `dir` (`q1.sql` to `q99.sql`).
+pub(super) fn tpcds_queries(dir: &std::path::Path) -> Result<Vec<(usize, String)>, String> {
+    (1..=99)
+        .map(|n| {
+            let path = dir.join(format!("q{n}.sql"));
+            let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            Ok((n, text.trim().trim_end_matches(';').to_string()))
+        })
+        .collect()
 }
 
 /// How the benchmark's client takes flotilla's rows.

@@ -26,6 +26,7 @@ use datafusion::sql::sqlparser::ast::{
 use super::dialect::{output_names, using_joins};
 use super::planner::{planning_error, QueryError};
 use crate::error_code::ErrorCode;
+use using_joins::normalized;
 
 /// A select item whose columns the plan must say.
 #[derive(Debug, Clone)]
@@ -160,14 +161,6 @@ impl<R> VisitorMut for Nested<'_, '_, '_, R> {
     fn post_visit_query(&mut self, _: &mut Query) -> ControlFlow<R> {
         self.depth -= 1;
         ControlFlow::Continue(())
-    }
-}
-
-/// A name as the planner compares it: unquoted names in lower case.
-fn normalized(i: &Ident) -> String {
-    match i.quote_style {
-        Some(_) => i.value.clone(),
-        None => i.value.to_lowercase(),
     }
 }
 

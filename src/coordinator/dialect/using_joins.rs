@@ -23,7 +23,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 /// A name as the planner compares it: unquoted names in lower case.
-fn normalized(i: &Ident) -> String {
+pub fn normalized(i: &Ident) -> String {
     match i.quote_style {
         Some(_) => i.value.clone(),
         None => i.value.to_lowercase(),
