@@ -113,6 +113,8 @@ error_codes! {
     UnsupportedIsolationLevel = ("UNSUPPORTED_ISOLATION_LEVEL", 26, UserError, Never),
     /// A scalar subquery with more than one row for a row that reads it.
     SubqueryMultipleRows = ("SUBQUERY_MULTIPLE_ROWS", 28, UserError, Never),
+    /// A `MERGE` whose target row matched more than one source row.
+    MergeTargetRowMultipleMatches = ("MERGE_TARGET_ROW_MULTIPLE_MATCHES", 119, UserError, Never),
     /// A stored view whose text no longer plans (a table it reads is gone).
     InvalidView = ("INVALID_VIEW", 11, UserError, Never),
     NotSupported = ("NOT_SUPPORTED", 13, UserError, Never),

@@ -26,6 +26,7 @@ mod integration {
     pub mod protocol;
     pub mod python_client;
     pub mod robustness;
+    pub mod row_changes;
     pub mod scheduling;
     pub mod security;
     pub mod shapes;

@@ -23,11 +23,13 @@ pub mod memory;
 pub mod metastore;
 pub mod object_storage;
 pub mod postgresql;
+pub mod staged_files;
 pub mod system;
 pub mod time_travel;
 pub mod tpcds;
 pub mod tpch;
 pub mod view;
+pub mod writes;
 
 use std::fmt;
 use std::path::Path;
@@ -97,8 +99,13 @@ pub trait Connector: Send + Sync + fmt::Debug {
         self.files().is_some_and(|f| f.is_delta_lake())
     }
 
-    /// The catalog as a catalog of files (tables that can be written and are kept
-    /// in a metastore), if it is one.
+    /// Its write half, for a catalog whose tables can be written: every write is
+    /// planned through it (`writes`).
+    fn writes(&self) -> Option<&dyn writes::ConnectorWrites> {
+        None
+    }
+
+    /// The catalog as a catalog of files (tables kept in a metastore), if it is one.
     fn files(&self) -> Option<&files::FilesConnector> {
         None
     }

@@ -70,6 +70,20 @@ pub async fn run_query(coord: Arc<CoordinatorState>, q: Arc<QueryExecution>) {
     };
     // A write's staged files go whatever the outcome; its tasks are gone by now.
     let writes: Vec<_> = std::mem::take(&mut q.progress().writes);
+    // A row-level change that failed reading what a concurrent change replaced
+    // failed as a conflict (a cancel stays a cancel).
+    let outcome = match outcome {
+        Err(e) if !matches!(e.error_name.known(), Some(ErrorCode::UserCanceled | ErrorCode::AbandonedQuery)) => {
+            let mut outcome = Err(e);
+            for w in &writes {
+                if let Some(conflict) = w.conflict().await {
+                    outcome = Err(conflict);
+                }
+            }
+            outcome
+        }
+        other => other,
+    };
     let mut made_tables = false;
     for w in writes {
         w.finish().await;

@@ -11,19 +11,13 @@
 use datafusion::datasource::listing::ListingTableUrl;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use futures::StreamExt;
-use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use std::sync::Arc;
 
 use crate::connector::Connectors;
 
-/// The first part of a staging directory's name.
-pub const STAGING_PREFIX: &str = ".flotilla-staging-";
-
-/// Whether the object at `path` lies in a staging directory.
-pub fn in_staging(path: &Path) -> bool {
-    path.parts().any(|p| p.as_ref().starts_with(STAGING_PREFIX))
-}
+pub use crate::connector::staged_files::in_staging;
+pub use crate::connector::writes::STAGING_PREFIX;
 
 /// Whether a staging directory's name is of a query of the coordinator `incarnation`.
 fn of_incarnation(name: &str, incarnation: &str) -> bool {
@@ -89,7 +83,7 @@ async fn subdirectories(runtime: &RuntimeEnv, location: &str) -> Vec<String> {
 
 /// Removes a directory and everything below it.
 async fn remove(runtime: &RuntimeEnv, dir: &str) -> Result<(), String> {
-    if let Some(path) = super::table_commit::local_dir(dir) {
+    if let Some(path) = crate::connector::staged_files::local_dir(dir) {
         return tokio::fs::remove_dir_all(path).await.map_err(|e| e.to_string());
     }
     let (store, url) = store_of(runtime, dir).map_err(|e| e.to_string())?;

@@ -24,6 +24,7 @@ pub mod json;
 mod lambda;
 mod map_lambda;
 mod math;
+pub mod merge_rows;
 mod regexp;
 pub mod row_names;
 pub mod row_subscript;
@@ -138,6 +139,10 @@ pub fn register(registry: &mut dyn FunctionRegistry) -> Result<()> {
     // Scalar subqueries' one row, checked where it is read (`plan::scalar_subqueries`).
     registry.register_udaf(Arc::new(single_value::single_value()))?;
     registry.register_udf(Arc::new(single_value::checked_single()))?;
+    // A MERGE's row ids and its check of rows matched twice (`coordinator::merge`).
+    for f in merge_rows::functions() {
+        registry.register_udf(Arc::new(f))?;
+    }
     // Last, so that a function of the library replacing DataFusion's is bounded too;
     // `sequence` wraps DataFusion's own `generate_series`, not its bounded one.
     let series = registry.udf("generate_series")?;

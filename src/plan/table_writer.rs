@@ -1,7 +1,7 @@
 //! `TableWriterExec`: one writer per partition of its input, each writing its rows as
 //! new files into a directory of its own under the write's staging location, and
 //! answering one row: how many rows it wrote and that directory (Trino's table
-//! writer "fragment"). The coordinator's commit (`coordinator::write`) publishes
+//! writer "fragment"). The connector's publish (`connector::writes`) takes
 //! exactly the directories the successful writers reported, so the files of a failed
 //! or retried attempt never reach the table.
 //!
@@ -37,50 +37,61 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning, PlanProperties,
     SendableRecordBatchStream,
 };
-use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Where and how a write puts its files.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WriteTarget {
-    /// The staging location, ending in `/`; each writer makes a directory below it.
-    pub staging: String,
-    /// `PARQUET`, `CSV` or `JSON`.
-    pub format: String,
-    /// The table's format options (`CREATE EXTERNAL TABLE ... OPTIONS`).
-    pub options: HashMap<String, String>,
-    /// Hive-style partition columns, the last columns of the input, in order.
-    pub partition_columns: Vec<String>,
-    /// Columns declared `NOT NULL`: a null there fails the write (memory tables).
-    #[serde(default)]
-    pub not_null: Vec<String>,
-    /// Each column's field id, written into the Parquet schema (Iceberg tables,
-    /// whose readers match columns by id); none for other tables.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub field_ids: Vec<i32>,
-}
+use crate::connector::writes::{RowOperation, OPERATION_COLUMN};
 
-/// The format of a write into a `memory` table: its writers keep their rows in
-/// their worker's memory (`connector::memory::fragments`) and report
-/// `STAGING` `ID@WORKER_URL`.
-pub const MEMORY_FORMAT: &str = "MEMORY";
+pub use crate::connector::writes::WriteTarget;
 
-impl WriteTarget {
-    /// Whether its writers must run on workers (where the rows of memory tables live).
-    pub fn needs_worker(&self) -> bool {
-        self.format == MEMORY_FORMAT
-    }
-
-    pub fn file_extension(&self) -> String {
-        self.format.to_lowercase()
-    }
-}
-
-/// The schema of what writers answer: rows written, and the directory they went to.
+/// The schema of what writers answer: rows written, the directory (or memory
+/// fragment) they went to, and the rows the statement changed through them.
 pub fn fragment_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("rows", DataType::UInt64, false),
         Field::new("fragment", DataType::Utf8, false),
+        Field::new("changed", DataType::UInt64, false),
     ]))
+}
+
+/// One writer's answer.
+fn fragment_batch(rows: u64, address: String, changed: u64) -> Result<RecordBatch> {
+    Ok(RecordBatch::try_new(
+        fragment_schema(),
+        vec![
+            Arc::new(UInt64Array::from(vec![rows])),
+            Arc::new(StringArray::from(vec![address])),
+            Arc::new(UInt64Array::from(vec![changed])),
+        ],
+    )?)
+}
+
+/// The rows of a row-level change's input a writer writes: those its operation
+/// column keeps, without that column; the changed rows are counted in `changed`.
+fn applying_operations(input: SendableRecordBatchStream, changed: Arc<AtomicU64>) -> Result<SendableRecordBatchStream> {
+    use datafusion::arrow::array::{BooleanArray, Int8Array};
+    use datafusion::arrow::compute::filter_record_batch;
+    use futures::StreamExt;
+    let schema = input.schema();
+    let width = schema.fields().len();
+    if width == 0 || schema.field(width - 1).name() != OPERATION_COLUMN {
+        return exec_err!("a row-level change's input lacks its operation column");
+    }
+    let written = Arc::new(schema.project(&(0..width - 1).collect::<Vec<_>>())?);
+    let out = written.clone();
+    let stream = input.map(move |batch| {
+        let batch = batch?;
+        let Some(ops) = batch.column(width - 1).as_any().downcast_ref::<Int8Array>() else {
+            return exec_err!("the operation column is not Int8");
+        };
+        let keep = RowOperation::Keep as i8;
+        let deleted = RowOperation::Deleted as i8;
+        let counted = ops.iter().filter(|op| op.is_some_and(|op| op != keep)).count();
+        changed.fetch_add(counted as u64, Ordering::Relaxed);
+        let mask: BooleanArray = ops.iter().map(|op| Some(op.is_some_and(|op| op != deleted))).collect();
+        let batch = batch.project(&(0..width - 1).collect::<Vec<_>>())?;
+        Ok(filter_record_batch(&batch, &mask)?.with_schema(out.clone())?)
+    });
+    Ok(Box::pin(RecordBatchStreamAdapter::new(written, stream)))
 }
 
 #[derive(Debug)]
@@ -106,9 +117,30 @@ impl TableWriterExec {
         &self.target
     }
 
-    /// The schema files are written with: the input's, with the target's field ids.
-    fn written_schema(&self) -> Result<SchemaRef> {
+    /// The rows a writer writes (a row-level change's without its operation
+    /// column), and the count of the changed ones it saw.
+    fn rows(&self, partition: usize, context: Arc<TaskContext>) -> Result<(SendableRecordBatchStream, Arc<AtomicU64>)> {
+        let input = self.input.execute(partition, context)?;
+        let changed = Arc::new(AtomicU64::new(0));
+        match self.target.operations {
+            true => Ok((applying_operations(input, changed.clone())?, changed)),
+            false => Ok((input, changed)),
+        }
+    }
+
+    /// The columns written: the input's, but a row-level change's operation column.
+    fn written_columns(&self) -> SchemaRef {
         let schema = self.input.schema();
+        match self.target.operations {
+            true => Arc::new(Schema::new(schema.fields()[..schema.fields().len().saturating_sub(1)].to_vec())),
+            false => schema,
+        }
+    }
+
+    /// The schema files are written with: the written columns, with the target's
+    /// field ids.
+    fn written_schema(&self) -> Result<SchemaRef> {
+        let schema = self.written_columns();
         if self.target.field_ids.is_empty() {
             return Ok(schema);
         }
@@ -174,14 +206,14 @@ impl TableWriterExec {
             .ok_or_else(|| exec_datafusion_err!("memory tables are written on workers only"))?;
         let id = format!("w{partition}-{}", crate::util::random_suffix(16).to_lowercase());
         let staging = self.target.staging.clone();
-        let input = refusing_nulls(self.input.execute(partition, context)?, &self.target.not_null)?;
+        let (rows, changed) = self.rows(partition, context)?;
+        let operations = self.target.operations;
+        let input = refusing_nulls(rows, &self.target.not_null)?;
         let stream = futures::stream::once(async move {
             let rows = held.write(&staging, &id, input).await?;
             let address = format!("{staging}{id}@{}", held.url());
-            Ok(RecordBatch::try_new(
-                fragment_schema(),
-                vec![Arc::new(UInt64Array::from(vec![rows])), Arc::new(StringArray::from(vec![address]))],
-            )?)
+            let changed = if operations { changed.load(Ordering::Relaxed) } else { rows };
+            fragment_batch(rows, address, changed)
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(fragment_schema(), stream)))
     }
@@ -250,14 +282,13 @@ impl ExecutionPlan for TableWriterExec {
         // files of the one before, and only the reported directory is published.
         let dir = format!("{}w{partition}-{}/", self.target.staging, crate::util::random_suffix(10).to_lowercase());
         let sink = self.sink(&dir, &context)?;
-        let input = with_schema(self.input.execute(partition, context.clone())?, self.written_schema()?);
+        let (rows, changed) = self.rows(partition, context.clone())?;
+        let operations = self.target.operations;
+        let input = with_schema(refusing_nulls(rows, &self.target.not_null)?, self.written_schema()?);
         let stream = futures::stream::once(async move {
             let rows = sink.write_all(input, &context).await?;
-            let batch = RecordBatch::try_new(
-                fragment_schema(),
-                vec![Arc::new(UInt64Array::from(vec![rows])), Arc::new(StringArray::from(vec![dir]))],
-            )?;
-            Ok(batch)
+            let changed = if operations { changed.load(Ordering::Relaxed) } else { rows };
+            fragment_batch(rows, dir, changed)
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(fragment_schema(), stream)))
     }

@@ -291,6 +291,7 @@ async fn tables_made_from_columns_fill_by_insert_in_files_and_memory() {
     assert!(e.is_err(), "a null into a NOT NULL column must fail");
     assert_eq!(mem.execute("SELECT count(*) FROM strict").await.unwrap().rows, vec![vec![json!(0)]]);
 
+    super::row_changes::row_level_changes(&c, &warehouse).await;
     writes_racing_a_drop_or_rename_fail_and_leave_nothing(&c, &warehouse).await;
 
     // Dropping them gives the pools their bytes back.

@@ -16,8 +16,8 @@
 //! catalog.
 //!
 //! `CREATE SCHEMA`, `DROP SCHEMA` and `DROP TABLE` reach the catalog through the
-//! providers here (`ddl`); writes are planned by `coordinator::iceberg_write` and
-//! committed with `write`, `partition` and `data_file`.
+//! providers here (`ddl`); writes are begun and published by `table_write`, with
+//! `write`, `partition` and `data_file`.
 
 pub mod data_file;
 mod ddl;
@@ -27,6 +27,7 @@ pub mod partition;
 pub mod scan;
 pub mod schema;
 pub mod storage;
+pub mod table_write;
 pub mod write;
 
 use std::collections::{BTreeMap, HashMap};
@@ -313,7 +314,7 @@ fn namespace(schema: &str) -> NamespaceIdent {
 }
 
 /// The `iceberg` connector.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct IcebergConnector {
     state: Arc<IcebergCatalogState>,
 }
@@ -381,6 +382,10 @@ impl Connector for IcebergConnector {
     }
 
     fn iceberg(&self) -> Option<&IcebergConnector> {
+        Some(self)
+    }
+
+    fn writes(&self) -> Option<&dyn super::writes::ConnectorWrites> {
         Some(self)
     }
 }

@@ -1,8 +1,8 @@
 //! The `memory` catalog, Trino's memory connector: tables whose rows live in the
 //! workers' memory pools, split over the workers that wrote them, and gone when the
 //! table is dropped or a worker restarts. `CREATE TABLE memory.s.t (columns)` or
-//! `... AS SELECT` makes one, `INSERT` adds to it (`coordinator::memory_write`
-//! plans both as writers on workers, `TableWriterExec` with the `MEMORY` format).
+//! `... AS SELECT` makes one, `INSERT`, `DELETE`, `UPDATE` and `MERGE` change it (`write`:
+//! writers on workers, `TableWriterExec` with the `MEMORY` format).
 //!
 //! The coordinator keeps each table's schema and the addresses of its fragments
 //! (`FragmentRef`: worker and id); the rows stay where their writer ran
@@ -12,6 +12,7 @@
 
 pub mod fragments;
 pub mod scan;
+pub mod write;
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -31,6 +32,10 @@ use crate::cluster::node_manager::WorkerNode;
 
 /// The built-in catalog's name.
 pub const MEMORY_CATALOG: &str = "memory";
+
+/// How long the fragments a row-level change replaced stay for the queries that
+/// still read them.
+const REPLACED_FRAGMENTS_KEPT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The schema every memory catalog starts with, as in Trino.
 pub const DEFAULT_SCHEMA: &str = "default";
@@ -82,6 +87,18 @@ impl Shared {
                 }
             });
         }
+    }
+
+    /// Tells the workers to let `fragments` go a while from now: queries that began
+    /// before a row-level change replaced them still read them (a concurrent change
+    /// then fails as a conflict at its commit, not on a missing fragment).
+    fn drop_fragments_later(self: &Arc<Self>, fragments: Vec<FragmentRef>) {
+        let Some(cluster) = self.cluster.get() else { return };
+        let this = self.clone();
+        cluster.runtime.spawn(async move {
+            tokio::time::sleep(REPLACED_FRAGMENTS_KEPT).await;
+            this.drop_fragments(fragments);
+        });
     }
 
     /// Ends a write on every live worker: the fragments in `keep` stay, the write's
@@ -138,6 +155,20 @@ impl MemoryTable {
 
     pub fn fragments(&self) -> Vec<FragmentRef> {
         self.fragments.read().clone()
+    }
+
+    /// Swaps `new` in for the table's fragments if they are still exactly `read`
+    /// (a row-level change's publish), and lets the workers drop the old ones;
+    /// false, and nothing changed, when another write changed them meanwhile.
+    pub fn replace(&self, read: &[FragmentRef], new: Vec<FragmentRef>) -> bool {
+        let mut fragments = self.fragments.write();
+        if fragments.as_slice() != read {
+            return false;
+        }
+        let old = std::mem::replace(&mut *fragments, new);
+        drop(fragments);
+        self.shared.drop_fragments_later(old);
+        true
     }
 
     pub fn shared(&self) -> &Arc<Shared> {
@@ -317,6 +348,10 @@ impl Connector for MemoryConnector {
     }
 
     fn memory(&self) -> Option<&MemoryConnector> {
+        Some(self)
+    }
+
+    fn writes(&self) -> Option<&dyn super::writes::ConnectorWrites> {
         Some(self)
     }
 }

@@ -211,7 +211,14 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
     if let Some(relation) = super::relations::parse(&parsed.statement) {
         return plan_relation(request, relation?, abandoned).await;
     }
-    let logical = state.statement_to_plan(parsed.statement).await.map_err(|e| planning_error(&e))?;
+    // DataFusion plans no MERGE: it is planned as the query of the rows it leaves.
+    let normalize = state.config().options().sql_parser.enable_ident_normalization;
+    let merge = super::merge::plan(&state, &parsed.statement, normalize).await?;
+    let is_merge = merge.is_some();
+    let logical = match merge {
+        Some(logical) => logical,
+        None => state.statement_to_plan(parsed.statement).await.map_err(|e| planning_error(&e))?,
+    };
     checks::check(request, &logical, parsed.create.any())?;
     match request.purpose {
         Purpose::Run => {}
@@ -237,7 +244,7 @@ async fn plan_here(request: &PlanRequest, sql: &str, abandoned: &dyn Fn() -> boo
     if abandoned() {
         return Err(QueryError::new(ErrorCode::UserCanceled, "planning was abandoned"));
     }
-    if let Some(planned) = writes::plan_write(request, &logical, parsed.create, analyze).await? {
+    if let Some(planned) = writes::plan_write(request, &logical, parsed.create, analyze, is_merge).await? {
         return Ok(planned);
     }
     let definition = physical::run_definition(request, &logical, parsed.view_clauses).await?;

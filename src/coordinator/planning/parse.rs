@@ -12,7 +12,6 @@ use super::{PlanRequest, MAX_EXPRESSION_DEPTH};
 use crate::connector::Connectors;
 use crate::coordinator::planner::{planning_error, QueryError};
 use crate::coordinator::relations::ViewClauses;
-use crate::coordinator::write;
 use crate::error_code::ErrorCode;
 
 /// The statement to plan, and what was taken out of it for flotilla to do.
@@ -24,22 +23,19 @@ pub(super) struct ParsedStatement {
     pub create: CreateProperties,
 }
 
-/// The `WITH (...)` properties (and comment) of a `CREATE TABLE` whose table flotilla
-/// writes itself.
+/// The `WITH (...)` properties (`(key in lower case, value)`) and comment of a
+/// `CREATE TABLE` in a catalog whose connector writes: the connector reads them.
 #[derive(Default)]
 pub(super) struct CreateProperties {
-    pub files: Option<write::TableProperties>,
-    #[cfg(feature = "iceberg")]
-    pub iceberg: Option<crate::coordinator::iceberg_write::IcebergProperties>,
+    pub taken: Option<(TableProperties, Option<String>)>,
 }
+
+/// `WITH (...)` as written: (key in lower case, value).
+pub(super) type TableProperties = Vec<(String, SqlExpr)>;
 
 impl CreateProperties {
     pub fn any(&self) -> bool {
-        #[cfg(feature = "iceberg")]
-        if self.iceberg.is_some() {
-            return true;
-        }
-        self.files.is_some()
+        self.taken.is_some()
     }
 }
 
@@ -64,14 +60,13 @@ pub(super) fn parse(
     let mut tokens = crate::coordinator::dialect::tokenize(sql).map_err(|e| planning_error(&e))?;
     let view_clauses = crate::coordinator::relations::take_view_clauses(&mut tokens, sql).transpose()?;
     let table_comment = crate::coordinator::relations::take_table_comment(&mut tokens);
-    let (catalog, schema) = request.defaults();
+    let (catalog, _) = request.defaults();
     let session = session_values(state, &request.user, request.access.as_ref());
     let limit = options.sql_parser.recursion_limit.get();
     let mut statement =
         crate::coordinator::dialect::parse_tokens(tokens, limit, &session).map_err(|e| planning_error(&e))?;
     check_depth(&statement)?;
-    let create =
-        take_create_properties(&mut statement, &request.connectors, (&catalog, &schema), normalize, table_comment)?;
+    let create = take_create_properties(&mut statement, &request.connectors, &catalog, normalize, table_comment)?;
     Ok(ParsedStatement { statement, view_clauses, create })
 }
 
@@ -92,37 +87,54 @@ fn session_values(
     }
 }
 
-/// A table made from a query in a catalog of files (or Iceberg): its `WITH (...)`
-/// properties (Trino's) are ours to read, DataFusion plans the rest.
+/// A `CREATE TABLE` in a catalog whose connector writes: its `WITH (...)` properties
+/// (Trino's) are the connector's to read, DataFusion plans the rest.
 fn take_create_properties(
     statement: &mut DFStatement,
     connectors: &Connectors,
-    (catalog, schema): (&str, &str),
+    catalog: &str,
     normalize: bool,
     table_comment: Option<String>,
 ) -> Result<CreateProperties, QueryError> {
+    use datafusion::sql::planner::object_name_to_table_reference;
     use datafusion::sql::sqlparser::ast::Statement;
     let mut create = CreateProperties::default();
     if let DFStatement::Statement(s) = statement {
-        #[cfg(feature = "iceberg")]
-        if crate::coordinator::iceberg_write::is_create_in_iceberg(s, connectors, catalog, schema, normalize) {
-            if let Statement::CreateTable(ct) = s.as_mut() {
-                create.iceberg = Some(crate::coordinator::iceberg_write::take_properties(ct)?);
-            }
-        }
-        if write::is_ctas_into_files(s, connectors, catalog, schema, normalize) {
-            if let Statement::CreateTable(ct) = s.as_mut() {
-                let mut props = write::take_table_properties(ct)?;
-                props.comment = table_comment.clone();
-                create.files = Some(props);
+        if let Statement::CreateTable(ct) = s.as_mut() {
+            let name = object_name_to_table_reference(ct.name.clone(), normalize).map_err(|e| planning_error(&e))?;
+            let writes = connectors.get(name.catalog().unwrap_or(catalog)).and_then(|c| c.writes());
+            if writes.is_some() {
+                create.taken = Some((take_with_properties(ct)?, table_comment.clone()));
             }
         }
     }
-    if table_comment.is_some() && create.files.is_none() {
+    if table_comment.is_some() && create.taken.is_none() {
         let m = "CREATE TABLE ... COMMENT: tables take comments only in catalogs of files";
         return Err(QueryError::new(ErrorCode::NotSupported, m));
     }
     Ok(create)
+}
+
+/// The `WITH (key = value, ...)` of a `CREATE TABLE`, taken off the statement so
+/// that DataFusion plans the rest: (key in lower case, value) pairs.
+fn take_with_properties(
+    ct: &mut datafusion::sql::sqlparser::ast::CreateTable,
+) -> Result<Vec<(String, SqlExpr)>, QueryError> {
+    use datafusion::sql::sqlparser::ast::{CreateTableOptions, SqlOption};
+    let options = match std::mem::take(&mut ct.table_options) {
+        CreateTableOptions::None => return Ok(Vec::new()),
+        CreateTableOptions::With(o) => o,
+        other => {
+            return Err(QueryError::new(ErrorCode::NotSupported, format!("table options '{other}': use WITH (...)")))
+        }
+    };
+    options
+        .into_iter()
+        .map(|o| match o {
+            SqlOption::KeyValue { key, value } => Ok((key.value.to_lowercase(), value)),
+            o => Err(QueryError::new(ErrorCode::NotSupported, format!("table property '{o}'"))),
+        })
+        .collect()
 }
 
 /// The statement with Trino's `FOR VERSION AS OF n` taken out (see

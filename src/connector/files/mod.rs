@@ -1,7 +1,7 @@
 //! The `files` catalog: tables over Parquet, CSV or JSON files on local disk or in
 //! S3 (or an S3-compatible server). `CREATE EXTERNAL TABLE lake.s.t STORED AS PARQUET
 //! LOCATION 's3://bucket/t/'` declares one over existing files; `CREATE TABLE lake.s.t
-//! AS SELECT` and `INSERT INTO` write them (see `plan::write`). Scans are DataFusion's
+//! AS SELECT`, `INSERT INTO` and the row-level changes write them (`write`). Scans are DataFusion's
 //! file scans, which travel to workers in DataFusion's own plan encoding; the object
 //! stores they read through come from `object_storage`.
 //!
@@ -23,6 +23,8 @@ use datafusion::physical_plan::ExecutionPlan;
 use super::metastore::Metastore;
 use super::object_storage::{S3Scope, S3Settings};
 use super::Connector;
+
+pub mod write;
 
 pub const FILES_CATALOG: &str = "files";
 
@@ -376,6 +378,10 @@ impl Connector for FilesConnector {
     }
 
     fn files(&self) -> Option<&FilesConnector> {
+        Some(self)
+    }
+
+    fn writes(&self) -> Option<&dyn super::writes::ConnectorWrites> {
         Some(self)
     }
 
