@@ -141,11 +141,37 @@ pub fn prepare_for_distribution(
     let plan = if changed { restore_distributions(plan, config)? } else { plan };
     // Only now do the joins made partitioned above show their probe sides' partitioning.
     let (plan, changed) = rewrite(plan, &partition_by_probe)?;
-    if changed {
-        restore_distributions(plan, config)
-    } else {
-        Ok(plan)
+    let plan = if changed { restore_distributions(plan, config)? } else { plan };
+    // Restoring distributions takes away every gathering it did not ask for, the
+    // probe sides gathered above with them: a null-aware anti join (`NOT IN`) then
+    // ran in several tasks, each over part of the probe side, and answered no rows.
+    Ok(rewrite(plan, &probe_side_whole)?.0)
+}
+
+/// A collect-left join that keeps build-side state and cannot be partitioned
+/// (`keep_build_state_whole`) with its probe side in one partition, so that one task
+/// sees every probe row.
+fn probe_side_whole(plan: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let whole = |right: &Arc<dyn ExecutionPlan>| right.output_partitioning().partition_count() > 1;
+    if let Some(j) = as_::<HashJoinExec>(plan) {
+        let unpartitionable = j.null_aware || j.on().is_empty();
+        if *j.partition_mode() == PartitionMode::CollectLeft
+            && keeps_build_side_state(j.join_type())
+            && unpartitionable
+            && whole(j.right())
+        {
+            let children = vec![j.left().clone(), single_partition(j.right().clone())];
+            return Ok(Some(j.builder().with_new_children(children)?.build_exec()?));
+        }
     }
+    if let Some(j) = as_::<NestedLoopJoinExec>(plan) {
+        if keeps_build_side_state(j.join_type()) && whole(j.right()) {
+            let children = vec![j.left().clone(), single_partition(j.right().clone())];
+            #[allow(deprecated)]
+            return Ok(Some(plan.clone().with_new_children(children)?));
+        }
+    }
+    Ok(None)
 }
 
 fn restore_distributions(plan: Arc<dyn ExecutionPlan>, config: &ConfigOptions) -> Result<Arc<dyn ExecutionPlan>> {
@@ -154,4 +180,48 @@ fn restore_distributions(plan: Arc<dyn ExecutionPlan>, config: &ConfigOptions) -
     let plan = OutputRequirements::new_add_mode().optimize(plan, config)?;
     let plan = EnsureRequirements::new().optimize(plan, config)?;
     OutputRequirements::new_remove_mode().optimize(plan, config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::Int64Array;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::arrow::record_batch::RecordBatch;
+    use datafusion::datasource::MemTable;
+    use datafusion::prelude::{SessionConfig, SessionContext};
+
+    /// Each join that keeps its build side whole, in a plan made ready: the probe
+    /// sides' partition counts.
+    fn probe_partitions(plan: &Arc<dyn ExecutionPlan>, out: &mut Vec<usize>) {
+        if let Some(j) = as_::<NestedLoopJoinExec>(plan) {
+            out.push(j.right().output_partitioning().partition_count());
+        }
+        if let Some(j) = as_::<HashJoinExec>(plan) {
+            if j.null_aware {
+                out.push(j.right().output_partitioning().partition_count());
+            }
+        }
+        plan.children().into_iter().for_each(|c| probe_partitions(c, out));
+    }
+
+    #[tokio::test]
+    async fn joins_keeping_their_build_side_whole_read_their_probe_side_in_one_partition() {
+        let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(4));
+        for (name, column) in [("a", "x"), ("b", "y")] {
+            let schema = Arc::new(Schema::new(vec![Field::new(column, DataType::Int64, true)]));
+            let part =
+                |v: i64| vec![RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![v]))]).unwrap()];
+            let table = MemTable::try_new(schema.clone(), (0..4).map(part).collect()).unwrap();
+            ctx.register_table(name, Arc::new(table)).unwrap();
+        }
+        for sql in ["SELECT * FROM a LEFT JOIN b ON x < y", "SELECT * FROM a WHERE x NOT IN (SELECT y FROM b)"] {
+            let plan = ctx.sql(sql).await.unwrap().create_physical_plan().await.unwrap();
+            let ready = prepare_for_distribution(plan, ctx.copied_config().options()).unwrap();
+            let mut partitions = Vec::new();
+            probe_partitions(&ready, &mut partitions);
+            assert!(!partitions.is_empty(), "{sql}: the join is there");
+            assert!(partitions.iter().all(|&p| p == 1), "{sql}: probe sides in {partitions:?} partitions");
+        }
+    }
 }

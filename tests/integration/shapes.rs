@@ -14,7 +14,7 @@ use super::common::{assert_same_rows, oracle, Cluster};
 type Shape = (&'static str, &'static [(&'static str, &'static str)], &'static str);
 
 /// Queries over `tiny`.
-const SHAPES: [Shape; 7] = [
+const SHAPES: [Shape; 9] = [
     (
         "union of two aggregations on one key",
         &[],
@@ -50,6 +50,20 @@ const SHAPES: [Shape; 7] = [
         "the same without dynamic filters",
         &[("join_max_broadcast_table_size", "0B"), ("enable_dynamic_filtering", "false")],
         "SELECT count(*), sum(l_quantity) FROM lineitem JOIN part ON l_partkey = p_partkey WHERE p_size > 1000",
+    ),
+    // Joins that keep their build side whole, cut into stages: each once ran in
+    // several tasks over parts of its probe side (the left join answered 15 rows of
+    // 35, the NOT IN none).
+    (
+        "a left join on a non-equal condition, in stages",
+        &[("single_task_max_rows", "0")],
+        "SELECT count(*), count(s_suppkey) FROM nation LEFT JOIN supplier ON n_nationkey < s_suppkey - 95",
+    ),
+    (
+        "NOT IN over a nullable column, in stages",
+        &[("single_task_max_rows", "0")],
+        "SELECT count(*) FROM customer WHERE c_custkey NOT IN \
+         (SELECT nullif(o_custkey, -1) FROM orders WHERE o_orderstatus = 'F')",
     ),
     (
         "a LIMIT over a sorted result",

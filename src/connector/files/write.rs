@@ -191,9 +191,10 @@ impl ConnectorWrites for FilesConnector {
         }
         let format = props.format.unwrap_or_else(|| "PARQUET".into());
         self.check_empty_location(request, &location).await?;
-        // The query's columns as they are, NULL or NOT NULL: with nullable columns the
-        // S3 TPC-H test's q16 (`NOT IN`, a null-aware anti join) answered no rows, a
-        // defect of its own to find before Trino's nullable CTAS columns come here.
+        // The query's columns as they are, NULL or NOT NULL. Trino makes them all
+        // nullable; with nullable columns the S3 TPC-H test's q16 (`NOT IN`, a
+        // null-aware anti join) answered no rows until `plan::distribute` kept such a
+        // join's probe side whole. Nullable columns here are a change of their own.
         let columns = c.input.schema().as_arrow().clone();
         let table_schema = Arc::new(DFSchema::try_from(columns).map_err(|e| request.error(&e))?);
         let definition = CreateExternalTable {
