@@ -215,6 +215,37 @@ async fn tables_written_by_workers_are_right_survive_a_restart_and_failed_writes
     let lake = c.client("lake", "w");
     let made = lake.execute("CREATE TABLE lake.w.interrupted AS SELECT 1 AS a").await.expect("the name is free");
     assert_eq!(made.update_count, Some(1));
+
+    // A worker killed while an UPDATE runs (retry_policy=none): the UPDATE either
+    // finished before the kill, whole, or failed and left the table as it was, with
+    // no staged file.
+    let changed = "SELECT count(*), count_if(l_comment = 'killed') FROM lineitem";
+    let before = lake.execute(changed).await.unwrap().rows;
+    let tenth = oracle("sf0_1", "SELECT count(*) FROM lineitem WHERE l_orderkey % 10 = 0").await;
+    let update = "UPDATE lake.w.lineitem SET l_comment = 'killed' WHERE l_orderkey % 10 = 0";
+    let id = c.cluster.start_statement("sf0_1", update).await;
+    c.cluster.wait_for_tasks(1).await;
+    c.cluster.kill_worker(0);
+    let info = wait_for_query_end(&c.cluster.coordinator.url, &id).await;
+    let after = lake.execute(changed).await.unwrap().rows;
+    println!("an UPDATE whose worker was killed ended {}", info["state"]);
+    match info["state"].as_str() {
+        Some("FINISHED") => {
+            assert_eq!(after, vec![vec![before[0][0].clone(), tenth[0][0].clone()]], "the change whole")
+        }
+        Some("FAILED") => assert_eq!(after, before, "the table as it was"),
+        other => panic!("the UPDATE ended {other:?}: {info}"),
+    }
+    let staged: Vec<_> =
+        files_below(&table_dir).into_iter().filter(|f| f.to_string_lossy().contains(".flotilla-staging")).collect();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut staged = staged;
+    while !staged.is_empty() {
+        assert!(Instant::now() < deadline, "the UPDATE left staged files: {staged:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        staged =
+            files_below(&table_dir).into_iter().filter(|f| f.to_string_lossy().contains(".flotilla-staging")).collect();
+    }
     drop(c);
 }
 
