@@ -227,6 +227,11 @@ pub trait WritePublish: Send + Sync + fmt::Debug {
     async fn finish(self: Arc<Self>, published: bool);
 }
 
+/// The columns `schema` declares NOT NULL: writers refuse a NULL there.
+pub fn not_null_columns(schema: &datafusion::arrow::datatypes::Schema) -> Vec<String> {
+    schema.fields().iter().filter(|f| !f.is_nullable()).map(|f| f.name().clone()).collect()
+}
+
 /// The columns of the table a `CREATE TABLE` makes: those declared, or for one
 /// made from a query the query's, all nullable, as Trino makes them (a later
 /// `INSERT` or `MERGE` may put NULLs there).

@@ -250,16 +250,10 @@ impl MergeText {
             }
         }
         for (i, c) in columns.iter().enumerate() {
-            let whens: Vec<String> = clauses
-                .iter()
-                .filter_map(|(k, _, a)| match a {
-                    Action::Update(values) if values.contains_key(&i) => Some(format!("WHEN {k} THEN \"$u{k}_{i}\"")),
-                    _ => None,
-                })
-                .collect();
+            let whens = clause_values(clauses, i, "u", |a| matches!(a, Action::Update(_)));
             outer.push(match whens.is_empty() {
                 true => format!("\"$t{i}\" AS {}", quoted(c)),
-                false => format!("CASE \"$clause\" {} ELSE \"$t{i}\" END AS {}", whens.join(" "), quoted(c)),
+                false => format!("CASE \"$clause\" {whens} ELSE \"$t{i}\" END AS {}", quoted(c)),
             });
         }
         let deleted = match deletes.is_empty() {
@@ -300,16 +294,10 @@ impl MergeText {
         }
         let mut outer = Vec::new();
         for (i, c) in columns.iter().enumerate() {
-            let whens: Vec<String> = clauses
-                .iter()
-                .filter_map(|(k, _, a)| match a {
-                    Action::Insert(values) if values.contains_key(&i) => Some(format!("WHEN {k} THEN \"$i{k}_{i}\"")),
-                    _ => None,
-                })
-                .collect();
+            let whens = clause_values(clauses, i, "i", |a| matches!(a, Action::Insert(_)));
             outer.push(match whens.is_empty() {
                 true => format!("NULL AS {}", quoted(c)),
-                false => format!("CASE \"$clause\" {} END AS {}", whens.join(" "), quoted(c)),
+                false => format!("CASE \"$clause\" {whens} END AS {}", quoted(c)),
             });
         }
         outer.push(format!("1 AS \"{OPERATION_COLUMN}\""));
@@ -320,6 +308,23 @@ impl MergeText {
             inner.join(", ")
         )
     }
+}
+
+/// The `WHEN k THEN "$<prefix>k_i"` arms choosing column `i`'s value by the clause
+/// that applied, for the clauses of the kind `is_kind` that give it one; empty when
+/// none does.
+fn clause_values(clauses: &[(usize, String, Action)], i: usize, prefix: &str, is_kind: fn(&Action) -> bool) -> String {
+    let arms: Vec<String> = clauses
+        .iter()
+        .filter(|(_, _, a)| is_kind(a))
+        .filter_map(|(k, _, a)| match a {
+            Action::Update(values) | Action::Insert(values) if values.contains_key(&i) => {
+                Some(format!("WHEN {k} THEN \"${prefix}{k}_{i}\""))
+            }
+            _ => None,
+        })
+        .collect();
+    arms.join(" ")
 }
 
 /// Puts the statement's expressions and source in place of the placeholders.

@@ -116,6 +116,25 @@ impl FilesConnector {
         }
     }
 
+    /// Where and how rows written into the existing `table` at `location` go: its
+    /// format, options and partition columns.
+    fn target_of(
+        &self,
+        request: &WriteRequest<'_>,
+        listing: &ListingTable,
+        location: &str,
+        table: &Arc<dyn TableProvider>,
+    ) -> Result<WriteTarget, QueryError> {
+        let format = listing.options().format.get_ext().to_uppercase();
+        let mut target = WriteTarget::new(request.staging_in(location), &format);
+        target.options = self.table_options(request)?;
+        target.partition_columns = listing.options().table_partition_cols.iter().map(|(n, _)| n.clone()).collect();
+        // A NULL in a column the table declares NOT NULL would make its files
+        // unreadable: the writers refuse it.
+        target.not_null = crate::connector::writes::not_null_columns(&table.schema());
+        Ok(target)
+    }
+
     fn publish(&self, request: &WriteRequest<'_>, location: String, staging: &str) -> FilesPublish {
         let location = if location.ends_with('/') { location } else { format!("{location}/") };
         FilesPublish {
@@ -238,13 +257,7 @@ impl ConnectorWrites for FilesConnector {
         self.refuse_delta_lake(&request.table, "Writing")?;
         let (listing, path) = table_directory(&table, &request.table, "insert")?;
         let location = path.as_str().to_string();
-        let mut target =
-            WriteTarget::new(request.staging_in(&location), &listing.options().format.get_ext().to_uppercase());
-        target.options = self.table_options(request)?;
-        target.partition_columns = listing.options().table_partition_cols.iter().map(|(n, _)| n.clone()).collect();
-        // A NULL in a column the table declares NOT NULL would make its files
-        // unreadable: the writers refuse it.
-        target.not_null = not_null_columns(&table);
+        let target = self.target_of(request, listing, &location, &table)?;
         let input = request.physical(input).await?;
         let publish = self.publish(request, location.clone(), &target.staging);
         Ok(ConnectorWrite {
@@ -281,13 +294,7 @@ impl ConnectorWrites for FilesConnector {
         if !same_files(&read, &whole) {
             return Err(conflict(change.statement, &request.table, "its files changed while it was planned"));
         }
-        let mut target =
-            WriteTarget::new(request.staging_in(&location), &listing.options().format.get_ext().to_uppercase());
-        target.options = self.table_options(request)?;
-        target.partition_columns = listing.options().table_partition_cols.iter().map(|(n, _)| n.clone()).collect();
-        // A NULL in a column the table declares NOT NULL would make its files
-        // unreadable: the writers refuse it.
-        target.not_null = not_null_columns(&table);
+        let mut target = self.target_of(request, listing, &location, &table)?;
         target.operations = true;
         let mut publish = self.publish(request, location.clone(), &target.staging);
         publish.replaces = Some(Replaced { files: whole, table: table.clone(), statement: change.statement });
@@ -300,10 +307,6 @@ impl ConnectorWrites for FilesConnector {
             location,
         })
     }
-}
-
-fn not_null_columns(table: &Arc<dyn TableProvider>) -> Vec<String> {
-    table.schema().fields().iter().filter(|f| !f.is_nullable()).map(|f| f.name().clone()).collect()
 }
 
 /// A scan of every row of `table`.

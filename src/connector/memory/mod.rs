@@ -145,7 +145,7 @@ impl MemoryTable {
 
     /// The columns declared `NOT NULL`: writers refuse a null there.
     pub fn not_null_columns(&self) -> Vec<String> {
-        self.schema.fields().iter().filter(|f| !f.is_nullable()).map(|f| f.name().clone()).collect()
+        super::writes::not_null_columns(&self.schema)
     }
 
     /// Publishes a committed write's fragments.
